@@ -1,0 +1,251 @@
+"""The ``newsroom`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CORPORA = ("clustering/ecbplus-dev.jsonl", "clustering/mmds-dev.jsonl")
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _quiet_prefect_defaults() -> None:
+    """Local runs talk to nobody but loopback, and give the temporary server time to start."""
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def _say(message: str) -> None:
+    sys.stdout.write(message + "\n")
+    sys.stdout.flush()
+
+
+def default_corpus_dir() -> Path:
+    """``NEWSROOM_CORPUS_DIR``, else the ``shared/corpus`` folder beside the checkout."""
+    configured = os.environ.get("NEWSROOM_CORPUS_DIR")
+    return Path(configured) if configured else REPO_ROOT.parent / "shared" / "corpus"
+
+
+class ReplayProcess:
+    """The replay publisher site, run as a child process on loopback."""
+
+    def __init__(self, corpora: list[Path], start: datetime, seed: int, limit: int | None) -> None:
+        cmd = [sys.executable, "-m", "replay", "--port", "0", "--seed", str(seed),
+               "--start", start.strftime("%Y-%m-%dT%H:%M:%SZ")]
+        for corpus in corpora:
+            cmd += ["--corpus", str(corpus)]
+        if limit:
+            cmd += ["--limit", str(limit)]
+        self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().strip()
+        if "control=" not in line:
+            self.stop()
+            raise SystemExit(f"replay site did not start: {line!r}")
+        self.control_url = line.split("control=", 1)[1].split()[0]
+        self.banner = line
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def serve_api(host: str, port: int) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "uvicorn", "--factory", "serving.app:create_app", "--host", host,
+           "--port", str(port), "--log-level", "warning"]
+    return subprocess.Popen(cmd, start_new_session=True)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    _quiet_prefect_defaults()
+    os.environ["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"  # the replay site is on loopback
+    store_dir = Path(args.store).resolve()
+    if store_dir.exists() and not args.keep:
+        shutil.rmtree(store_dir)
+    os.environ["NEWSROOM_WAREHOUSE_ROOT"] = str(store_dir)
+
+    from flows.cycle import pipeline_cycle
+    from tasks.registry import import_publishers
+    from tasks.replay_control import download_publishers_csv, set_replay_clock
+    from tasks.storage import configured_store, reset_configured_store
+
+    reset_configured_store()
+    corpus_dir = Path(args.corpus_dir) if args.corpus_dir else default_corpus_dir()
+    corpora = [Path(c) for c in args.corpus] if args.corpus else [corpus_dir / c for c in DEFAULT_CORPORA]
+    for corpus in corpora:
+        if not corpus.exists():
+            raise SystemExit(f"corpus not found: {corpus} (set NEWSROOM_CORPUS_DIR or pass --corpus)")
+    step = timedelta(minutes=args.step_minutes)
+    end = datetime.now(UTC).replace(second=0, microsecond=0)
+    start = end - step * args.cycles
+    _say(f"[1/4] starting the replay publisher site ({', '.join(c.name for c in corpora)}) ...")
+    replay = ReplayProcess(corpora, start, args.seed, args.limit)
+    api: subprocess.Popen[bytes] | None = None
+    try:
+        _say(f"      {replay.banner}")
+        csv_path = store_dir.parent / "replay-publishers.csv"
+        store_dir.mkdir(parents=True, exist_ok=True)
+        registry = import_publishers(configured_store(), download_publishers_csv(replay.control_url, csv_path))
+        _say(f"[2/4] registered {len(registry.publishers)} publishers, {len(registry.feeds)} feeds")
+        _say(f"[3/4] running {args.cycles} pipeline cycles under Prefect, {args.step_minutes} simulated minutes apart")
+        summary: dict[str, Any] = {}
+        for i in range(1, args.cycles + 1):
+            now = start + step * i
+            set_replay_clock(replay.control_url, now)
+            summary = pipeline_cycle(now=now.isoformat())
+            ingest, rank = summary["ingest"], summary["rank"]
+            clustered = sum(s.get("articles", 0) for s in summary["cluster"])
+            _say(f"      cycle {i:>2}/{args.cycles} {now:%H:%M}Z  polled={ingest['feeds_polled']} "
+                 f"new_articles={ingest['new_articles']} clustered={clustered} "
+                 f"pages={rank['pages']} published={len(rank['published'])} stories={rank['stories']}")
+        if not summary or summary["rank"]["pages"] == 0:
+            _say("no page was published")
+            return 1
+        if args.no_serve:
+            _say(f"[4/4] pages written under {store_dir}/pages")
+            return 0
+        api = serve_api(args.host, args.port)
+        base = f"http://{args.host}:{args.port}"
+        _say(f"[4/4] serving\n      reader page: {base}/\n      edition API: {base}/v1/editions\n"
+             f"      e.g.         {base}/v1/editions/en-US/top\n      (Ctrl-C to stop)")
+        while api.poll() is None:
+            time.sleep(0.5)
+        return api.returncode or 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if api is not None and api.poll() is None:
+            os.killpg(api.pid, signal.SIGTERM)
+        replay.stop()
+
+
+def cmd_cluster_eval(args: argparse.Namespace) -> int:
+    from tasks.cluster_eval import run_cluster_eval
+
+    count = run_cluster_eval(Path(args.input), Path(args.output))
+    _say(f"clustered {count} articles -> {args.output}")
+    return 0
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
+    from tasks.extract_pages import extract_directory
+
+    count = extract_directory(Path(args.input_dir), Path(args.output))
+    _say(f"extracted {count} pages -> {args.output}")
+    return 0
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from tasks.sql import run_sql
+    from tasks.storage import configured_store
+
+    return run_sql(configured_store(), args.query)
+
+
+def cmd_publishers(args: argparse.Namespace) -> int:
+    from tasks.registry import export_opml, import_publishers, load_registry
+    from tasks.storage import configured_store
+
+    if args.action == "import":
+        registry = import_publishers(configured_store(), Path(args.file))
+        _say(f"registry: {len(registry.publishers)} publishers, {len(registry.feeds)} feeds")
+    else:
+        sys.stdout.write(export_opml(load_registry(configured_store())))
+    return 0
+
+
+def cmd_flow(args: argparse.Namespace) -> int:
+    _quiet_prefect_defaults()
+    from flows.cluster import cluster_stories
+    from flows.cycle import pipeline_cycle
+    from flows.ingest import ingest_feeds
+    from flows.rank import rank_and_publish
+
+    flow = {"ingest": ingest_feeds, "cluster": cluster_stories, "rank": rank_and_publish,
+            "cycle": pipeline_cycle}[args.command]
+    _say(str(flow(now=args.now)))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    api = serve_api(args.host, args.port)
+    try:
+        return api.wait()
+    except KeyboardInterrupt:
+        os.killpg(api.pid, signal.SIGTERM)
+        return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="newsroom", description="A news aggregator as a micro-batch pipeline.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="replay publishers -> flows -> pages -> API and reader page")
+    demo.add_argument("--cycles", type=int, default=18, help="pipeline cycles to run (default 18)")
+    demo.add_argument("--step-minutes", type=int, default=20, help="simulated minutes between cycles")
+    demo.add_argument("--corpus", action="append", help="a JSONL corpus (repeatable; default: the dev corpora)")
+    demo.add_argument("--corpus-dir", help="folder holding clustering/*.jsonl (default: ../shared/corpus)")
+    demo.add_argument("--limit", type=int, default=None, help="take only this many corpus articles")
+    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--store", default="var/demo/store", help="local store folder (wiped unless --keep)")
+    demo.add_argument("--keep", action="store_true", help="keep the store from an earlier demo")
+    demo.add_argument("--host", default="127.0.0.1")
+    demo.add_argument("--port", type=int, default=8000)
+    demo.add_argument("--no-serve", action="store_true", help="stop after publishing")
+    demo.set_defaults(func=cmd_demo)
+
+    ce = sub.add_parser("cluster-eval", help="run dedup + clustering over a JSONL file of articles")
+    ce.add_argument("--input", required=True)
+    ce.add_argument("--output", required=True)
+    ce.set_defaults(func=cmd_cluster_eval)
+
+    ex = sub.add_parser("extract", help="extract every .html/.html.gz page in a folder")
+    ex.add_argument("--input-dir", required=True)
+    ex.add_argument("--output", required=True)
+    ex.set_defaults(func=cmd_extract)
+
+    sql = sub.add_parser("sql", help="DuckDB over every table")
+    sql.add_argument("query", nargs="?", help="one query; none reads queries from standard input")
+    sql.set_defaults(func=cmd_sql)
+
+    pubs = sub.add_parser("publishers", help="import (CSV/OPML) or export (OPML) the registry")
+    pubs.add_argument("action", choices=["import", "export"])
+    pubs.add_argument("file", nargs="?")
+    pubs.set_defaults(func=cmd_publishers)
+
+    for name, text in [("ingest", "one ingest cycle"), ("cluster", "one cluster cycle"),
+                       ("rank", "one rank & publish cycle"), ("cycle", "ingest, cluster and rank once")]:
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--now", default=None, help="ISO instant for the cycle (default: now)")
+        p.set_defaults(func=cmd_flow)
+
+    serve = sub.add_parser("serve", help="serve the API and reader page")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.set_defaults(func=cmd_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "publishers" and args.action == "import" and not args.file:
+        raise SystemExit("newsroom publishers import FILE")
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,23 @@
+"""Rank & publish flow: score stories per edition and publish validated page snapshots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from tasks.clock import resolve_now
+from tasks.rank import publish_all_task
+from tasks.settings import get_rank_settings
+from tasks.storage import configured_store
+
+
+@flow(name="rank_and_publish")
+def rank_and_publish(now: str | None = None) -> dict[str, Any]:
+    """Publish every edition page whose content changed as of ``now``."""
+    logger = get_run_logger()
+    at = resolve_now(now)
+    summary = publish_all_task(configured_store(), at, get_rank_settings())
+    logger.info("rank_done pages=%s published=%d refused=%d stories=%s", summary["pages"],
+                len(summary["published"]), len(summary["refused"]), summary["stories"])
+    return summary

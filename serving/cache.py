@@ -1,0 +1,274 @@
+"""Every live page and the live story snapshot, held in memory and refreshed from the pointers.
+
+Shared responses are the published bytes themselves, so every reader (and every replica) gets
+byte-identical answers with the same ETag. When the store fails, the last good versions stay live.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from serving.errors import PageNotFoundError, StoryMovedError, StoryNotFoundError
+from warehouse import layout
+from warehouse.snapshots import (
+    PagePointer,
+    dump_snapshot,
+    list_live_pages,
+    read_live_page,
+    read_live_stories,
+    read_pointer,
+)
+from warehouse.store import ObjectStore
+
+logger = logging.getLogger(__name__)
+
+TOP_SECTION = "top"
+_MAX_ALIAS_HOPS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class CachedBody:
+    """Response bytes and their strong ETag (hex sha256 of exactly these bytes)."""
+
+    data: bytes
+    etag: str
+
+    @classmethod
+    def of(cls, data: bytes) -> CachedBody:
+        return cls(data, hashlib.sha256(data).hexdigest())
+
+
+@dataclass(frozen=True, slots=True)
+class CachedPage:
+    edition: str
+    section: str
+    pointer: PagePointer
+    body: CachedBody
+
+
+@dataclass(frozen=True, slots=True)
+class CachedStories:
+    """One story snapshot version, parsed once: each story pre-serialised for lookups."""
+
+    version: int
+    pointer_etag: str
+    stories: Mapping[str, CachedBody]
+    aliases: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheState:
+    """An immutable view of the cache; a refresh swaps in a new one in a single assignment."""
+
+    pages: Mapping[tuple[str, str], CachedPage] = field(default_factory=dict)
+    stories: CachedStories | None = None
+    editions: CachedBody = field(default_factory=lambda: CachedBody.of(b"[]"))
+    refreshed_at: float | None = None
+    last_refresh_ok: bool = False
+
+
+def _order_sections(sections: list[str]) -> list[str]:
+    """``top`` first (the front page), then the rest alphabetically."""
+    return sorted(sections, key=lambda s: (s != TOP_SECTION, s))
+
+
+def _editions_body(pages: Mapping[tuple[str, str], CachedPage]) -> CachedBody:
+    by_edition: dict[str, list[str]] = {}
+    for edition, section in pages:
+        by_edition.setdefault(edition, []).append(section)
+    listing = [
+        {"edition": edition, "sections": _order_sections(sections)}
+        for edition, sections in sorted(by_edition.items())
+    ]
+    return CachedBody.of(json.dumps(listing, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def _parse_stories(data: bytes, version: int, pointer_etag: str) -> CachedStories:
+    raw: Any = json.loads(data)
+    stories = raw["stories"]
+    aliases = raw.get("aliases") or {}
+    if not isinstance(stories, dict) or not isinstance(aliases, dict):
+        raise ValueError("story snapshot: 'stories' and 'aliases' must be objects")
+    return CachedStories(
+        version=version,
+        pointer_etag=pointer_etag,
+        stories=MappingProxyType({str(k): CachedBody.of(dump_snapshot(v)) for k, v in stories.items()}),
+        aliases=MappingProxyType({str(k): str(v) for k, v in aliases.items()}),
+    )
+
+
+class SnapshotCache:
+    """Live pages and stories from ``store``, refreshed by ``refresh()`` or a background thread."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+        self._state = CacheState()
+        self._refresh_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def state(self) -> CacheState:
+        return self._state
+
+    # -- reads (never touch the store) ---------------------------------------------------------
+
+    def page(self, edition: str, section: str) -> CachedPage:
+        """The live page. Raises PageNotFoundError."""
+        found = self._state.pages.get((edition, section))
+        if found is None:
+            raise PageNotFoundError(edition, section)
+        return found
+
+    def editions(self) -> CachedBody:
+        """``[{"edition", "sections"}]`` as JSON bytes, for every live page."""
+        return self._state.editions
+
+    def story(self, story_id: str) -> CachedBody:
+        """One story's Full Coverage. Raises StoryMovedError for a merged id, else StoryNotFoundError."""
+        snapshot = self._state.stories
+        if snapshot is None:
+            raise StoryNotFoundError(story_id)
+        found = snapshot.stories.get(story_id)
+        if found is not None:
+            return found
+        survivor = self._resolve_alias(snapshot, story_id)
+        if survivor is None:
+            raise StoryNotFoundError(story_id)
+        raise StoryMovedError(story_id, survivor)
+
+    @staticmethod
+    def _resolve_alias(snapshot: CachedStories, story_id: str) -> str | None:
+        # Follow merge chains (a -> b -> c) so a reader gets one redirect, not several; a
+        # cycle or a chain that ends nowhere is answered as unknown.
+        current, seen = story_id, {story_id}
+        for _ in range(_MAX_ALIAS_HOPS):
+            nxt = snapshot.aliases.get(current)
+            if nxt is None:
+                return current if current != story_id and current in snapshot.stories else None
+            if nxt in seen:
+                return None
+            seen.add(nxt)
+            current = nxt
+        return None
+
+    # -- refresh ------------------------------------------------------------------------------
+
+    def refresh(self) -> bool:
+        """Re-read the pointers and download only the versions that changed.
+
+        Any failure of the store (unreachable, a missing or corrupt object) keeps the last good
+        version of whatever could not be read, and is logged as a warning.
+
+        Returns:
+            True when every pointer and changed version was read cleanly.
+        """
+        with self._refresh_lock:
+            old = self._state
+            try:
+                live = list_live_pages(self._store)
+            except Exception as e:  # any store failure: keep serving every page we have
+                logger.warning("refresh_failed what=list_pages error=%s", _describe(e))
+                pages, pages_ok = dict(old.pages), False
+            else:
+                pages, pages_ok = self._refresh_pages(old, live)
+            stories, stories_ok = self._refresh_stories(old.stories)
+            ok = pages_ok and stories_ok
+            editions = old.editions if pages.keys() == old.pages.keys() else _editions_body(pages)
+            self._state = CacheState(
+                pages=MappingProxyType(pages),
+                stories=stories,
+                editions=editions,
+                refreshed_at=time.time(),
+                last_refresh_ok=ok,
+            )
+            return ok
+
+    def _refresh_pages(
+        self, old: CacheState, live: list[tuple[str, str]]
+    ) -> tuple[dict[tuple[str, str], CachedPage], bool]:
+        pages: dict[tuple[str, str], CachedPage] = {}
+        ok = True
+        for edition, section in live:
+            current = old.pages.get((edition, section))
+            try:
+                pointer = read_pointer(self._store, edition, section)
+                if pointer is None:
+                    continue  # removed between the listing and now
+                if current is not None and current.pointer == pointer:
+                    pages[(edition, section)] = current
+                    continue
+                fetched = read_live_page(self._store, edition, section)
+            except Exception as e:  # keep this page's last good version
+                ok = False
+                logger.warning(
+                    "refresh_failed what=page edition=%s section=%s error=%s", edition, section, _describe(e)
+                )
+                if current is not None:
+                    pages[(edition, section)] = current
+                continue
+            pages[(edition, section)] = CachedPage(
+                edition, section, fetched.pointer, CachedBody.of(fetched.data)
+            )
+            logger.info(
+                "page_loaded edition=%s section=%s version=%d", edition, section, fetched.pointer.version
+            )
+        return pages, ok
+
+    def _refresh_stories(self, current: CachedStories | None) -> tuple[CachedStories | None, bool]:
+        pointer_key = layout.story_snapshot_pointer_key()
+        try:
+            # The pointer object's ETag changes whenever the pointer moves, so a HEAD is enough to
+            # skip an unchanged snapshot without downloading it.
+            pointer_etag = self._store.head(pointer_key)
+            if pointer_etag is None:
+                return current, True
+            if current is not None and current.pointer_etag == pointer_etag:
+                return current, True
+            live = read_live_stories(self._store)
+            if current is not None and current.version == live.pointer.version:
+                return CachedStories(current.version, pointer_etag, current.stories, current.aliases), True
+            parsed = _parse_stories(live.data, live.pointer.version, pointer_etag)
+        except Exception as e:  # keep the last good story snapshot
+            logger.warning("refresh_failed what=stories error=%s", _describe(e))
+            return current, False
+        logger.info("stories_loaded version=%d stories=%d", parsed.version, len(parsed.stories))
+        return parsed, True
+
+    # -- background refresher -----------------------------------------------------------------
+
+    def start(self, interval_seconds: float) -> None:
+        """Refresh every ``interval_seconds`` on a daemon thread until ``stop()``."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._run, args=(interval_seconds,), name="snapshot-cache-refresh", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the background refresher and wait for it to finish its current refresh."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self, interval_seconds: float) -> None:
+        while not self._stop.wait(interval_seconds):
+            try:
+                self.refresh()
+            except Exception:  # a bug, not a store failure: log it, keep the thread alive
+                logger.exception("refresh_crashed")
+
+
+def _describe(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"

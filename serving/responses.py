@@ -1,0 +1,56 @@
+"""Shared responses: the same bytes for every reader, a strong ETag, and conditional GET."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import Request, Response
+
+if TYPE_CHECKING:
+    from serving.cache import CachedBody
+
+SHARED_CACHE_CONTROL = "public, s-maxage=60, stale-while-revalidate=60, stale-if-error=3600"
+"""Shared answers are identical for every reader, so CDNs may keep them (RFC 9111, RFC 5861)."""
+
+JSON = "application/json"
+
+
+def quote_etag(etag: str) -> str:
+    return f'"{etag}"'
+
+
+def is_not_modified(if_none_match: str | None, etag: str) -> bool:
+    """Whether an ``If-None-Match`` header matches ``etag``.
+
+    GET uses the weak comparison (RFC 9110 section 13.1.2), so ``W/"x"`` matches ``"x"``; ``*``
+    matches any current representation.
+
+    >>> is_not_modified('"a", W/"b"', "b")
+    True
+    >>> is_not_modified('"a"', "b")
+    False
+    """
+    if not if_none_match:
+        return False
+    for candidate in if_none_match.split(","):
+        candidate = candidate.strip()
+        if candidate == "*":
+            return True
+        if candidate.startswith("W/"):
+            candidate = candidate[2:]
+        if candidate == quote_etag(etag):
+            return True
+    return False
+
+
+def shared_response(request: Request, body: CachedBody, media_type: str = JSON) -> Response:
+    """200 with ``body`` (or 304 when the client has it), with the shared caching headers.
+
+    Only ``If-None-Match`` is read from the request: never cookies or credentials, so the answer
+    is the same for everyone and safe for a shared cache.
+    """
+    headers = {"Cache-Control": SHARED_CACHE_CONTROL, "ETag": quote_etag(body.etag)}
+    if is_not_modified(request.headers.get("if-none-match"), body.etag):
+        # A 304 repeats the validators and caching headers of the 200 (RFC 9110 section 15.4.5).
+        return Response(status_code=304, headers=headers)
+    return Response(content=body.data, media_type=media_type, headers=headers)

@@ -1,0 +1,65 @@
+"""Pipeline settings (``NEWSROOM_INGEST_*``, ``NEWSROOM_RANK_*``), read once through get_*()."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class IngestSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_INGEST_", env_file=".env", extra="ignore")
+
+    allow_private_addresses: bool = Field(
+        False,
+        description="Allow fetching private, loopback and link-local addresses. Off in production; "
+        "the demo and the tests turn it on to reach the local replay site.",
+    )
+    user_agent: str = Field("newsroom/0.1", description="Product token sent in User-Agent.")
+    contact_url: str = Field(
+        "https://github.com/newsroom/newsroom#for-publishers",
+        description="Where a publisher can reach the operator; sent in User-Agent.",
+    )
+    connect_timeout_seconds: float = Field(5.0, description="TCP connect timeout per request.")
+    read_timeout_seconds: float = Field(10.0, description="Read timeout between bytes per request.")
+    total_timeout_seconds: float = Field(30.0, description="Wall-clock cap per request, body included.")
+    max_feed_bytes: int = Field(10_000_000, description="Cap on a feed body, after decompression.")
+    max_page_bytes: int = Field(5_000_000, description="Cap on an article page, after decompression.")
+    max_redirects: int = Field(5, description="Redirects followed per request, each re-checked.")
+    max_workers: int = Field(16, description="Threads fetching feeds and pages in one ingest run.")
+    max_items_per_feed: int = Field(100, description="New items taken from one feed per poll.")
+    min_interval_seconds: int = Field(60, description="Shortest poll interval for any feed.")
+    max_interval_seconds: int = Field(3600, description="Longest poll interval for a healthy feed.")
+
+    @property
+    def user_agent_header(self) -> str:
+        return f"{self.user_agent} (+{self.contact_url})"
+
+
+class RankSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_RANK_", env_file=".env", extra="ignore")
+
+    coverage_window_hours: float = Field(6.0, description="Articles counted for coverage.")
+    freshness_half_life_hours: float = Field(4.0, description="Half-life of the freshness decay.")
+    regional_weight: float = Field(
+        0.5, description="Weight of the share of coverage from the edition's region (0 ignores region)."
+    )
+    active_hours: float = Field(48.0, description="Stories with no article for this long leave the pages.")
+    top_stories: int = Field(30, description="Stories on an edition's top page.")
+    section_stories: int = Field(20, description="Stories on a section page.")
+    min_section_stories: int = Field(3, description="Sections with fewer stories are not published.")
+    min_page_stories: int = Field(1, description="A page version with fewer stories is refused.")
+    max_story_loss: float = Field(
+        0.5, description="Refuse a version that loses more than this share of the live page's stories."
+    )
+
+
+@lru_cache
+def get_ingest_settings() -> IngestSettings:
+    return IngestSettings()
+
+
+@lru_cache
+def get_rank_settings() -> RankSettings:
+    return RankSettings()

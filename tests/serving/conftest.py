@@ -1,0 +1,254 @@
+"""Fixture snapshots for the serving tests, published with the real warehouse write side."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from warehouse.snapshots import PAGE_SCHEMA, STORIES_SCHEMA, publish_page, publish_stories
+from warehouse.store import ObjectStore, StoredObject
+
+
+def accept(new: dict[str, Any], previous: dict[str, Any] | None) -> str | None:
+    """A validator that refuses nothing: these tests are about serving, not page checks."""
+    return None
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# (story_id, sections, headline, snippet, has image, [(publisher_id, publisher, headline, minutes ago, is_copy)])
+# The representative article is listed first; Full Coverage lists every article oldest first.
+_STORIES: list[tuple[str, list[str], str, str, bool, list[tuple[str, str, str, int, bool]]]] = [
+    (
+        "0196f1c2a3b40001",
+        ["world"],
+        "Coastal cities agree on a shared plan to raise sea walls before the next storm season",
+        "Mayors from eleven port cities signed a joint funding agreement on Tuesday, pooling engineering "
+        "crews and committing to finish the first sections of new barriers within eighteen months.",
+        True,
+        [
+            ("harbor-times", "The Harbor Times", "Port cities sign joint sea wall pact", 95, False),
+            ("daily-ledger", "The Daily Ledger", "Eleven mayors pool funds for storm barriers", 140, False),
+            ("wire-service", "Continental Wire", "Cities agree sea wall plan ahead of storms", 180, False),
+            ("valley-post", "Valley Post", "Cities agree sea wall plan ahead of storms", 170, True),
+            ("civic-review", "Civic Review", "What the sea wall deal means for homeowners", 60, False),
+        ],
+    ),
+    (
+        "0196f1c2a3b40002",
+        ["business"],
+        "Regional rail operator orders 40 battery trains to replace its diesel fleet",
+        "The order, the largest of its kind on the continent, covers lines that were never electrified "
+        "and is expected to cut the operator's fuel bill by a third.",
+        True,
+        [
+            (
+                "metro-business",
+                "Metro Business Journal",
+                "Rail operator places record battery train order",
+                75,
+                False,
+            ),
+            ("daily-ledger", "The Daily Ledger", "Diesel trains to be retired on rural lines", 120, False),
+            ("tech-dispatch", "Tech Dispatch", "Inside the battery trains replacing diesel", 50, False),
+        ],
+    ),
+    (
+        "0196f1c2a3b40003",
+        ["science"],
+        "Astronomers spot water vapour around a nearby rocky exoplanet",
+        "Observations over six nights suggest a thin atmosphere, a first for a planet this small "
+        "orbiting a quiet star.",
+        False,
+        [
+            ("science-weekly", "Science Weekly", "Water vapour found on small rocky world", 200, False),
+            ("wire-service", "Continental Wire", "Telescope detects water near rocky planet", 230, False),
+            ("harbor-times", "The Harbor Times", "Telescope detects water near rocky planet", 225, True),
+        ],
+    ),
+    (
+        "0196f1c2a3b40004",
+        ["sports"],
+        "Underdogs reach the cup final after a penalty shoot-out that went to the ninth round",
+        "The second-division side had not won an away match since March.",
+        True,
+        [
+            ("sports-desk", "The Sports Desk", "Ninth-round penalty sends underdogs to final", 30, False),
+            ("valley-post", "Valley Post", "Local club reaches first cup final in 40 years", 25, False),
+        ],
+    ),
+    (
+        "0196f1c2a3b40005",
+        ["technology"],
+        "Open-source maintainers publish a common plan for handling security reports",
+        "More than thirty projects agreed on one disclosure policy and a shared contact address.",
+        False,
+        [
+            ("tech-dispatch", "Tech Dispatch", "Maintainers unite on security disclosure rules", 300, False),
+            (
+                "metro-business",
+                "Metro Business Journal",
+                "Why companies care about a volunteer security pact",
+                260,
+                False,
+            ),
+        ],
+    ),
+]
+
+ALIASES = {"0196f1c2a3b40999": "0196f1c2a3b40001", "0196f1c2a3b40998": "0196f1c2a3b40999"}
+
+
+def _source(
+    article_id: str, pub_id: str, pub: str, title: str, seen: datetime, is_copy: bool
+) -> dict[str, Any]:
+    return {
+        "article_id": article_id,
+        "publisher_id": pub_id,
+        "publisher": pub,
+        "title": title,
+        "url": f"https://{pub_id}.example/news/{article_id}",
+        "first_seen_at": _iso(seen),
+        "is_copy": is_copy,
+    }
+
+
+def make_stories(now: datetime, image_base: str | None = None) -> list[dict[str, Any]]:
+    """Page story objects (representative source first), ranked in list order."""
+    stories = []
+    for rank, (story_id, sections, title, snippet, has_image, sources) in enumerate(_STORIES, start=1):
+        rows = [
+            _source(f"{story_id}-a{i}", pub_id, pub, headline, now - timedelta(minutes=ago), is_copy)
+            for i, (pub_id, pub, headline, ago, is_copy) in enumerate(sources)
+        ]
+        seen = sorted(r["first_seen_at"] for r in rows)
+        base = image_base or "https://images.example/news"
+        stories.append(
+            {
+                "story_id": story_id,
+                "rank": rank,
+                "score": round(3.0 - rank * 0.4, 2),
+                "score_parts": {"coverage": 1.5, "freshness": 0.9},
+                "title": title,
+                "snippet": snippet,
+                "image_url": f"{base}/{story_id}.svg" if has_image else None,
+                "sections": sections,
+                "language": "en",
+                "first_seen_at": seen[0],
+                "updated_at": seen[-1],
+                "source_count": sum(1 for r in rows if not r["is_copy"]),
+                "article_count": len(rows),
+                "sources": rows,
+            }
+        )
+    return stories
+
+
+def page_payload(edition: str, section: str, stories: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
+    return {
+        "schema": PAGE_SCHEMA,
+        "edition": edition,
+        "section": section,
+        "version": 0,
+        "as_of": _iso(now),
+        "stories": stories,
+    }
+
+
+def stories_payload(
+    stories: list[dict[str, Any]], editions: list[str], now: datetime, aliases: dict[str, str]
+) -> dict[str, Any]:
+    full = {}
+    for story in stories:
+        item = copy.deepcopy(story)
+        item["sources"] = sorted(item["sources"], key=lambda s: (s["first_seen_at"], s["article_id"]))
+        item["editions"] = editions
+        full[story["story_id"]] = item
+    return {"schema": STORIES_SCHEMA, "version": 0, "as_of": _iso(now), "stories": full, "aliases": aliases}
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedFixture:
+    stories: list[dict[str, Any]]
+    stories_snapshot: dict[str, Any]
+    pages: dict[tuple[str, str], list[dict[str, Any]]]
+
+
+def publish_fixture(
+    store: ObjectStore, now: datetime | None = None, image_base: str | None = None
+) -> PublishedFixture:
+    """Publish pages for en-US (top, world, business) and en-GB (top), and the story snapshot."""
+    now = now or datetime.now(UTC).replace(microsecond=0)
+    stories = make_stories(now, image_base)
+    pages = {
+        ("en-US", "top"): stories,
+        ("en-US", "world"): [s for s in stories if "world" in s["sections"]],
+        ("en-US", "business"): [s for s in stories if "business" in s["sections"]],
+        ("en-GB", "top"): list(reversed(stories[:3])),
+    }
+    for (edition, section), page_stories in pages.items():
+        result = publish_page(
+            store,
+            edition,
+            section,
+            page_payload(edition, section, page_stories, now),
+            now=now,
+            validate=accept,
+        )
+        assert result.published, result
+    snapshot = stories_payload(stories, ["en-GB", "en-US"], now, ALIASES)
+    result = publish_stories(store, snapshot, now=now, validate=accept)
+    assert result.published, result
+    return PublishedFixture(stories, dict(snapshot, version=result.version), pages)
+
+
+class FlakyStore:
+    """An ObjectStore wrapper that raises OSError from every call while ``failing`` is set."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.failing = False
+        self.gets: list[str] = []
+
+    def _check(self) -> None:
+        if self.failing:
+            raise OSError("store unreachable")
+
+    @property
+    def uri(self) -> str:
+        return self.inner.uri
+
+    def get(self, key: str) -> StoredObject:
+        self._check()
+        self.gets.append(key)
+        return self.inner.get(key)
+
+    def head(self, key: str) -> str | None:
+        self._check()
+        return self.inner.head(key)
+
+    def put(
+        self,
+        key: str,
+        data: bytes,
+        *,
+        if_none_match: bool = False,
+        if_match: str | None = None,
+        content_type: str = "application/octet-stream",
+    ) -> str:
+        self._check()
+        return self.inner.put(
+            key, data, if_none_match=if_none_match, if_match=if_match, content_type=content_type
+        )
+
+    def list(self, prefix: str) -> list[str]:
+        self._check()
+        return self.inner.list(prefix)
+
+    def delete(self, key: str) -> None:
+        self._check()
+        self.inner.delete(key)

@@ -1,0 +1,189 @@
+"""The reader page in a real Chromium, over a real uvicorn serving published snapshots.
+
+Only 127.0.0.1 is reachable: every other request is aborted, so the page must work with nothing
+but its own assets (story images come from a local stand-in for publishers' image hosts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import uvicorn
+from conftest import PublishedFixture, publish_fixture
+
+from serving.app import create_app
+from serving.settings import ServingSettings
+from warehouse.store import LocalStore
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+LOOPBACK = "127.0.0.1"
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"Chromium is not installed at {CHROMIUM}"),
+]
+
+_PALETTES = [("#1d3b53", "#5f8fb4"), ("#3d2f1f", "#c08a4a"), ("#20402c", "#6fa37c"), ("#4a2233", "#c76b86")]
+
+
+def _illustration(name: str) -> bytes:
+    """A quiet abstract picture standing in for a publisher's photo."""
+    n = sum(name.encode())
+    dark, light = _PALETTES[n % len(_PALETTES)]
+    return (
+        '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 1600 900">'
+        f'<defs><linearGradient id="g" x1="0" y1="0" x2="1" y2="1"><stop offset="0" stop-color="{light}"/>'
+        f'<stop offset="1" stop-color="{dark}"/></linearGradient></defs>'
+        '<rect width="1600" height="900" fill="url(#g)"/>'
+        f'<circle cx="{1150 + n % 200}" cy="260" r="140" fill="#fff" fill-opacity=".18"/>'
+        f'<path d="M0 700 C 400 {560 + n % 90} 900 820 1600 640 V900 H0Z" fill="#000" fill-opacity=".22"/>'
+        '<path d="M0 780 C 500 700 1100 900 1600 760 V900 H0Z" fill="#000" fill-opacity=".25"/></svg>'
+    ).encode()
+
+
+class _ImageHandler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        body = _illustration(self.path)
+        self.send_response(200)
+        self.send_header("Content-Type", "image/svg+xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@dataclass(frozen=True, slots=True)
+class RunningSite:
+    base_url: str
+    fixture: PublishedFixture
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[RunningSite]:
+    images = ThreadingHTTPServer((LOOPBACK, 0), _ImageHandler)
+    threading.Thread(target=images.serve_forever, daemon=True).start()
+    store = LocalStore(tmp_path / "store")
+    fixture = publish_fixture(store, image_base=f"http://{LOOPBACK}:{images.server_address[1]}/img")
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((LOOPBACK, 0))  # the kernel picks a free port and we keep it: no race
+    port = sock.getsockname()[1]
+    settings = ServingSettings(host=LOOPBACK, port=port)
+    server = uvicorn.Server(uvicorn.Config(create_app(store, settings), log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield RunningSite(f"http://{LOOPBACK}:{port}", fixture)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+        images.shutdown()
+        images.server_close()
+
+
+def test_reader_renders_stories_sources_and_full_coverage(site: RunningSite, tmp_path: Path) -> None:
+    from playwright.sync_api import Route, expect, sync_playwright
+
+    shots = Path(os.environ.get("NEWSROOM_SCREENSHOT_DIR") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    blocked: list[str] = []
+    errors: list[str] = []
+
+    def only_loopback(route: Route) -> None:
+        if urlsplit(route.request.url).hostname == LOOPBACK:
+            route.continue_()
+        else:
+            blocked.append(route.request.url)
+            route.abort()
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+            context.route("**/*", only_loopback)
+            page = context.new_page()
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+
+            page.goto(f"{site.base_url}/")
+
+            top = site.fixture.pages[("en-US", "top")]
+            cards = page.locator("article.story")
+            expect(cards).to_have_count(len(top))
+            assert len(top) >= 3
+            for story, card in zip(top, cards.all(), strict=True):
+                expect(card.locator(".headline")).to_have_text(story["title"])
+                assert len(story["sources"]) >= 2
+                shown = card.locator(".sources .source")
+                expect(shown).to_have_count(min(len(story["sources"]), 4))
+                for i, source in enumerate(story["sources"][:4]):
+                    item = shown.nth(i)
+                    expect(item.locator(".publisher")).to_have_text(source["publisher"])
+                    expect(item.locator(".source-title")).to_have_text(source["title"])
+                    expect(item.locator(".copy-badge")).to_have_count(1 if source["is_copy"] else 0)
+                assert card.locator(".headline a").get_attribute("href") == story["sources"][0]["url"]
+            expect(page.get_by_text("syndicated copy").first).to_be_visible()
+            expect(page.locator(".section-tab[aria-current=page]")).to_have_text("Top stories")
+            page.wait_for_function("[...document.images].every((i) => i.complete)")
+            page.screenshot(path=str(shots / "reader-front.png"), full_page=True)
+            page.set_viewport_size({"width": 390, "height": 844})
+            page.screenshot(path=str(shots / "reader-front-mobile.png"), full_page=False)
+            page.set_viewport_size({"width": 1280, "height": 900})
+
+            chosen = top[0]
+            full = site.fixture.stories_snapshot["stories"][chosen["story_id"]]
+            page.locator(f'article.story[data-story-id="{chosen["story_id"]}"] .full-coverage').click()
+            expect(page).to_have_url(re.compile(rf"#/story/{chosen['story_id']}$"))
+            items = page.locator(".timeline .timeline-item")
+            expect(items).to_have_count(len(full["sources"]))
+            expect(page.locator(".coverage-title")).to_have_text(full["title"])
+            for source, item in zip(full["sources"], items.all(), strict=True):  # oldest first
+                expect(item.locator(".timeline-title")).to_have_text(source["title"])
+                expect(item.locator(".publisher")).to_have_text(source["publisher"])
+            page.wait_for_function("[...document.images].every((i) => i.complete)")
+            page.screenshot(path=str(shots / "reader-full-coverage.png"), full_page=True)
+
+            page.locator(".back-link").click()
+            expect(page.locator("article.story")).to_have_count(len(top))
+
+            page.locator("#edition-select").select_option("en-GB")
+            expect(page.locator("article.story")).to_have_count(len(site.fixture.pages[("en-GB", "top")]))
+            page.locator(".section-tab", has_text="Top stories").wait_for()
+
+            page.goto(f"{site.base_url}/#/e/en-US/business")
+            expect(page.locator("article.story")).to_have_count(
+                len(site.fixture.pages[("en-US", "business")])
+            )
+        finally:
+            browser.close()
+
+    assert blocked == [], "the reader page must not fetch anything from outside"
+    assert errors == [], json.dumps(errors)

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from transforms.clustering import (
+    Assignment,
+    ClusterParams,
+    LanguageClusterer,
+    cluster_articles,
+    make_story_id,
+)
+from transforms.features import ArticleFeatures, features_from_text
+
+_DATA = Path(__file__).resolve().parent.parent / "data" / "articles"
+ORIGINAL = (_DATA / "original.txt").read_text(encoding="utf-8").strip()
+SAME_EVENT = (_DATA / "same_event.txt").read_text(encoding="utf-8").strip()
+UNRELATED = (_DATA / "unrelated.txt").read_text(encoding="utf-8").strip()
+T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
+
+
+def _article(article_id: str, text: str, minutes: float = 0, title: str = "", language: str = "en") -> ArticleFeatures:
+    return features_from_text(article_id, title or text.split("\n")[0][:80], text, language, T0 + timedelta(minutes=minutes))
+
+
+def _stream() -> list[ArticleFeatures]:
+    paragraphs = ORIGINAL.split("\n")
+    return [
+        _article("a-original", ORIGINAL, 0),
+        _article("b-giraffe", UNRELATED, 5),
+        _article("c-reprint", "RIVERTON (Wire) - " + "\n".join(paragraphs[1:] + paragraphs[:1]), 10, title="Bridge shut"),
+        _article("d-same-event", SAME_EVENT, 20),
+        _article("e-reprint-of-reprint", "\n".join(paragraphs[1:] + paragraphs[:1]) + "\nMore at 11.", 30),
+        _article("f-giraffe-2", UNRELATED.replace("Monday", "Sunday") + "\nKeepers will post photos.", 40),
+    ]
+
+
+def test_copies_name_their_original() -> None:
+    out = {a.article_id: a for a in cluster_articles(_stream())}
+    assert out["c-reprint"].copy_of == "a-original"
+    assert out["c-reprint"].story_id == out["a-original"].story_id
+    # A copy of a copy names the first article, not the intermediate one.
+    assert out["e-reprint-of-reprint"].copy_of == "a-original"
+    assert out["a-original"].copy_of is None and out["a-original"].is_new_story
+
+
+def test_same_event_joins_without_being_a_copy() -> None:
+    out = {a.article_id: a for a in cluster_articles(_stream())}
+    assert out["d-same-event"].copy_of is None
+    assert out["d-same-event"].story_id == out["a-original"].story_id
+    assert not out["d-same-event"].is_new_story
+
+
+def test_unrelated_articles_make_two_stories() -> None:
+    out = {a.article_id: a for a in cluster_articles(_stream())}
+    assert out["b-giraffe"].story_id != out["a-original"].story_id
+    assert out["b-giraffe"].is_new_story
+    assert out["f-giraffe-2"].story_id == out["b-giraffe"].story_id
+
+
+def test_state_round_trip_gives_identical_assignments() -> None:
+    stream = _stream()
+    uninterrupted = cluster_articles(stream)
+    for cut in range(len(stream) + 1):
+        first = LanguageClusterer("en", ClusterParams())
+        head = [first.assign(f) for f in stream[:cut]]
+        state = json.loads(json.dumps(first.to_state()))
+        resumed = LanguageClusterer.from_state(state)
+        tail = [resumed.assign(f) for f in stream[cut:]]
+        assert head + tail == uninterrupted, f"diverged after a checkpoint at {cut}"
+        assert resumed.to_state() == cluster_state_after(stream)
+
+
+def cluster_state_after(stream: list[ArticleFeatures]) -> dict[str, object]:
+    clusterer = LanguageClusterer("en", ClusterParams())
+    for f in stream:
+        clusterer.assign(f)
+    return json.loads(json.dumps(clusterer.to_state()))
+
+
+def test_state_rejects_other_versions() -> None:
+    state = LanguageClusterer("en").to_state()
+    with pytest.raises(ValueError):
+        LanguageClusterer.from_state({**state, "version": 999})
+    with pytest.raises(ValueError):
+        LanguageClusterer.from_state({**state, "signature_version": "other"})
+
+
+def test_expiry_drops_idle_stories() -> None:
+    clusterer = LanguageClusterer("en", ClusterParams(active_window_hours=48))
+    first = clusterer.assign(_article("a", ORIGINAL, 0))
+    assert clusterer.expire(T0 + timedelta(hours=47)) == 0
+    assert clusterer.active_story_count == 1
+    assert clusterer.expire(T0 + timedelta(hours=49)) == 1
+    assert clusterer.active_story_count == 0
+    # The same event three days later starts a new story, and a reprint is no longer a copy.
+    later = clusterer.assign(_article("b", ORIGINAL, 72 * 60))
+    assert later.is_new_story and later.copy_of is None and later.story_id != first.story_id
+
+
+def test_idle_story_expires_during_assign() -> None:
+    out = cluster_articles([_article("a", ORIGINAL, 0), _article("b", SAME_EVENT, 60 * 60)])
+    assert out[1].story_id != out[0].story_id
+
+
+def test_story_ids_are_time_ordered_and_deterministic() -> None:
+    ids = [make_story_id(T0 + timedelta(milliseconds=ms), f"article-{ms}") for ms in (0, 1, 1000, 86_400_000)]
+    assert ids == sorted(ids)
+    assert all(len(i) == 16 and int(i, 16) < 1 << 64 for i in ids)
+    assert make_story_id(T0, "x") == make_story_id(T0, "x")
+    assert make_story_id(T0, "x") != make_story_id(T0, "y")
+    first = cluster_articles(_stream())
+    assert first == cluster_articles(_stream())
+    new_ids = [a.story_id for a in first if a.is_new_story]
+    assert new_ids == sorted(new_ids)
+
+
+def test_languages_are_clustered_apart() -> None:
+    out = cluster_articles([_article("en-1", ORIGINAL, 0), _article("de-1", ORIGINAL, 1, language="de")])
+    assert out[0].story_id != out[1].story_id
+    assert out[1].copy_of is None
+
+
+def test_wrong_language_and_params_rejected() -> None:
+    with pytest.raises(ValueError):
+        LanguageClusterer("en").assign(_article("x", ORIGINAL, language="fr"))
+    with pytest.raises(ValueError):
+        ClusterParams(join_threshold=1.5)
+    with pytest.raises(ValueError):
+        ClusterParams(lsh_bands=64, lsh_rows=4)
+
+
+def test_assignment_is_frozen() -> None:
+    a = Assignment("a", "s", None, True, 0.0)
+    with pytest.raises(AttributeError):
+        a.score = 1.0  # type: ignore[misc]

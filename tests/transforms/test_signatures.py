@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pathlib import Path
+from transforms.signatures import (
+    LSH_BANDS,
+    LSH_ROWS,
+    NUM_PERM,
+    SHINGLE_SIZE,
+    estimate_jaccard,
+    hamming_distance,
+    lsh_bands,
+    minhash_signature,
+    normalize_for_signature,
+    shingle_tokens,
+    simhash_blocks,
+    simhash_fingerprint,
+    text_signatures,
+    tokenize,
+)
+
+_DATA = Path(__file__).resolve().parent.parent / "data" / "articles"
+ORIGINAL = (_DATA / "original.txt").read_text(encoding="utf-8").strip()
+SAME_EVENT = (_DATA / "same_event.txt").read_text(encoding="utf-8").strip()
+UNRELATED = (_DATA / "unrelated.txt").read_text(encoding="utf-8").strip()
+COPY_JACCARD = 0.5  # transforms.clustering.ClusterParams.copy_jaccard default
+FOX = "The quick brown fox jumps over the lazy dog near the river bank"
+
+
+def _shingles(text: str, language: str = "en") -> list[str]:
+    return shingle_tokens(tokenize(text, language), SHINGLE_SIZE)
+
+
+def _jaccard(a: str, b: str) -> float:
+    return estimate_jaccard(minhash_signature(_shingles(a)), minhash_signature(_shingles(b)))
+
+
+def test_golden_values() -> None:
+    shingles = _shingles(FOX)
+    assert simhash_fingerprint(shingles) == 0x1C2C2A495E289980
+    signature = minhash_signature(shingles)
+    assert signature.dtype == np.uint32 and signature.shape == (NUM_PERM,)
+    assert signature[:4].tolist() == [67373809, 173640572, 660107745, 558137637]
+    assert lsh_bands(signature)[:2] == [3283432572059917915, 2374746599902601282]
+
+
+@pytest.mark.parametrize(
+    ("text", "language", "expected"),
+    [
+        ("Hello, World!", "en", ["hello", "world"]),
+        ("Ｆｕｌｌ－width ２０２４", "en", ["full", "width", "2024"]),
+        ("新加坡政府", "zh", ["新加", "加坡", "坡政", "政府"]),
+        ("律师拉维（Ravi Madasamy）", "zh", ["律师", "师拉", "拉维", "ravi", "madasamy"]),
+        ("", "en", []),
+    ],
+    ids=["latin", "nfkc", "cjk-bigrams", "cjk-with-latin", "empty"],
+)
+def test_tokenize(text: str, language: str, expected: list[str]) -> None:
+    assert tokenize(text, language) == expected
+
+
+def test_normalize_collapses_case_and_space() -> None:
+    assert normalize_for_signature("A\u00a0 B\n\nC") == "a b c"
+
+
+def test_shingles_short_and_empty() -> None:
+    assert shingle_tokens(["a", "b"], 4) == ["a b"]
+    assert shingle_tokens([], 4) == []
+    with pytest.raises(ValueError):
+        shingle_tokens(["a"], 0)
+
+
+def test_identical_text_distance_zero() -> None:
+    simhash_a, minhash_a = text_signatures(ORIGINAL, "en")
+    simhash_b, minhash_b = text_signatures(ORIGINAL, "en")
+    assert hamming_distance(simhash_a, simhash_b) == 0
+    assert estimate_jaccard(minhash_a, minhash_b) == 1.0
+
+
+def test_order_of_shingles_does_not_matter() -> None:
+    shingles = _shingles(ORIGINAL)
+    assert simhash_fingerprint(shingles) == simhash_fingerprint(shingles[::-1])
+    assert minhash_signature(shingles).tolist() == minhash_signature(shingles[::-1]).tolist()
+
+
+def test_empty_text_is_defined() -> None:
+    simhash, minhash = text_signatures("", "en")
+    assert simhash == 0
+    assert minhash.tolist() == [0xFFFFFFFF] * NUM_PERM
+    assert lsh_bands(minhash) == []
+    assert estimate_jaccard(minhash, minhash) == 0.0  # an empty text is a copy of nothing
+
+
+def _reprints() -> dict[str, str]:
+    paragraphs = ORIGINAL.split("\n")
+    words = ORIGINAL.split()
+    return {
+        "dateline": "RIVERTON, March 3 (Wire) - " + ORIGINAL,
+        "footer": ORIGINAL + "\nReporting by A. Writer; editing by B. Editor. Copyright 2024 Wire Service.",
+        "truncated-20pct": " ".join(words[: int(len(words) * 0.8)]),
+        "reordered": "\n".join(paragraphs[3:] + paragraphs[:3]),
+        "all-at-once": "RIVERTON (Wire) - "
+        + "\n".join(paragraphs[2:] + paragraphs[:2])[: int(len(ORIGINAL) * 0.8)]
+        + "\nSign up for our newsletter.",
+    }
+
+
+@pytest.mark.parametrize("name", list(_reprints()))
+def test_reprint_stays_within_copy_threshold(name: str) -> None:
+    reprint = _reprints()[name]
+    assert _jaccard(ORIGINAL, reprint) >= COPY_JACCARD
+    # ... and LSH proposes the pair.
+    original_bands = set(lsh_bands(minhash_signature(_shingles(ORIGINAL))))
+    assert original_bands & set(lsh_bands(minhash_signature(_shingles(reprint))))
+
+
+def test_same_event_different_article_is_not_a_copy() -> None:
+    assert _jaccard(ORIGINAL, SAME_EVENT) < 0.1
+    assert _jaccard(ORIGINAL, UNRELATED) < 0.05
+
+
+def test_simhash_blocks_pigeonhole() -> None:
+    a = 0x0123456789ABCDEF
+    b = a ^ (1 << 3) ^ (1 << 20) ^ (1 << 40)  # distance 3 flips 3 of 4 blocks at most
+    assert hamming_distance(a, b) == 3
+    assert set(simhash_blocks(a)) & set(simhash_blocks(b))
+
+
+def test_lsh_arguments_checked() -> None:
+    signature = minhash_signature(_shingles(FOX))
+    assert len(lsh_bands(signature, LSH_BANDS, LSH_ROWS)) == LSH_BANDS
+    with pytest.raises(ValueError):
+        lsh_bands(signature, 64, 4)
+    with pytest.raises(ValueError):
+        minhash_signature(["a"], num_perm=0)
+    with pytest.raises(ValueError):
+        estimate_jaccard([1, 2], [1, 2, 3])

@@ -1,0 +1,317 @@
+"""Canonical article URLs and the article ids derived from them.
+
+One story is often reachable under many addresses: with tracking parameters, through a
+redirect wrapper, as an AMP variant, with a fragment or a default port. Everything that keys on
+an article (dedup, ids, clicks) goes through :func:`canonicalize_url` first so those variants
+collapse to one string.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from urllib.parse import parse_qsl, quote, urljoin, urlsplit, urlunsplit
+
+ARTICLE_ID_BYTES = 8  # 16 hex characters
+MAX_UNWRAP_DEPTH = 3
+
+# Query keys that only say how a reader arrived, never which page they asked for.
+TRACKING_PARAMS = frozenset(
+    {
+        "fbclid",
+        "gclid",
+        "gclsrc",
+        "dclid",
+        "gbraid",
+        "wbraid",
+        "msclkid",
+        "yclid",
+        "twclid",
+        "ttclid",
+        "igshid",
+        "mc_cid",
+        "mc_eid",
+        "ref",
+        "ref_src",
+        "ref_url",
+        "referrer",
+        "ocid",
+        "cmpid",
+        "icid",
+        "ito",
+        "smid",
+        "smtyp",
+        "_ga",
+        "_gl",
+        "_hsenc",
+        "_hsmi",
+        "__twitter_impression",
+        "mkt_tok",
+        "vero_id",
+        "oly_anon_id",
+        "oly_enc_id",
+        "s_cid",
+        "wt.mc_id",
+        "spm",
+        "at_medium",
+        "at_campaign",
+        "at_custom1",
+        "at_custom2",
+        "at_custom3",
+        "at_custom4",
+        "cmp",
+        "sr_share",
+    }
+)
+TRACKING_PREFIXES = ("utm_", "pk_", "mtm_", "hsa_")
+
+# (host, path) of redirect wrappers -> query keys that carry the target, in order of preference.
+_REDIRECT_WRAPPERS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("www.google.com", "/url"): ("q", "url"),
+    ("google.com", "/url"): ("q", "url"),
+    ("l.facebook.com", "/l.php"): ("u",),
+    ("lm.facebook.com", "/l.php"): ("u",),
+    ("m.facebook.com", "/l.php"): ("u",),
+    ("l.instagram.com", "/"): ("u",),
+    ("www.youtube.com", "/redirect"): ("q",),
+    ("out.reddit.com", "/"): ("url",),
+    ("href.li", "/"): ("url",),
+    ("t.umblr.com", "/redirect"): ("z",),
+    ("l.messenger.com", "/l.php"): ("u",),
+}
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_PERCENT_RE = re.compile(r"%([0-9A-Fa-f]{2})")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# RFC 3986 section 3.3: pchar = unreserved / pct-encoded / sub-delims / ":" / "@", plus "/".
+_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
+_QUERY_SAFE = "/:@!$'()*,;-._~"
+_AMP_QUERY_VALUES = frozenset({"", "1", "true", "yes"})
+
+
+def _normalize_percent_escapes(component: str, safe: str) -> str:
+    """Decode escaped unreserved characters, upper-case the other escapes, escape the rest.
+
+    >>> _normalize_percent_escapes("/caf%c3%a9/%7Euser/a b", _PATH_SAFE)
+    '/caf%C3%A9/~user/a%20b'
+    """
+
+    def _fix(match: re.Match[str]) -> str:
+        char = chr(int(match.group(1), 16))
+        return char if char in _UNRESERVED else "%" + match.group(1).upper()
+
+    # "%" is kept safe so existing escapes survive quote(); a stray "%" not followed by two
+    # hex digits is escaped first so it cannot be mistaken for one later.
+    component = re.sub(r"%(?![0-9A-Fa-f]{2})", "%25", component)
+    return quote(_PERCENT_RE.sub(_fix, component), safe=safe)
+
+
+def _remove_dot_segments(path: str) -> str:
+    """Resolve "." and ".." segments (RFC 3986 section 5.2.4).
+
+    >>> _remove_dot_segments("/a/b/../c/./d")
+    '/a/c/d'
+    >>> _remove_dot_segments("/a/..")
+    '/'
+    """
+    if "." not in path:
+        return path
+    output: list[str] = []
+    segments = path.split("/")
+    for i, segment in enumerate(segments):
+        last = i == len(segments) - 1
+        if segment == ".":
+            if last:
+                output.append("")
+        elif segment == "..":
+            if len(output) > 1:
+                output.pop()
+            if last:
+                output.append("")
+        else:
+            output.append(segment)
+    result = "/".join(output)
+    return result if result.startswith("/") else "/" + result
+
+
+def _is_tracking_param(key: str) -> bool:
+    lowered = key.lower()
+    return lowered in TRACKING_PARAMS or lowered.startswith(TRACKING_PREFIXES)
+
+
+def _strip_amp_path(path: str) -> str:
+    """Remove AMP markers that only ever mean "AMP rendering of the same page".
+
+    >>> _strip_amp_path("/2019/11/story/amp/")
+    '/2019/11/story/'
+    >>> _strip_amp_path("/2019/11/story.amp.html")
+    '/2019/11/story.html'
+    >>> _strip_amp_path("/tag/amp")
+    '/tag/amp'
+    """
+    # "/amp" alone could be a real section ("/tag/amp", "/amp" on a guitar site), so only a
+    # final "amp" segment below a path at least two segments deep is treated as a marker.
+    segments = [s for s in path.split("/") if s]
+    if len(segments) >= 3 and segments[-1].lower() == "amp" and segments[-2].lower() != "tag":
+        trailing = "/" if path.endswith("/") else ""
+        return "/" + "/".join(segments[:-1]) + trailing
+    if path.lower().endswith(".amp.html"):
+        return path[: -len(".amp.html")] + ".html"
+    return path
+
+
+def _unwrap_redirect(url: str) -> str:
+    """Follow known redirect wrappers (Google, Facebook, ...) to the URL they point at."""
+    for _ in range(MAX_UNWRAP_DEPTH):
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        keys = _REDIRECT_WRAPPERS.get((host, parts.path or "/"))
+        if keys is None:
+            return url
+        params = dict(parse_qsl(parts.query, keep_blank_values=True))
+        target = next((params[k] for k in keys if params.get(k)), None)
+        if target is None or urlsplit(target).scheme.lower() not in _DEFAULT_PORTS:
+            return url
+        url = target
+    return url
+
+
+def _normalize_host(host: str) -> str:
+    host = host.lower().rstrip(".")
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host
+
+
+def canonicalize_url(url: str) -> str:
+    """Reduce a URL to the one form we key articles on.
+
+    Lower-cases scheme and host, drops userinfo, default ports and the fragment, unwraps
+    known redirect wrappers, removes tracking parameters and AMP markers, sorts the remaining
+    query parameters and normalises percent-encoding and dot segments of the path.
+
+    Args:
+        url: An absolute http(s) URL.
+
+    Returns:
+        The canonical form of ``url``.
+
+    Raises:
+        ValueError: ``url`` is not an absolute http(s) URL with a host, or its port is invalid.
+
+    >>> canonicalize_url("HTTPS://Example.COM:443/a/../News/Story?utm_source=x&b=2&a=1#top")
+    'https://example.com/News/Story?a=1&b=2'
+    >>> canonicalize_url("https://www.google.com/url?q=https://example.com/x%3Ffbclid%3D1&sa=D")
+    'https://example.com/x'
+    >>> canonicalize_url("http://example.com")
+    'http://example.com/'
+    """
+    url = _unwrap_redirect(url.strip())
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        raise ValueError(f"invalid URL: {url!r}") from e
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    if not parts.hostname:
+        raise ValueError(f"URL has no host: {url!r}")
+    host = _normalize_host(parts.hostname)
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    netloc = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
+
+    path = _normalize_percent_escapes(_remove_dot_segments(parts.path or "/"), _PATH_SAFE)
+    path = _strip_amp_path(path)
+
+    kept: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if _is_tracking_param(key):
+            continue
+        if key.lower() == "amp" and value.lower() in _AMP_QUERY_VALUES:
+            continue
+        if key.lower() == "outputtype" and value.lower() == "amp":
+            continue
+        kept.append((key, value))
+    query = "&".join(
+        f"{quote(k, safe=_QUERY_SAFE)}={quote(v, safe=_QUERY_SAFE)}" if v else quote(k, safe=_QUERY_SAFE)
+        for k, v in sorted(kept)
+    )
+    return urlunsplit((scheme, netloc, path, query, ""))
+
+
+def _resolve_candidate(candidate: str | None, base: str | None) -> str | None:
+    if candidate is None or not candidate.strip():
+        return None
+    candidate = candidate.strip()
+    try:
+        absolute = urljoin(base, candidate) if base else candidate
+        return canonicalize_url(absolute)
+    except ValueError:
+        return None
+
+
+def _is_root_path(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.path in ("", "/") and not parts.query
+
+
+def choose_canonical_url(fetched_url: str, rel_canonical: str | None, og_url: str | None) -> str:
+    """Pick the address a page says is its own, falling back to where we fetched it.
+
+    Order: ``<link rel=canonical>``, then ``og:url``, then ``fetched_url``. Relative values are
+    resolved against ``fetched_url``. A declared URL on another domain is accepted (syndicated
+    copies point at the original) as long as it is http(s). A declared URL that is just a site
+    root while the fetched URL is not is ignored: CMS templates that stamp the home page as
+    canonical on every article are common, and accepting it would merge unrelated articles.
+
+    Args:
+        fetched_url: The URL the page was fetched from (may be empty when unknown).
+        rel_canonical: The ``href`` of ``<link rel="canonical">``, if any.
+        og_url: The ``content`` of ``<meta property="og:url">``, if any.
+
+    Returns:
+        The canonicalized chosen URL.
+
+    Raises:
+        ValueError: Neither the declared URLs nor ``fetched_url`` are valid http(s) URLs.
+
+    >>> choose_canonical_url("https://ex.com/a?utm_source=rss", "/a-story", None)
+    'https://ex.com/a-story'
+    >>> choose_canonical_url("https://ex.com/a", "javascript:void(0)", "https://ex.com/b")
+    'https://ex.com/b'
+    >>> choose_canonical_url("https://ex.com/news/a", "https://ex.com/", None)
+    'https://ex.com/news/a'
+    """
+    fetched = _resolve_candidate(fetched_url, None)
+    for candidate in (rel_canonical, og_url):
+        resolved = _resolve_candidate(candidate, fetched_url or None)
+        if resolved is None:
+            continue
+        if fetched is not None and _is_root_path(resolved) and not _is_root_path(fetched):
+            continue
+        return resolved
+    if fetched is None:
+        raise ValueError(f"no valid http(s) URL among {fetched_url!r}, {rel_canonical!r}, {og_url!r}")
+    return fetched
+
+
+def article_id_from_url(canonical_url: str) -> str:
+    """Stable 16-hex-character id of an article: blake2b of its canonical URL.
+
+    Args:
+        canonical_url: Output of :func:`canonicalize_url` (not re-canonicalized here).
+
+    Returns:
+        16 lowercase hex characters.
+
+    >>> article_id_from_url("https://example.com/")
+    '14ba2eb79c27555b'
+    >>> len(article_id_from_url("https://example.com/a"))
+    16
+    """
+    return hashlib.blake2b(canonical_url.encode("utf-8"), digest_size=ARTICLE_ID_BYTES).hexdigest()

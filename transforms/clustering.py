@@ -1,0 +1,545 @@
+"""Online story clustering, one writer per language.
+
+For each article, in arrival order, :class:`LanguageClusterer` decides:
+
+1. **Syndicated copy?** MinHash LSH (``LSH_BANDS`` × ``LSH_ROWS``) over the articles of the
+   active window proposes candidates; the best one whose estimated Jaccard is at least
+   ``copy_jaccard`` is the original. The copy joins the original's story and ``copy_of``
+   names the original (the first article of a chain of copies).
+2. **Otherwise, nearest active story.** An inverted index over the terms of the centroids of
+   stories active in the window gives the candidates (never a scan of every story). Each is
+   scored ``cosine(article, centroid) + entity_bonus × shared-entity share
+   − time_penalty_per_hour × hours since the story's last article``; the best candidate at
+   or above ``join_threshold`` is joined, else the article starts a story.
+
+Term weights from :mod:`transforms.features` are reweighted by an **online IDF** kept in the
+clusterer state: document frequencies of the terms (and entities) of every article seen,
+decayed with a half-life of ``idf_half_life_hours`` so the state stays small and follows the
+news. Nothing is fitted on evaluation data: the IDF is just what the stream has shown so far.
+
+Everything is deterministic: no randomness, candidates are ranked by (score, story id), and
+:meth:`LanguageClusterer.to_state` / :meth:`LanguageClusterer.from_state` round-trip floats
+exactly through JSON, so a resumed writer makes the same decisions as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from transforms.features import DATE_TERM_PREFIX, ArticleFeatures
+from transforms.signatures import (
+    LSH_BANDS,
+    LSH_ROWS,
+    NUM_PERM,
+    SIGNATURE_VERSION,
+    estimate_jaccard,
+    lsh_bands,
+)
+
+STATE_VERSION = 1
+ENTITY_LIMIT = 20
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_YEAR_RE = re.compile(r"^(1[89]\d\d|20\d\d)$")
+_NUMBER_RE = re.compile(r"^\d[\d.,]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterParams:
+    """Thresholds and weights of the online clusterer; the defaults are the tuned values.
+
+    Attributes:
+        join_threshold: Least score for an article to join an existing story.
+        copy_jaccard: Least estimated MinHash Jaccard for an article to be a copy.
+        entity_bonus: Weight of the IDF-weighted share of the article's entities that the
+            story has already seen.
+        year_conflict_penalty: Subtracted when the article names years and none of them is a
+            year the story names (and the story names some): same kind of event, other year.
+        date_conflict_penalty: Subtracted when the article's dateline year (the pseudo-term
+            ``date:<year>``) is not among the dateline years of the story's articles.
+        time_penalty_per_hour: Subtracted per hour since the story's last article.
+        active_window_hours: Stories idle longer than this are dropped; articles older than
+            this are no longer copy candidates.
+        centroid_min_weight: The newest article's weight in the centroid is
+            ``max(1 / size, centroid_min_weight)``: a plain mean for small stories, an
+            exponential moving average for large ones, so a story follows its latest news.
+        centroid_terms: Most terms kept in a centroid.
+        max_candidates: Most stories scored in full per article.
+        idf_half_life_hours: Half-life of the document frequencies of the online IDF.
+        idf_prior_docs: Pseudo-documents of the IDF, so that early on every term weighs alike.
+        lsh_bands: MinHash LSH bands.
+        lsh_rows: MinHash LSH rows per band.
+    """
+
+    join_threshold: float = 0.30
+    copy_jaccard: float = 0.5
+    entity_bonus: float = 0.10
+    year_conflict_penalty: float = 0.10
+    date_conflict_penalty: float = 0.30
+    time_penalty_per_hour: float = 0.002
+    active_window_hours: float = 48.0
+    centroid_min_weight: float = 0.1
+    centroid_terms: int = 200
+    max_candidates: int = 30
+    idf_half_life_hours: float = 24.0 * 7
+    idf_prior_docs: float = 10.0
+    lsh_bands: int = LSH_BANDS
+    lsh_rows: int = LSH_ROWS
+
+    def __post_init__(self) -> None:
+        for name in ("join_threshold", "copy_jaccard", "centroid_min_weight"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
+        for name in ("entity_bonus", "year_conflict_penalty", "date_conflict_penalty", "time_penalty_per_hour", "idf_prior_docs"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.active_window_hours <= 0 or self.idf_half_life_hours <= 0:
+            raise ValueError("active_window_hours and idf_half_life_hours must be > 0")
+        if self.centroid_terms < 1 or self.max_candidates < 1:
+            raise ValueError("centroid_terms and max_candidates must be >= 1")
+        if self.lsh_bands < 1 or self.lsh_rows < 1 or self.lsh_bands * self.lsh_rows > NUM_PERM:
+            raise ValueError(f"lsh {self.lsh_bands}x{self.lsh_rows} does not fit {NUM_PERM} permutations")
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """The clusterer's decision for one article."""
+
+    article_id: str
+    story_id: str
+    copy_of: str | None
+    is_new_story: bool
+    score: float
+
+
+@dataclass(slots=True)
+class _Story:
+    story_id: str
+    first_article_id: str
+    first_seen_ms: int
+    last_seen_ms: int
+    size: int
+    centroid: dict[str, float]
+    entities: dict[str, float]
+    years: list[str]
+
+    def to_json(self) -> list[object]:
+        return [
+            self.story_id,
+            self.first_article_id,
+            self.first_seen_ms,
+            self.last_seen_ms,
+            self.size,
+            [[t, w] for t, w in self.centroid.items()],
+            [[e, c] for e, c in self.entities.items()],
+            self.years,
+        ]
+
+    @classmethod
+    def from_json(cls, raw: Sequence[object]) -> _Story:
+        sid, first_id, first_ms, last_ms, size, centroid, entities, years = raw
+        return cls(
+            story_id=str(sid),
+            first_article_id=str(first_id),
+            first_seen_ms=int(first_ms),  # type: ignore[call-overload]
+            last_seen_ms=int(last_ms),  # type: ignore[call-overload]
+            size=int(size),  # type: ignore[call-overload]
+            centroid={str(t): float(w) for t, w in centroid},  # type: ignore[attr-defined]
+            entities={str(e): float(c) for e, c in entities},  # type: ignore[attr-defined]
+            years=[str(y) for y in years],  # type: ignore[attr-defined]
+        )
+
+
+@dataclass(slots=True)
+class _Recent:
+    article_id: str
+    story_id: str
+    root_id: str
+    seen_ms: int
+    minhash: list[int]
+    bands: list[int] = field(default_factory=list)
+
+
+def _to_ms(when: datetime) -> int:
+    if when.tzinfo is None:
+        raise ValueError(f"datetimes must be timezone-aware, got {when!r}")
+    return (when - _EPOCH) // timedelta(milliseconds=1)
+
+
+def make_story_id(first_seen_at: datetime, first_article_id: str) -> str:
+    """64-bit, time-ordered, deterministic story id as 16 hex digits.
+
+    The top 48 bits are the first article's first-seen time in ms, the low 16 bits a
+    blake2b hash of its id, so ids sort by creation time and a rerun gives the same ids.
+
+    >>> make_story_id(datetime(2024, 1, 1, tzinfo=UTC), "a")[:12]
+    '018cc251f400'
+    """
+    ms = _to_ms(first_seen_at)
+    if not 0 <= ms < 1 << 48:
+        raise ValueError(f"first_seen_at out of range for a story id: {first_seen_at!r}")
+    low = int.from_bytes(hashlib.blake2b(first_article_id.encode("utf-8"), digest_size=2).digest(), "big")
+    return f"{(ms << 16) | low:016x}"
+
+
+def _years(terms: Iterable[str]) -> list[str]:
+    """Years named in the text, and dateline years as ``date:<year>``."""
+    return sorted({t for t in terms if _YEAR_RE.match(t) or t.startswith(DATE_TERM_PREFIX)})
+
+
+def _entity_words(entities: Sequence[str], limit: int = ENTITY_LIMIT) -> list[str]:
+    """Distinct words of the article's leading entities: "tara reid" and "reid" meet on "reid"."""
+    out: dict[str, None] = {}
+    for name in entities[:limit]:
+        for word in name.split():
+            if len(word) > 1:
+                out[word] = None
+    return list(out)
+
+
+class LanguageClusterer:
+    """Online copy detection and story clustering for the articles of one language."""
+
+    def __init__(self, language: str, params: ClusterParams | None = None) -> None:
+        self.language = language
+        self.params = params or ClusterParams()
+        self._stories: dict[str, _Story] = {}
+        self._term_index: dict[str, dict[str, None]] = defaultdict(dict)
+        self._recent: dict[str, _Recent] = {}
+        self._lsh: dict[int, list[str]] = defaultdict(list)
+        self._df: dict[str, float] = {}
+        self._n_docs = 0.0
+        self._clock_ms: int | None = None
+        self._decayed_ms: int | None = None
+
+    # ---------------------------------------------------------------- public API
+
+    def assign(self, features: ArticleFeatures) -> Assignment:
+        """Place one article: copy of a recent article, member of an active story, or new story.
+
+        Args:
+            features: The article's features; its language must be this clusterer's.
+
+        Returns:
+            The assignment.
+
+        Raises:
+            ValueError: If the language or signature version does not match.
+        """
+        if features.language != self.language:
+            raise ValueError(f"article {features.article_id} is {features.language!r}, clusterer is {self.language!r}")
+        if features.signature_version != SIGNATURE_VERSION:
+            raise ValueError(
+                f"article {features.article_id} has signature version {features.signature_version!r}, "
+                f"expected {SIGNATURE_VERSION!r}"
+            )
+        now_ms = _to_ms(features.first_seen_at)
+        if self._clock_ms is None or now_ms > self._clock_ms:
+            self._clock_ms = now_ms
+        # Drop idle stories and old articles about once an hour of stream time.
+        if self._decayed_ms is None or self._clock_ms - self._decayed_ms >= 3_600_000:
+            self.expire(datetime.fromtimestamp(self._clock_ms / 1000, tz=UTC))
+
+        idf = self._idf_function()
+        vector = self._weighted_vector(features.terms, features.term_weights, idf)
+        entity_weights = {e: idf("e:" + e) for e in _entity_words(features.entities)}
+
+        copy = self._find_copy(features)
+        if copy is not None:
+            original, jaccard = copy
+            story = self._stories[original.story_id]
+            story.last_seen_ms = max(story.last_seen_ms, now_ms)
+            story.size += 1
+            self._remember(features, story.story_id, original.root_id, now_ms)
+            self._count_document(features)
+            return Assignment(features.article_id, story.story_id, original.root_id, False, jaccard)
+
+        best = self._best_story(features, vector, entity_weights, idf, now_ms)
+        if best is not None and best[1] >= self.params.join_threshold:
+            story, score = best
+            self._update_story(story, features, now_ms)
+            is_new = False
+        else:
+            story = self._new_story(features, now_ms)
+            score = best[1] if best is not None else 0.0
+            is_new = True
+        self._remember(features, story.story_id, features.article_id, now_ms)
+        self._count_document(features)
+        return Assignment(features.article_id, story.story_id, None, is_new, score)
+
+    def expire(self, now: datetime) -> int:
+        """Drop stories idle longer than the active window and articles older than it.
+
+        Also decays the online IDF's document frequencies to ``now``.
+
+        Args:
+            now: The current stream time (timezone-aware).
+
+        Returns:
+            How many stories were dropped.
+        """
+        now_ms = _to_ms(now)
+        window_ms = int(self.params.active_window_hours * 3_600_000)
+        cutoff = now_ms - window_ms
+        dropped = [s for s in self._stories.values() if s.last_seen_ms < cutoff]
+        for story in dropped:
+            self._unindex_story(story)
+            del self._stories[story.story_id]
+        old = [r for r in self._recent.values() if r.seen_ms < cutoff]
+        for recent in old:
+            for key in recent.bands:
+                bucket = self._lsh.get(key)
+                if bucket is not None:
+                    bucket.remove(recent.article_id)
+                    if not bucket:
+                        del self._lsh[key]
+            del self._recent[recent.article_id]
+        if self._decayed_ms is not None and now_ms > self._decayed_ms:
+            hours = (now_ms - self._decayed_ms) / 3_600_000
+            factor = 0.5 ** (hours / self.params.idf_half_life_hours)
+            self._n_docs *= factor
+            self._df = {t: c * factor for t, c in self._df.items() if c * factor >= 0.05}
+        if self._decayed_ms is None or now_ms > self._decayed_ms:
+            self._decayed_ms = now_ms
+        return len(dropped)
+
+    @property
+    def active_story_count(self) -> int:
+        """Stories currently in memory."""
+        return len(self._stories)
+
+    def to_state(self) -> dict[str, object]:
+        """A JSON-serialisable checkpoint; :meth:`from_state` resumes from it exactly."""
+        return {
+            "version": STATE_VERSION,
+            "signature_version": SIGNATURE_VERSION,
+            "language": self.language,
+            "params": asdict(self.params),
+            "clock_ms": self._clock_ms,
+            "decayed_ms": self._decayed_ms,
+            "n_docs": self._n_docs,
+            "df": [[t, c] for t, c in self._df.items()],
+            "stories": [s.to_json() for s in self._stories.values()],
+            "recent": [[r.article_id, r.story_id, r.root_id, r.seen_ms, r.minhash] for r in self._recent.values()],
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, object]) -> LanguageClusterer:
+        """Rebuild a clusterer from :meth:`to_state` output (indexes are rebuilt, not stored).
+
+        Raises:
+            ValueError: If the state was written by another state or signature version.
+        """
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"clusterer state version {state.get('version')!r} is not {STATE_VERSION}")
+        if state.get("signature_version") != SIGNATURE_VERSION:
+            raise ValueError(f"state signature version {state.get('signature_version')!r} is not {SIGNATURE_VERSION!r}")
+        raw_params = state["params"]
+        assert isinstance(raw_params, Mapping)
+        known = {f.name for f in fields(ClusterParams)}
+        params = ClusterParams(**{k: v for k, v in raw_params.items() if k in known})
+        out = cls(str(state["language"]), params)
+        clock = state["clock_ms"]
+        decayed = state["decayed_ms"]
+        out._clock_ms = None if clock is None else int(clock)  # type: ignore[call-overload]
+        out._decayed_ms = None if decayed is None else int(decayed)  # type: ignore[call-overload]
+        out._n_docs = float(state["n_docs"])  # type: ignore[arg-type]
+        out._df = {str(t): float(c) for t, c in state["df"]}  # type: ignore[attr-defined]
+        for raw in state["stories"]:  # type: ignore[attr-defined]
+            story = _Story.from_json(raw)
+            out._stories[story.story_id] = story
+            out._index_story(story)
+        for aid, sid, root, seen, minhash in state["recent"]:  # type: ignore[attr-defined]
+            recent = _Recent(str(aid), str(sid), str(root), int(seen), [int(v) for v in minhash])
+            out._index_recent(recent)
+        return out
+
+    # ---------------------------------------------------------------- internals
+
+    def _idf_function(self) -> _Idf:
+        return _Idf(self._df, self._n_docs, self.params.idf_prior_docs)
+
+    @staticmethod
+    def _weighted_vector(
+        terms: Sequence[str], weights: Sequence[float], idf: _Idf
+    ) -> dict[str, float]:
+        raw = {t: w * idf(t) for t, w in zip(terms, weights, strict=True)}
+        norm = math.sqrt(sum(v * v for v in raw.values()))
+        return {t: v / norm for t, v in raw.items()} if norm > 0 else {}
+
+    def _find_copy(self, features: ArticleFeatures) -> tuple[_Recent, float] | None:
+        keys = lsh_bands(features.minhash, self.params.lsh_bands, self.params.lsh_rows)
+        seen: dict[str, None] = {}
+        for key in keys:
+            for aid in self._lsh.get(key, ()):
+                seen[aid] = None
+        best: tuple[_Recent, float] | None = None
+        if not seen:
+            return None
+        mine = np.asarray(features.minhash, dtype=np.uint32)
+        for aid in seen:
+            recent = self._recent[aid]
+            if recent.story_id not in self._stories:
+                continue
+            jaccard = estimate_jaccard(mine, np.asarray(recent.minhash, dtype=np.uint32))
+            if jaccard < self.params.copy_jaccard:
+                continue
+            if best is None or (jaccard, best[0].article_id) > (best[1], aid):
+                best = (recent, jaccard)
+        return best
+
+    def _best_story(
+        self,
+        features: ArticleFeatures,
+        vector: Mapping[str, float],
+        entity_weights: Mapping[str, float],
+        idf: _Idf,
+        now_ms: int,
+    ) -> tuple[_Story, float] | None:
+        partial: dict[str, float] = defaultdict(float)
+        for term, weight in vector.items():
+            for sid in self._term_index.get(term, ()):
+                partial[sid] += weight * self._stories[sid].centroid[term] * idf(term)
+        if not partial:
+            return None
+        shortlist = sorted(partial, key=lambda s: (-partial[s], s))[: self.params.max_candidates]
+        all_years = set(_years(features.terms))
+        article_dates = {y for y in all_years if y.startswith(DATE_TERM_PREFIX)}
+        article_years = all_years - article_dates
+        entity_norm = math.sqrt(sum(w * w for w in entity_weights.values()))
+        scored: list[tuple[float, str]] = []
+        for sid in shortlist:
+            story = self._stories[sid]
+            norm = math.sqrt(sum((w * idf(t)) ** 2 for t, w in story.centroid.items()))
+            cosine = partial[sid] / norm if norm > 0 else 0.0
+            score = cosine
+            if entity_norm > 0 and story.entities:
+                shared = sum(w * story.entities.get(e, 0.0) * w for e, w in entity_weights.items())
+                story_norm = math.sqrt(sum((c * idf("e:" + e)) ** 2 for e, c in story.entities.items()))
+                score += self.params.entity_bonus * shared / (entity_norm * story_norm)
+            story_dates = {y for y in story.years if y.startswith(DATE_TERM_PREFIX)}
+            story_years = set(story.years) - story_dates
+            if article_years and story_years and not article_years & story_years:
+                score -= self.params.year_conflict_penalty
+            if article_dates and story_dates and not article_dates & story_dates:
+                score -= self.params.date_conflict_penalty
+            hours = max(0, now_ms - story.last_seen_ms) / 3_600_000
+            score -= self.params.time_penalty_per_hour * hours
+            scored.append((score, sid))
+        score, sid = min(scored, key=lambda x: (-x[0], x[1]))
+        return self._stories[sid], score
+
+    def _new_story(self, features: ArticleFeatures, now_ms: int) -> _Story:
+        story_id = make_story_id(features.first_seen_at, features.article_id)
+        story = _Story(
+            story_id=story_id,
+            first_article_id=features.article_id,
+            first_seen_ms=now_ms,
+            last_seen_ms=now_ms,
+            size=1,
+            centroid=dict(zip(features.terms, features.term_weights, strict=True)),
+            entities={e: 1.0 for e in _entity_words(features.entities)},
+            years=_years(features.terms),
+        )
+        self._stories[story_id] = story
+        self._index_story(story)
+        return story
+
+    def _update_story(self, story: _Story, features: ArticleFeatures, now_ms: int) -> None:
+        self._unindex_story(story)
+        story.size += 1
+        alpha = max(1.0 / story.size, self.params.centroid_min_weight)
+        merged = {t: (1.0 - alpha) * w for t, w in story.centroid.items()}
+        for term, weight in zip(features.terms, features.term_weights, strict=True):
+            merged[term] = merged.get(term, 0.0) + alpha * weight
+        top = sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))[: self.params.centroid_terms]
+        story.centroid = dict(top)
+        for word in _entity_words(features.entities):
+            story.entities[word] = story.entities.get(word, 0.0) + 1.0
+        story.years = sorted(set(story.years) | set(_years(features.terms)))
+        story.last_seen_ms = max(story.last_seen_ms, now_ms)
+        self._index_story(story)
+
+    def _index_story(self, story: _Story) -> None:
+        for term in story.centroid:
+            self._term_index[term][story.story_id] = None
+
+    def _unindex_story(self, story: _Story) -> None:
+        for term in story.centroid:
+            bucket = self._term_index.get(term)
+            if bucket is not None:
+                bucket.pop(story.story_id, None)
+                if not bucket:
+                    del self._term_index[term]
+
+    def _remember(self, features: ArticleFeatures, story_id: str, root_id: str, now_ms: int) -> None:
+        recent = _Recent(features.article_id, story_id, root_id, now_ms, list(features.minhash))
+        self._index_recent(recent)
+
+    def _index_recent(self, recent: _Recent) -> None:
+        recent.bands = lsh_bands(recent.minhash, self.params.lsh_bands, self.params.lsh_rows)
+        self._recent[recent.article_id] = recent
+        for key in recent.bands:
+            self._lsh[key].append(recent.article_id)
+
+    def _count_document(self, features: ArticleFeatures) -> None:
+        self._n_docs += 1.0
+        for term in features.terms:
+            self._df[term] = self._df.get(term, 0.0) + 1.0
+        for entity in _entity_words(features.entities):
+            key = "e:" + entity
+            self._df[key] = self._df.get(key, 0.0) + 1.0
+
+
+class _Idf:
+    """Smoothed online IDF: ``ln((N + prior) / (df + 1))``, at least a small floor."""
+
+    __slots__ = ("_df", "_n", "_cache")
+
+    def __init__(self, df: Mapping[str, float], n_docs: float, prior_docs: float) -> None:
+        self._df = df
+        self._n = n_docs + prior_docs
+        self._cache: dict[str, float] = {}
+
+    def __call__(self, term: str) -> float:
+        value = self._cache.get(term)
+        if value is None:
+            value = max(math.log((self._n + 1.0) / (self._df.get(term, 0.0) + 1.0)), 0.1)
+            self._cache[term] = value
+        return value
+
+
+def cluster_articles(articles: Iterable[ArticleFeatures], params: ClusterParams | None = None) -> list[Assignment]:
+    """Cluster articles online, one :class:`LanguageClusterer` per language, in the given order.
+
+    Args:
+        articles: Features in arrival order.
+        params: Clusterer parameters; the tuned defaults if omitted.
+
+    Returns:
+        One assignment per article, in input order.
+    """
+    params = params or ClusterParams()
+    clusterers: dict[str, LanguageClusterer] = {}
+    out: list[Assignment] = []
+    for features in articles:
+        clusterer = clusterers.get(features.language)
+        if clusterer is None:
+            clusterer = clusterers[features.language] = LanguageClusterer(features.language, params)
+        out.append(clusterer.assign(features))
+    return out
+
+
+def link_languages(
+    articles: Sequence[ArticleFeatures], assignments: Sequence[Assignment], params: ClusterParams | None = None
+) -> dict[str, str]:
+    """Cross-language links between stories: story id → linked group id (placeholder)."""
+    return {}

@@ -1,0 +1,825 @@
+"""Turn one fetched HTML page into the fields we keep about an article.
+
+The body text is returned so the caller can compute signatures and the snippet, and is then
+dropped: by product rule it is never stored (licensing). Everything here is pure: bytes and a
+URL in, an :class:`ExtractedPage` out.
+
+Failure policy: bad input never raises. Empty, binary, truncated or hostile HTML gives an
+:class:`ExtractedPage` whose ``text`` is empty and whose other fields are whatever could be
+read (``is_extracted`` tells the caller which case it is). Only nonsensical arguments raise
+:class:`~transforms.errors.ExtractionError`. Bugs (anything else) propagate.
+
+Body extraction is trafilatura (precision mode, no comments) plus three general repairs,
+each measured with ``bench/extract_eval.py``:
+
+* sibling chunks: CMSs that split a body into several same-class containers around ads lose
+  every chunk but the first; paragraphs in same-class sibling containers are added back;
+* boilerplate lines ("Read more: ...", newsletter and social prompts) are dropped;
+* when trafilatura finds (almost) nothing, the JSON-LD ``articleBody`` or trafilatura's
+  recall mode / baseline are used instead.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import lxml.etree
+import lxml.html
+import trafilatura
+
+from transforms.canonical_url import choose_canonical_url
+from transforms.errors import ExtractionError
+from transforms.text import normalize_whitespace
+
+MAX_HTML_BYTES = 5_000_000
+# Below this many characters trafilatura's precision output is treated as "found nothing".
+MIN_BODY_CHARS = 200
+# JSON-LD articleBody replaces the extracted text only when it is this many times longer.
+JSON_LD_BODY_RATIO = 2.0
+# A paragraph added from a sibling chunk must be at least this long and mostly not links.
+MIN_SIBLING_PARAGRAPH_CHARS = 60
+MAX_SIBLING_LINK_DENSITY = 0.3
+SIBLING_LEVELS = 3
+BOILERPLATE_MAX_CHARS = 250
+SNIFF_BYTES = 4096
+
+_ARTICLE_TYPES = frozenset(
+    {
+        "article",
+        "newsarticle",
+        "reportagenewsarticle",
+        "analysisnewsarticle",
+        "opinionnewsarticle",
+        "reviewnewsarticle",
+        "backgroundnewsarticle",
+        "askpublicnewsarticle",
+        "blogposting",
+        "liveblogposting",
+        "socialmediaposting",
+        "scholarlyarticle",
+        "techarticle",
+        "report",
+        "webpage",
+    }
+)
+_OPINION_WORDS_RE = re.compile(
+    r"(?:^|[/\s_-])(opinions?|op-?eds?|commentary|editorials?|columnists?|perspectives?)(?:$|[/\s_.-])",
+    re.IGNORECASE,
+)
+_META_DATE_KEYS = (
+    "article:published_time",
+    "og:article:published_time",
+    "og:published_time",
+    "datepublished",
+    "publishdate",
+    "publish-date",
+    "publish_date",
+    "pubdate",
+    "parsely-pub-date",
+    "sailthru.date",
+    "dc.date.issued",
+    "dc.date",
+    "dcterms.created",
+    "dcterms.issued",
+    "date",
+    "article.published",
+    "cxenseparse:recs:publishtime",
+)
+_EXCLUDED_ANCESTORS = frozenset({"nav", "footer", "header", "aside", "form", "script", "style", "noscript"})
+_BOILERPLATE_RES = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"^(read more|also read|read also|see also|related|related stories|related articles|"
+        r"recommended|more from|more on this|read next|don't miss)\s*[:\-\u2013\u2014|\u00bb>]",
+        r"^also on [\w.-]+\.[a-z]{2,}\b",
+        r"^(like this story|share this|follow us|sign up for|subscribe to|click here|"
+        r"get the latest|have a tip)\b",
+        r"^(advertisement|advertising|sponsored content|story continues below|"
+        r"article continues below)\W*$",
+        r"\bfollow (us|[\w@.]+( [\w@.]+)?) on (facebook|twitter|instagram)\b",
+        r"^\d*\s*comments?$",
+    )
+)
+_SPACE_RE = re.compile(r"\s+")
+_TABLE_ROW_RE = re.compile(r"^\|(.*)\|\s*$")
+_META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+_XML_ENCODING_RE = re.compile(rb"""^\s*<\?xml[^>]+encoding\s*=\s*["']([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+_LANG_RE = re.compile(r"^([a-zA-Z]{2})(?:$|[-_])")
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedPage:
+    """What one page says about itself, plus its body text (in memory only, never stored).
+
+    Attributes:
+        url: The URL the page was fetched from, as given.
+        canonical_url: Canonicalized rel=canonical / og:url / fetched URL; None when none of
+            them is a valid http(s) URL.
+        title: Headline, or None.
+        text: Body text, paragraphs separated by "\\n"; empty when nothing was found.
+        published_at: Publication time the page states, UTC; None when it states none.
+        language: ISO 639-1 code, declared or guessed from the text; None when unknown.
+        image_url: og:image (absolute), or None.
+        description: og:description / meta description, or None.
+        section: article:section / JSON-LD articleSection, or None.
+        author: Byline, names joined with ", ", or None.
+        is_opinion: The page is marked as opinion (schema type, section or URL).
+        is_extracted: The HTML could be read at all (False for empty/binary input).
+    """
+
+    url: str
+    canonical_url: str | None
+    title: str | None
+    text: str
+    published_at: datetime | None
+    language: str | None
+    image_url: str | None
+    description: str | None
+    section: str | None
+    author: str | None
+    is_opinion: bool
+    is_extracted: bool = True
+
+
+# ---------------------------------------------------------------------------------------
+# Decoding
+
+
+def _lookup_codec(name: str | None) -> str | None:
+    if not name:
+        return None
+    try:
+        return codecs.lookup(name.strip().lower()).name
+    except LookupError:
+        return None
+
+
+def _declared_charset(head: bytes) -> str | None:
+    match = _XML_ENCODING_RE.search(head) or _META_CHARSET_RE.search(head)
+    return _lookup_codec(match.group(1).decode("ascii", "replace")) if match else None
+
+
+def _is_utf8(data: bytes, truncated: bool) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # A cap can cut a multi-byte character in two; that alone does not make it non-UTF-8.
+        return truncated and e.reason == "unexpected end of data" and e.start >= len(data) - 3
+    return True
+
+
+def decode_html(data: bytes, *, http_charset: str | None = None, truncated: bool = False) -> str:
+    """Decode HTML bytes, trusting byte evidence over declarations that are often wrong.
+
+    Order (after the WHATWG encoding sniffing algorithm, with one deviation): a BOM; then
+    valid UTF-8 wins over any declared single-byte charset, because pages that say
+    ``iso-8859-1`` but send UTF-8 are far more common than Latin-1 text that happens to be
+    valid UTF-8; then the HTTP charset, then ``<meta charset>`` / XML declaration; then
+    windows-1252 (the WHATWG default for undeclared legacy pages). Undecodable bytes become
+    U+FFFD, never an exception.
+
+    Args:
+        data: The raw bytes.
+        http_charset: Charset from the HTTP Content-Type header, if known.
+        truncated: ``data`` was cut at a size cap (tolerate a split final character).
+
+    Returns:
+        The decoded text.
+
+    >>> decode_html(b'<meta charset="iso-8859-1"><p>caf\\xc3\\xa9</p>')
+    '<meta charset="iso-8859-1"><p>café</p>'
+    >>> decode_html(b'<p>caf\\xe9</p>')
+    '<p>café</p>'
+    """
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return data[len(bom) :].decode(encoding, errors="replace")
+    declared = _lookup_codec(http_charset) or _declared_charset(data[:SNIFF_BYTES])
+    if declared in ("utf-16-le", "utf-16-be", "utf-16", "utf-32"):
+        # A UTF-16 declaration in ASCII-compatible bytes is a lie (WHATWG: treat as UTF-8).
+        declared = "utf-8"
+    elif declared in ("iso8859-1", "ascii"):
+        # WHATWG Encoding Standard: these labels mean windows-1252.
+        declared = "cp1252"
+    if _is_utf8(data, truncated):
+        return data.decode("utf-8", errors="replace")
+    if declared and declared != "utf-8":
+        try:
+            return data.decode(declared)
+        except UnicodeDecodeError:
+            return data.decode(declared, errors="replace")
+    if declared == "utf-8":
+        return data.decode("utf-8", errors="replace")
+    return data.decode("cp1252", errors="replace")
+
+
+def _looks_like_binary(text: str) -> bool:
+    sample = text[:SNIFF_BYTES]
+    if not sample:
+        return True
+    bad = sum(1 for ch in sample if ch == "\ufffd" or (ord(ch) < 32 and ch not in "\t\n\r\f"))
+    return bad / len(sample) > 0.05
+
+
+# ---------------------------------------------------------------------------------------
+# Parsing helpers
+
+
+def _parse_tree(text: str) -> lxml.html.HtmlElement | None:
+    parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True)
+    try:
+        tree = lxml.html.document_fromstring(text.encode("utf-8", errors="replace"), parser=parser)
+    except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError):
+        return None
+    return tree if isinstance(tree, lxml.html.HtmlElement) else None
+
+
+def _meta_map(tree: lxml.html.HtmlElement) -> dict[str, str]:
+    """First non-empty content of each <meta name|property|itemprop|http-equiv>, keys lower-cased."""
+    found: dict[str, str] = {}
+    for meta in tree.iter("meta"):
+        content = meta.get("content")
+        if not content or not content.strip():
+            continue
+        for attr in ("property", "name", "itemprop", "http-equiv"):
+            # itemprop and property may hold several space-separated names.
+            for key in (meta.get(attr) or "").lower().split():
+                found.setdefault(key, content.strip())
+    return found
+
+
+def _walk_json(node: Any) -> Iterator[dict[str, Any]]:
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+
+
+def _json_ld_objects(tree: lxml.html.HtmlElement) -> list[dict[str, Any]]:
+    """All JSON-LD objects of article-like type, in document order."""
+    objects: list[dict[str, Any]] = []
+    for script in tree.iter("script"):
+        if (script.get("type") or "").strip().lower() != "application/ld+json" or not script.text:
+            continue
+        raw = script.text.strip().removeprefix("<!--").removesuffix("-->").strip()
+        try:
+            data = json.loads(raw, strict=False)
+        except (ValueError, RecursionError):
+            continue
+        for obj in _walk_json(data):
+            types = obj.get("@type")
+            names = [types] if isinstance(types, str) else types if isinstance(types, list) else []
+            if any(isinstance(t, str) and t.lower() in _ARTICLE_TYPES for t in names):
+                objects.append(obj)
+    # Prefer real article types over a generic WebPage wrapper.
+    return sorted(objects, key=lambda o: "webpage" in str(o.get("@type", "")).lower())
+
+
+def _ld_types(objects: list[dict[str, Any]]) -> set[str]:
+    types: set[str] = set()
+    for obj in objects:
+        value = obj.get("@type")
+        for t in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
+            if isinstance(t, str):
+                types.add(t.lower())
+    return types
+
+
+def _ld_first_str(objects: list[dict[str, Any]], key: str) -> str | None:
+    for obj in objects:
+        value = obj.get(key)
+        if isinstance(value, list):
+            value = next((v for v in value if isinstance(v, str) and v.strip()), None)
+        if isinstance(value, dict):
+            value = value.get("name") or value.get("@value")
+        if isinstance(value, str) and value.strip():
+            return normalize_whitespace(value)
+    return None
+
+
+def _ld_author(objects: list[dict[str, Any]]) -> str | None:
+    for obj in objects:
+        value = obj.get("author") or obj.get("creator")
+        items = value if isinstance(value, list) else [value]
+        names: list[str] = []
+        for item in items:
+            name = item.get("name") if isinstance(item, dict) else item
+            if isinstance(name, str) and name.strip() and not name.strip().startswith("http"):
+                names.append(normalize_whitespace(name))
+        if names:
+            return ", ".join(dict.fromkeys(names))
+    return None
+
+
+def _clean_optional(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = normalize_whitespace(value)
+    return value or None
+
+
+# ---------------------------------------------------------------------------------------
+# Dates
+
+
+def parse_datetime_utc(value: str) -> datetime | None:
+    """Parse an ISO 8601 or RFC 2822 timestamp to aware UTC; naive times are taken as UTC.
+
+    >>> parse_datetime_utc("2019-11-19T10:30:00-05:00")
+    datetime.datetime(2019, 11, 19, 15, 30, tzinfo=datetime.timezone.utc)
+    >>> parse_datetime_utc("Tue, 19 Nov 2019 10:30:00 GMT").hour
+    10
+    >>> parse_datetime_utc("yesterday") is None
+    True
+    """
+    value = value.strip()
+    if not value or len(value) > 64:
+        return None
+    parsed: datetime | None = None
+    candidate = value.replace(" ", "T", 1) if re.match(r"^\d{4}-\d{2}-\d{2} \d", value) else value
+    # "+0000" offsets and a trailing "Z" are accepted by fromisoformat on 3.11.
+    try:
+        parsed = datetime.fromisoformat(candidate)
+    except ValueError:
+        # Drop fractional seconds fromisoformat cannot read (e.g. 7 digits) and retry.
+        trimmed = re.sub(r"(\d{2}:\d{2}:\d{2})\.\d+", r"\1", candidate)
+        try:
+            parsed = datetime.fromisoformat(trimmed)
+        except ValueError:
+            try:
+                parsed = parsedate_to_datetime(value)
+            except (TypeError, ValueError, IndexError):
+                return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    if not 1990 <= parsed.year <= 2100:
+        return None
+    return parsed.astimezone(UTC)
+
+
+def _published_at(
+    tree: lxml.html.HtmlElement, meta: Mapping[str, str], ld: list[dict[str, Any]]
+) -> datetime | None:
+    candidates: list[str] = []
+    for obj in ld:
+        value = obj.get("datePublished") or obj.get("dateCreated")
+        if isinstance(value, str):
+            candidates.append(value)
+    candidates.extend(meta[k] for k in _META_DATE_KEYS if k in meta)
+    for xpath in (
+        '//*[@itemprop="datePublished"]/@datetime',
+        "//time[@pubdate]/@datetime",
+        "//article//time/@datetime",
+        "//time/@datetime",
+    ):
+        candidates.extend(str(v) for v in tree.xpath(xpath))
+    for value in candidates:
+        parsed = parse_datetime_utc(value)
+        if parsed is not None:
+            return parsed
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Language
+
+_STOPWORDS: dict[str, frozenset[str]] = {
+    "en": frozenset("the and of to in is that for it was on with as are be this by".split()),
+    "de": frozenset("der die und das ist nicht mit ein eine den von zu sich auf dem".split()),
+    "fr": frozenset("le la les et des est une pour dans que qui pas sur du au".split()),
+    "es": frozenset("el la los las que del por una con para es se su al lo".split()),
+    "it": frozenset("il di che la per una non sono del della gli con le è nel".split()),
+    "pt": frozenset("o os que da do das dos uma para com não em se na no é".split()),
+    "nl": frozenset("de het een en van is dat op niet zijn met voor ook te".split()),
+    "id": frozenset("yang dan di dari untuk dengan ini itu tidak akan pada dalam adalah".split()),
+    "sv": frozenset("och att det som en på är av för med till den har inte".split()),
+    "pl": frozenset("i w nie na się z że do jest to jak ale o po".split()),
+}
+_SCRIPT_LANGS = (
+    (re.compile(r"[\uac00-\ud7af]"), "ko"),
+    (re.compile(r"[\u3040-\u30ff]"), "ja"),
+    (re.compile(r"[\u4e00-\u9fff]"), "zh"),
+    (re.compile(r"[\u0e00-\u0e7f]"), "th"),
+    (re.compile(r"[\u0590-\u05ff]"), "he"),
+    (re.compile(r"[\u0600-\u06ff]"), "ar"),
+    (re.compile(r"[\u0900-\u097f]"), "hi"),
+    (re.compile(r"[\u0370-\u03ff]"), "el"),
+)
+_CYRILLIC_RE = re.compile(r"[\u0400-\u04ff]")
+_UKRAINIAN_RE = re.compile(r"[іїєґІЇЄҐ]")
+_WORD_RE = re.compile(r"[^\W\d_]+")
+
+
+def guess_language(text: str) -> str | None:
+    """Cheap language guess from script and stopwords; None when not confident.
+
+    >>> guess_language("The cat sat on the mat and it was happy with the rest of the day.")
+    'en'
+    >>> guess_language("Der Hund ist nicht mit der Katze auf dem Weg, und das ist gut so.")
+    'de'
+    >>> guess_language("12345") is None
+    True
+    """
+    sample = text[:5000]
+    letters = _WORD_RE.findall(sample)
+    if not letters:
+        return None
+    joined = "".join(letters)
+    if not joined:
+        return None
+    # Hangul/kana are checked before Han because Korean and Japanese text also uses Han.
+    for pattern, lang in _SCRIPT_LANGS[:2]:
+        if len(pattern.findall(joined)) / len(joined) > 0.1:
+            return lang
+    for pattern, lang in _SCRIPT_LANGS[2:]:
+        if len(pattern.findall(joined)) / len(joined) > 0.3:
+            return lang
+    cyrillic = len(_CYRILLIC_RE.findall(joined))
+    if cyrillic / len(joined) > 0.3:
+        return "uk" if len(_UKRAINIAN_RE.findall(joined)) / cyrillic > 0.01 else "ru"
+    words = [w.lower() for w in letters]
+    if len(words) < 8:
+        return None
+    scores = sorted(
+        ((sum(1 for w in words if w in stops), lang) for lang, stops in _STOPWORDS.items()),
+        reverse=True,
+    )
+    (best, lang), (second, _) = scores[0], scores[1]
+    if best / len(words) < 0.1 or best < 1.5 * second:
+        return None
+    return lang
+
+
+def _normalize_language(value: str | None) -> str | None:
+    if not value:
+        return None
+    match = _LANG_RE.match(value.strip())
+    return match.group(1).lower() if match else None
+
+
+def _declared_language(
+    tree: lxml.html.HtmlElement, meta: Mapping[str, str], ld: list[dict[str, Any]]
+) -> str | None:
+    for value in (
+        tree.get("lang") or tree.get("xml:lang") or tree.get("{http://www.w3.org/XML/1998/namespace}lang"),
+        meta.get("og:locale"),
+        _ld_first_str(ld, "inLanguage"),
+        meta.get("content-language"),
+        meta.get("language"),
+        meta.get("dc.language"),
+    ):
+        lang = _normalize_language(value)
+        if lang is not None:
+            return lang
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Body
+
+
+def _trafilatura_text(tree: lxml.html.HtmlElement, *, favor_recall: bool = False) -> str:
+    try:
+        result = trafilatura.extract(
+            tree,
+            favor_precision=not favor_recall,
+            favor_recall=favor_recall,
+            include_comments=False,
+            include_tables=True,
+            include_images=False,
+            include_links=False,
+            deduplicate=False,
+            with_metadata=False,
+            output_format="txt",
+        )
+    except (RecursionError, ValueError, TypeError, lxml.etree.LxmlError):
+        return ""
+    return result or ""
+
+
+def _has_excluded_ancestor(element: lxml.html.HtmlElement, stop: lxml.html.HtmlElement) -> bool:
+    for ancestor in element.iterancestors():
+        if ancestor is stop:
+            return False
+        if ancestor.tag in _EXCLUDED_ANCESTORS:
+            return True
+    return False
+
+
+def _link_density(element: lxml.html.HtmlElement, text_len: int) -> float:
+    link_chars = sum(len(a.text_content()) for a in element.iter("a"))
+    return link_chars / text_len if text_len else 1.0
+
+
+def _signature(element: lxml.html.HtmlElement) -> tuple[str, str] | None:
+    cls = (element.get("class") or "").strip()
+    return (str(element.tag), cls) if cls else None
+
+
+def _squash(text: str) -> str:
+    return _SPACE_RE.sub("", text)
+
+
+def _is_separate_article(element: lxml.html.HtmlElement) -> bool:
+    """A container with its own headline is another story (related, next-article), not a chunk."""
+    return element.tag == "article" or any(True for _ in element.iter("h1", "article", "header"))
+
+
+def _add_sibling_chunks(tree: lxml.html.HtmlElement, text: str) -> str:
+    """Add paragraphs from same-class sibling containers of the containers trafilatura used.
+
+    Splitting a body into ``<div class="chunk">`` blocks around ads or embeds is common, and
+    trafilatura keeps only the best-scoring block. Readability-style sibling merging restricted
+    to an identical tag and class keeps this from pulling in sidebars.
+    """
+    # Compared without whitespace: <br> and inline tags space text differently in the DOM
+    # and in trafilatura's output.
+    found = _squash(text)
+    paragraphs = [p for p in tree.iter("p") if isinstance(p, lxml.html.HtmlElement)]
+    keys = {p: normalize_whitespace(p.text_content()) for p in paragraphs}
+    squashed = {p: _squash(key) for p, key in keys.items()}
+    matched = [p for p in paragraphs if len(squashed[p]) >= 25 and squashed[p] in found]
+    if len(matched) < 2:
+        return text
+    matched_set = set(matched)
+    containers: dict[lxml.html.HtmlElement, None] = {}
+    for p in matched:
+        parent = p.getparent()
+        for _ in range(SIBLING_LEVELS):
+            if parent is None or parent.tag in ("body", "html"):
+                break
+            containers.setdefault(parent, None)
+            parent = parent.getparent()
+    additions: dict[lxml.html.HtmlElement, str] = {}
+    for container in containers:
+        signature = _signature(container)
+        parent = container.getparent()
+        if signature is None or parent is None:
+            continue
+        for sibling in parent:
+            if sibling is container or not isinstance(sibling, lxml.html.HtmlElement):
+                continue
+            if _signature(sibling) != signature or _is_separate_article(sibling):
+                continue
+            for p in sibling.iter("p"):
+                key = keys.get(p, "")
+                if p in matched_set or p in additions or len(key) < MIN_SIBLING_PARAGRAPH_CHARS:
+                    continue
+                if squashed[p] in found or _has_excluded_ancestor(p, sibling):
+                    continue
+                if _link_density(p, len(key)) > MAX_SIBLING_LINK_DENSITY:
+                    continue
+                additions[p] = key
+    if not additions:
+        return text
+    # Re-insert in document order: each added paragraph goes after the line of the nearest
+    # earlier matched paragraph (or first, when it precedes them all).
+    lines = text.split("\n")
+    squashed_lines = [_squash(line) for line in lines]
+    line_of = {}
+    for p in matched:
+        for i, line in enumerate(squashed_lines):
+            if squashed[p][:40] in line:
+                line_of[p] = i
+                break
+    inserts: dict[int, list[str]] = {}
+    last_line = -1
+    for p in paragraphs:
+        if p in line_of:
+            last_line = line_of[p]
+        elif p in additions:
+            inserts.setdefault(last_line, []).append(additions[p])
+    out: list[str] = list(inserts.get(-1, []))
+    for i, line in enumerate(lines):
+        out.append(line)
+        out.extend(inserts.get(i, []))
+    return "\n".join(out)
+
+
+def _is_boilerplate_line(line: str) -> bool:
+    if len(line) > BOILERPLATE_MAX_CHARS:
+        return False
+    return any(pattern.search(line) for pattern in _BOILERPLATE_RES)
+
+
+def _clean_lines(text: str) -> str:
+    out: list[str] = []
+    for raw in text.split("\n"):
+        line = normalize_whitespace(raw)
+        row = _TABLE_ROW_RE.match(line)
+        if row:
+            line = " ".join(cell.strip() for cell in row.group(1).split("|") if cell.strip())
+        if line and not _is_boilerplate_line(line):
+            out.append(line)
+    return "\n".join(out)
+
+
+def _html_fragment_text(value: str) -> str:
+    """Plain text of a JSON-LD articleBody, which some sites fill with HTML."""
+    if "<" not in value:
+        return normalize_whitespace(value, keep_newlines=True)
+    fragment = _parse_tree(f"<html><body>{value}</body></html>")
+    if fragment is None:
+        return normalize_whitespace(re.sub(r"<[^>]+>", " ", value), keep_newlines=True)
+    for br in fragment.iter("br"):
+        br.tail = "\n" + (br.tail or "")
+    for block in fragment.iter("p", "div", "li", "h1", "h2", "h3", "h4", "blockquote"):
+        block.tail = "\n" + (block.tail or "")
+    return normalize_whitespace(fragment.text_content(), keep_newlines=True)
+
+
+def _extract_body(tree: lxml.html.HtmlElement, ld: list[dict[str, Any]]) -> str:
+    text = _trafilatura_text(tree)
+    if len(text) < MIN_BODY_CHARS:
+        recall_text = _trafilatura_text(tree, favor_recall=True)
+        if len(recall_text) > len(text):
+            text = recall_text
+    if text:
+        text = _add_sibling_chunks(tree, text)
+    text = _clean_lines(text)
+    ld_body = _ld_first_str_raw(ld, "articleBody")
+    if ld_body:
+        ld_text = _clean_lines(_html_fragment_text(ld_body))
+        if len(ld_text) >= MIN_BODY_CHARS and len(ld_text) >= JSON_LD_BODY_RATIO * len(text):
+            text = ld_text
+    if not text:
+        try:
+            _, baseline_text, _ = trafilatura.baseline(tree)
+        except (RecursionError, ValueError, TypeError, lxml.etree.LxmlError):
+            baseline_text = ""
+        text = _clean_lines(baseline_text or "")
+    return text
+
+
+def _ld_first_str_raw(objects: list[dict[str, Any]], key: str) -> str | None:
+    for obj in objects:
+        value = obj.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Entry point
+
+
+def _empty_page(url: str, canonical: str | None) -> ExtractedPage:
+    return ExtractedPage(
+        url=url,
+        canonical_url=canonical,
+        title=None,
+        text="",
+        published_at=None,
+        language=None,
+        image_url=None,
+        description=None,
+        section=None,
+        author=None,
+        is_opinion=False,
+        is_extracted=False,
+    )
+
+
+def _safe_canonical(url: str, rel_canonical: str | None, og_url: str | None) -> str | None:
+    try:
+        return choose_canonical_url(url, rel_canonical, og_url)
+    except ValueError:
+        return None
+
+
+def _absolute_http_url(value: str | None, base: str | None) -> str | None:
+    if not value or not value.strip():
+        return None
+    try:
+        absolute = urljoin(base, value.strip()) if base else value.strip()
+    except ValueError:
+        return None
+    return absolute if urlsplit(absolute).scheme in ("http", "https") else None
+
+
+def _is_opinion(types: set[str], section: str | None, url: str | None) -> bool:
+    if "opinionnewsarticle" in types:
+        return True
+    if section and _OPINION_WORDS_RE.search(section):
+        return True
+    if url:
+        return bool(_OPINION_WORDS_RE.search(urlsplit(url).path))
+    return False
+
+
+def extract_page(
+    html: bytes | str,
+    url: str,
+    *,
+    max_bytes: int = MAX_HTML_BYTES,
+    http_charset: str | None = None,
+) -> ExtractedPage:
+    """Extract metadata and body text from one HTML page.
+
+    Never raises for bad HTML: unreadable input gives a page with empty ``text`` and
+    ``is_extracted=False`` (see the module docstring).
+
+    Args:
+        html: The page as fetched (bytes, decoded here) or already-decoded text.
+        url: The URL it was fetched from; "" when unknown (relative canonicals are then
+            ignored).
+        max_bytes: Only the first ``max_bytes`` bytes (characters for ``str``) are parsed.
+        http_charset: Charset from the HTTP Content-Type header, if known.
+
+    Returns:
+        The :class:`ExtractedPage`.
+
+    Raises:
+        ExtractionError: ``max_bytes`` is not positive.
+    """
+    if max_bytes <= 0:
+        raise ExtractionError(f"max_bytes must be positive, got {max_bytes}", url=url)
+    if isinstance(html, bytes | bytearray):
+        data = bytes(html)
+        truncated = len(data) > max_bytes
+        text = decode_html(data[:max_bytes], http_charset=http_charset, truncated=truncated)
+    else:
+        text = html[:max_bytes]
+    fallback_canonical = _safe_canonical(url, None, None)
+    if not text.strip() or _looks_like_binary(text):
+        return _empty_page(url, fallback_canonical)
+    tree = _parse_tree(text)
+    if tree is None:
+        return _empty_page(url, fallback_canonical)
+
+    meta = _meta_map(tree)
+    ld = _json_ld_objects(tree)
+    rel_canonical = next(
+        (
+            str(link.get("href"))
+            for link in tree.iter("link")
+            if "canonical" in (link.get("rel") or "").lower().split() and link.get("href")
+        ),
+        None,
+    )
+    canonical = _safe_canonical(url, rel_canonical, meta.get("og:url"))
+    base = canonical or url or None
+
+    title_el = tree.find(".//title")
+    h1 = tree.find(".//h1")
+    title = next(
+        (
+            t
+            for t in (
+                _clean_optional(meta.get("og:title")),
+                _ld_first_str(ld, "headline"),
+                _clean_optional(meta.get("twitter:title")),
+                _clean_optional(h1.text_content() if h1 is not None else None),
+                _clean_optional(title_el.text_content() if title_el is not None else None),
+            )
+            if t
+        ),
+        None,
+    )
+    section = _clean_optional(meta.get("article:section")) or _ld_first_str(ld, "articleSection")
+    author = _ld_author(ld) or next(
+        (
+            _clean_optional(meta[k])
+            for k in ("author", "article:author", "parsely-author", "dc.creator", "byl")
+            if k in meta and not meta[k].startswith("http")
+        ),
+        None,
+    )
+    description = _clean_optional(
+        meta.get("og:description") or meta.get("description") or meta.get("twitter:description")
+    )
+
+    body = _extract_body(tree, ld)
+    language = _declared_language(tree, meta, ld) or guess_language(body or description or "")
+
+    return ExtractedPage(
+        url=url,
+        canonical_url=canonical,
+        title=title,
+        text=body,
+        published_at=_published_at(tree, meta, ld),
+        language=language,
+        image_url=_absolute_http_url(meta.get("og:image") or meta.get("og:image:url"), base),
+        description=description,
+        section=section,
+        author=author,
+        is_opinion=_is_opinion(_ld_types(ld), section, canonical or url),
+        is_extracted=True,
+    )

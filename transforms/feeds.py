@@ -1,0 +1,771 @@
+"""Feed normaliser: RSS 0.9x/1.0/2.0, Atom, JSON Feed and Google News sitemaps to one shape.
+
+feedparser does the RSS/Atom work (it is the correctness reference: it recovers from broken
+XML, wrong charsets and odd date formats). This module adds what feedparser leaves to us:
+
+* a safety gate before any XML parser sees the body: a size cap, and refusal of any DOCTYPE
+  whose internal subset declares entities (billion laughs, external entities / XXE);
+* one flat, typed record per item with plain-text title/summary, absolute http(s) links, UTC
+  datetimes, a stable ``guid`` and an image URL;
+* the channel fields feedparser does not read: ``skipHours``/``skipDays``; WebSub hub/self
+  links; news sitemaps (``<urlset>`` with ``news:news``) and JSON Feed, which feedparser 6.0
+  does not parse.
+
+Pure: no network, no files, no clock. feedparser is given a file-like object, never a string,
+because it treats a string (and even ``bytes``) as a URL or a file name to open.
+"""
+
+from __future__ import annotations
+
+import calendar
+import hashlib
+import io
+import json
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+from xml.etree.ElementTree import Element, ParseError
+
+import defusedxml.ElementTree
+import feedparser
+from defusedxml import DefusedXmlException
+
+from transforms.errors import FeedRejectedError
+from transforms.text import normalize_whitespace
+
+FEED_MAX_BYTES = 10 * 1024 * 1024
+FEED_MAX_ITEMS = 500
+SUMMARY_MAX_CHARS = 1_000
+PLAIN_TEXT_MAX_INPUT_CHARS = 64 * 1024
+ELLIPSIS = "\u2026"
+DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+_MARKUP_PROBE = "<!DOCTYPE x [<!ENTITY % y SYSTEM 'z'>]>"
+# A declaration up to its internal subset ("[") or its end: name and quoted external ids.
+_DECLARATION_HEAD_RE = re.compile(r"""<!(?:[^\[>"']+|"[^"]*"|'[^']*')*""")
+_DOCTYPE_HEAD_RE = re.compile(r"""<!DOCTYPE(?:[^\[>"']+|"[^"]*"|'[^']*')*""", re.IGNORECASE)
+_EXTERNAL_ID_RE = re.compile(r"\b(?:SYSTEM|PUBLIC)\b")
+_ENTITY_DECL_RE = re.compile(r"<!ENTITY\s+(%\s+)?([^\s>]+)([^>]*)", re.IGNORECASE)
+_SUBSET_END_RE = re.compile(r"\]\s*>")
+_XML_ENCODING_RE = re.compile(r"""<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._:-]+)["']""")
+_CHARSET_RE = re.compile(r"""charset\s*=\s*["']?([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_ROOT_RE = re.compile(r"<(?![?!])([A-Za-z_][\w.:-]*)")
+_HOUR_RE = re.compile(r"<hour\b[^>]*>\s*(\d{1,2})\s*</hour\s*>", re.IGNORECASE)
+_DAY_RE = re.compile(r"<day\b[^>]*>\s*([A-Za-z]+)\s*</day\s*>", re.IGNORECASE)
+_ISO_FIELDS_RE = re.compile(r"\s*-?\d{4}-(\d{1,2})-(\d{1,2})(?:[Tt ](\d{1,2}):(\d{1,2}))?")
+_IMAGE_EXT_RE = re.compile(r"\.(?:jpe?g|png|gif|webp|avif)(?:$|[?#])", re.IGNORECASE)
+_SKIPPED_HTML_TAGS = frozenset({"script", "style", "noscript", "template", "head", "title"})
+_BLOCK_HTML_TAGS = frozenset(
+    {"p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "td", "th",
+     "blockquote", "pre", "section", "article", "header", "footer", "figure", "figcaption", "hr",
+     "table", "dd", "dt"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class FeedItem:
+    """One entry of a feed, normalised.
+
+    ``guid`` is the stable key within a feed: the entry's id/guid, else its link, else a hash
+    of title and published date. ``published_at`` falls back to the updated date when the item
+    has no published date (common in Atom). All datetimes are timezone-aware UTC.
+    """
+
+    guid: str
+    link: str | None
+    title: str
+    summary: str
+    published_at: datetime | None
+    updated_at: datetime | None
+    categories: tuple[str, ...]
+    author: str | None
+    image_url: str | None
+    language: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedFeed:
+    """A parsed feed document: channel fields and up to ``max_items`` items in document order.
+
+    ``is_malformed`` is feedparser's "bozo" flag (not well-formed XML, a charset that had to be
+    overridden, not a feed at all); ``error`` then says why. A malformed feed may still carry
+    items, which are usable.
+    """
+
+    title: str | None
+    link: str | None
+    language: str | None
+    items: tuple[FeedItem, ...]
+    ttl_minutes: int | None
+    skip_hours: frozenset[int]
+    skip_days: frozenset[str]
+    hub_url: str | None
+    self_url: str | None
+    is_malformed: bool
+    error: str | None
+
+
+def parse_feed(
+    body: bytes,
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    max_items: int = FEED_MAX_ITEMS,
+    max_bytes: int = FEED_MAX_BYTES,
+) -> ParsedFeed:
+    """Parse an RSS, Atom, JSON Feed or Google News sitemap document.
+
+    Args:
+        body: The response body, as received (any charset).
+        url: The URL the body was fetched from; relative links resolve against it (or against
+            ``Content-Location`` and ``xml:base`` when present).
+        headers: HTTP response headers, if any; ``Content-Type`` (charset) and
+            ``Content-Language`` are used. Keys are case-insensitive.
+        max_items: Keep at most this many items (the first ones in the document).
+        max_bytes: Refuse bodies larger than this.
+
+    Returns:
+        The parsed feed. Never raises for malformed input: such feeds come back with
+        ``is_malformed=True`` and ``error`` set.
+
+    Raises:
+        FeedRejectedError: The body is larger than ``max_bytes``, or its DOCTYPE declares
+            entities (entity expansion and external entities are refused before parsing).
+        ValueError: ``max_items`` or ``max_bytes`` is not positive.
+
+    >>> feed = parse_feed(b'<rss version="2.0"><channel><title>T</title><item><title>A &amp; B</title>'
+    ...                   b'<link>/a</link></item></channel></rss>', "https://news.example/feed")
+    >>> feed.title, feed.items[0].title, feed.items[0].link, feed.items[0].guid
+    ('T', 'A & B', 'https://news.example/a', 'https://news.example/a')
+    """
+    if max_items < 1:
+        raise ValueError(f"max_items must be >= 1, got {max_items}")
+    if max_bytes < 1:
+        raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
+    if len(body) > max_bytes:
+        raise FeedRejectedError(f"body is {len(body):,} bytes, over the {max_bytes:,}-byte cap", url=url)
+    http_headers = {k.lower(): v for k, v in (headers or {}).items()}
+    texts = _sniff_texts(body, http_headers.get("content-type", ""))
+    for text in texts:
+        reason = _entity_declaration_reason(text)
+        if reason is not None:
+            raise FeedRejectedError(reason, url=url)
+    text = texts[0]
+
+    if text.lstrip("\ufeff \t\r\n").startswith("{"):
+        return _parse_json_feed(body, url, max_items)
+    root = _root_element_name(text)
+    if root in ("urlset", "sitemapindex"):
+        return _parse_news_sitemap(body, url, max_items)
+    return _parse_with_feedparser(body, url, text, http_headers, max_items)
+
+
+# --- safety gate ---------------------------------------------------------------------------
+
+
+def _sniff_texts(body: bytes, content_type: str) -> list[str]:
+    """The body decoded for scanning markup: by BOM/NUL pattern, else latin-1.
+
+    Also decoded with any declared encoding (HTTP charset or XML declaration) that is not
+    ASCII-compatible (UTF-7, UTF-16...), so that markup cannot hide from the scan behind an
+    encoding that feedparser would decode.
+    """
+    head = body[:4]
+    if head.startswith((b"\x00\x00\xfe\xff", b"\x00\x00\x00<")):
+        encoding = "utf-32-be"
+    elif head.startswith((b"\xff\xfe\x00\x00", b"<\x00\x00\x00")):
+        encoding = "utf-32-le"
+    elif head.startswith((b"\xfe\xff", b"\x00<", b"\x00\n", b"\x00 ")):
+        encoding = "utf-16-be"
+    elif head.startswith((b"\xff\xfe", b"<\x00", b"\n\x00", b" \x00")):
+        encoding = "utf-16-le"
+    elif head.startswith(b"\x4c\x6f\xa7\x94"):  # "<?xm" in EBCDIC
+        encoding = "cp037"
+    else:
+        encoding = "latin-1"
+    texts = [body.decode(encoding, "replace")]
+    declared = (_XML_ENCODING_RE.search(texts[0][:1024]), _CHARSET_RE.search(content_type))
+    for name in {m.group(1).lower() for m in declared if m}:
+        try:
+            if _MARKUP_PROBE.encode(name) == _MARKUP_PROBE.encode("ascii"):
+                continue  # ASCII-compatible: markup bytes read the same in the first text
+            texts.append(body.decode(name, "replace"))
+        except (LookupError, UnicodeError, ValueError, TypeError):
+            continue  # unknown or unusable codec: feedparser cannot use it either
+    return texts
+
+
+def _entity_declaration_reason(text: str) -> str | None:
+    """Why a document must be refused (its DOCTYPE declares entities), or ``None``.
+
+    A DOCTYPE without an internal subset (RSS 0.91's Netscape DTD) is fine: feedparser never
+    fetches external DTDs. Every DOCTYPE in the text is checked, not only the first, because
+    feedparser's fallback parser reads documents with junk before the prolog. The scan is
+    linear in the size of the body, whatever the body holds.
+    """
+    pos = 0
+    while True:
+        head = _DOCTYPE_HEAD_RE.search(text, pos)
+        if head is None:
+            return None
+        pos = head.end()
+        if not text.startswith("[", pos):
+            continue
+        end = _SUBSET_END_RE.search(text, pos + 1)
+        subset = text[pos + 1 : end.start() if end else len(text)]
+        pos = end.end() if end else len(text)
+        declarations = list(_ENTITY_DECL_RE.finditer(subset))
+        if not declarations:
+            continue
+        names = ", ".join(sorted({("%" if d.group(1) else "") + d.group(2) for d in declarations})[:5])
+        if any(_EXTERNAL_ID_RE.search(d.group(3)) for d in declarations):
+            return f"DOCTYPE declares an external entity ({names}); refusing to parse (XXE)"
+        count = len(declarations)
+        return f"DOCTYPE declares {count} entit{'y' if count == 1 else 'ies'} ({names}); refusing entity expansion"
+
+
+def _root_element_name(text: str) -> str | None:
+    """Local name of the first element, skipping the prolog (declaration, comments, DOCTYPE)."""
+    pos = 0
+    while True:
+        lt = text.find("<", pos)
+        if lt < 0:
+            return None
+        if text.startswith("<?", lt):
+            pos = _end_of(text, "?>", lt)
+        elif text.startswith("<!--", lt):
+            pos = _end_of(text, "-->", lt)
+        elif text.startswith("<!", lt):
+            head = _DECLARATION_HEAD_RE.match(text, lt)
+            pos = head.end() if head else lt + 2
+            if text.startswith("[", pos):
+                end = _SUBSET_END_RE.search(text, pos)
+                pos = end.end() if end else len(text)
+        else:
+            match = _ROOT_RE.match(text, lt)
+            if match:
+                return match.group(1).rsplit(":", 1)[-1].lower()
+            pos = lt + 1
+
+
+def _end_of(text: str, marker: str, start: int) -> int:
+    end = text.find(marker, start)
+    return len(text) if end < 0 else end + len(marker)
+
+
+# --- RSS / Atom via feedparser -----------------------------------------------------------------
+
+
+def _parse_with_feedparser(
+    body: bytes, url: str, text: str, http_headers: dict[str, str], max_items: int
+) -> ParsedFeed:
+    # Relative links resolve against Content-Location (itself maybe relative), else the URL.
+    # feedparser is not told the base: it would also "resolve" guids such as "12345" into
+    # URLs, which would make item keys change whenever the feed moves. It still applies
+    # xml:base; we resolve what remains relative.
+    base = urljoin(url, http_headers.get("content-location", "")) or url
+    response_headers = {k: v for k, v in http_headers.items() if k != "content-location"}
+    if text[:1] != "\ufeff" and body[:1].isspace():
+        # Whitespace before "<?xml" is a common server bug that sends expat to feedparser's
+        # slower, lossier fallback parser; the declaration is meant to be at the start.
+        stripped = body.lstrip(b" \t\r\n")
+        if stripped.startswith(b"<?xml"):
+            body = stripped
+    try:
+        result = feedparser.parse(
+            io.BytesIO(body),
+            response_headers=response_headers,
+            resolve_relative_uris=False,  # we keep plain text only; links are resolved below
+            sanitize_html=False,  # script/style are dropped by our own HTML-to-text
+        )
+    except Exception as e:  # feedparser promises not to raise; record it if it does
+        return _empty_feed(is_malformed=True, error=f"parser crashed: {type(e).__name__}: {e}")
+
+    feed: Mapping[str, Any] = result.get("feed", {})
+    language = _normalize_language(feed.get("language") or http_headers.get("content-language"))
+
+    bozo_exception = result.get("bozo_exception")
+    # A missing or non-XML Content-Type says nothing about the document itself; feedparser
+    # flags it anyway (and any later, real problem replaces it as bozo_exception).
+    is_malformed = bool(result.get("bozo")) and not isinstance(bozo_exception, feedparser.NonXMLContentType)
+    error = _describe_bozo(bozo_exception) if is_malformed else None
+    entries: list[Mapping[str, Any]] = list(result.get("entries", []))
+    if not result.get("version") and not entries:
+        is_malformed = True
+        error = error or "not a recognised feed format (no RSS, Atom or RDF root element)"
+
+    items = _dedupe_items((_feed_entry_to_item(e, base, language) for e in entries), max_items)
+    links: list[Mapping[str, Any]] = [link for link in feed.get("links", []) if isinstance(link, Mapping)]
+    return ParsedFeed(
+        title=_plain_text(feed.get("title")) or None,
+        link=_absolute_http_url(feed.get("link"), base),
+        language=language,
+        items=items,
+        ttl_minutes=_positive_int(feed.get("ttl")),
+        skip_hours=_skip_hours(text),
+        skip_days=_skip_days(text),
+        hub_url=_link_with_rel(links, "hub", base),
+        self_url=_link_with_rel(links, "self", base),
+        is_malformed=is_malformed,
+        error=error,
+    )
+
+
+def _feed_entry_to_item(entry: Mapping[str, Any], base: str, feed_language: str | None) -> FeedItem:
+    title = _plain_text(entry.get("title"))
+    summary_html = entry.get("summary")
+    if not summary_html:
+        content = entry.get("content") or []
+        summary_html = content[0].get("value") if content and isinstance(content[0], Mapping) else None
+    link = _absolute_http_url(entry.get("link"), base)
+    published_at = _entry_date(entry, "published") or _entry_date(entry, "created")
+    updated_at = _entry_date(entry, "updated")
+    author_detail = entry.get("author_detail")
+    author = _plain_text(author_detail.get("name")) if isinstance(author_detail, Mapping) else ""
+    author = author or _plain_text(entry.get("author"))
+    title_detail = entry.get("title_detail")
+    item_language = title_detail.get("language") if isinstance(title_detail, Mapping) else None
+    raw_published = str(entry.get("published") or entry.get("updated") or "")
+    return FeedItem(
+        guid=_guid(entry.get("id"), link, title, raw_published, summary_html),
+        link=link,
+        title=title,
+        summary=_truncate(_plain_text(summary_html), SUMMARY_MAX_CHARS),
+        published_at=published_at or updated_at,
+        updated_at=updated_at,
+        categories=_unique(
+            _plain_text(tag.get("term") or tag.get("label"))
+            for tag in entry.get("tags") or []
+            if isinstance(tag, Mapping)
+        ),
+        author=author or None,
+        image_url=_entry_image(entry, base),
+        language=_normalize_language(item_language) or feed_language,
+    )
+
+
+def _entry_image(entry: Mapping[str, Any], base: str) -> str | None:
+    """media:content (images), media:thumbnail, image enclosures, then itunes:image."""
+    candidates: list[Any] = []
+    for media in entry.get("media_content") or []:
+        if not isinstance(media, Mapping):
+            continue
+        kind = str(media.get("medium") or media.get("type") or "")
+        if kind.startswith("image") or (not kind and _IMAGE_EXT_RE.search(str(media.get("url") or ""))):
+            candidates.append(media.get("url"))
+    candidates += [t.get("url") for t in entry.get("media_thumbnail") or [] if isinstance(t, Mapping)]
+    candidates += [
+        e.get("href")
+        for e in entry.get("enclosures") or []
+        if isinstance(e, Mapping) and str(e.get("type") or "").startswith("image")
+    ]
+    image = entry.get("image")
+    if isinstance(image, Mapping):
+        candidates.append(image.get("href") or image.get("url"))
+    for candidate in candidates:
+        resolved = _absolute_http_url(candidate, base)
+        if resolved:
+            return resolved
+    return None
+
+
+def _describe_bozo(exception: object) -> str:
+    if exception is None:
+        return "feed is not well-formed"
+    name = type(exception).__name__
+    message = normalize_whitespace(str(exception))
+    return f"{name}: {message}" if message else name
+
+
+def _link_with_rel(links: Iterable[Mapping[str, Any]], rel: str, base: str) -> str | None:
+    for link in links:
+        rels = str(link.get("rel") or "").lower().split()
+        if rel in rels:
+            resolved = _absolute_http_url(link.get("href"), base)
+            if resolved:
+                return resolved
+    return None
+
+
+def _skip_hours(text: str) -> frozenset[int]:
+    """RSS 2.0 ``<skipHours>``: hours 0-23 (GMT); 24 is read as midnight, as some feeds write it."""
+    hours = {int(v) for v in _HOUR_RE.findall(_first_block(text, "skiphours"))}
+    return frozenset(h % 24 for h in hours if 0 <= h <= 24)
+
+
+def _skip_days(text: str) -> frozenset[str]:
+    """RSS 2.0 ``<skipDays>``: English day names, case-insensitive; others are dropped."""
+    names = {v.capitalize() for v in _DAY_RE.findall(_first_block(text, "skipdays"))}
+    return frozenset(names & set(DAY_NAMES))
+
+
+def _first_block(text: str, tag: str) -> str:
+    """Text between the first ``<tag`` and the next ``</tag`` (any case); ``""`` if absent.
+
+    Plain ``find`` rather than a lazy regex, which would go quadratic on a body full of
+    unclosed opening tags.
+    """
+    start = re.search(f"<{tag}", text, re.IGNORECASE)
+    if start is None:
+        return ""
+    end = re.compile(f"</{tag}", re.IGNORECASE).search(text, start.end())
+    return text[start.start() : end.start() if end else start.end() + 4096]
+
+
+# --- Google News sitemaps ----------------------------------------------------------------------
+
+
+def _parse_news_sitemap(body: bytes, url: str, max_items: int) -> ParsedFeed:
+    """``<urlset>`` with ``<news:news>`` entries (Google News sitemap); other URLs are skipped."""
+    try:
+        root = defusedxml.ElementTree.fromstring(body)
+    except DefusedXmlException as e:
+        raise FeedRejectedError(f"sitemap uses forbidden XML features: {e}", url=url) from e
+    except (ParseError, ValueError) as e:
+        return _empty_feed(is_malformed=True, error=f"ParseError: {e}")
+
+    items: list[FeedItem] = []
+    publication: str | None = None
+    feed_language: str | None = None
+    for entry in root:
+        if _local(entry.tag) != "url":
+            continue
+        news = _child(entry, "news")
+        loc = _absolute_http_url(_child_text(entry, "loc"), url)
+        if news is None or loc is None:
+            continue
+        pub = _child(news, "publication")
+        language = _normalize_language(_child_text(pub, "language")) if pub is not None else None
+        publication = (
+            publication or (_plain_text(_child_text(pub, "name")) if pub is not None else None) or None
+        )
+        feed_language = feed_language or language
+        image = _child(entry, "image")
+        keywords = (_child_text(news, "keywords") or "").split(",")
+        items.append(
+            FeedItem(
+                guid=loc,
+                link=loc,
+                title=_plain_text(_child_text(news, "title")),
+                summary="",
+                published_at=_parse_iso_datetime(_child_text(news, "publication_date")),
+                updated_at=_parse_iso_datetime(_child_text(entry, "lastmod")),
+                categories=_unique(normalize_whitespace(k) for k in keywords),
+                author=None,
+                image_url=_absolute_http_url(_child_text(image, "loc"), url) if image is not None else None,
+                language=language,
+            )
+        )
+    return ParsedFeed(
+        title=publication,
+        link=None,
+        language=feed_language,
+        items=_dedupe_items(items, max_items),
+        ttl_minutes=None,
+        skip_hours=frozenset(),
+        skip_days=frozenset(),
+        hub_url=None,
+        self_url=None,
+        is_malformed=False,
+        error=None,
+    )
+
+
+def _local(tag: object) -> str:
+    return tag.rsplit("}", 1)[-1].lower() if isinstance(tag, str) else ""
+
+
+def _child(element: Element | None, name: str) -> Element | None:
+    if element is None:
+        return None
+    for child in element:
+        if _local(child.tag) == name:
+            return child
+    return None
+
+
+def _child_text(element: Element | None, name: str) -> str | None:
+    child = _child(element, name)
+    return child.text.strip() if child is not None and child.text else None
+
+
+# --- JSON Feed -------------------------------------------------------------------------------
+
+
+def _parse_json_feed(body: bytes, url: str, max_items: int) -> ParsedFeed:
+    """JSON Feed 1.0/1.1 (https://jsonfeed.org/version/1.1); other JSON comes back malformed."""
+    try:
+        data = json.loads(body.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        return _empty_feed(is_malformed=True, error=f"JSON document does not parse: {type(e).__name__}: {e}")
+    if not isinstance(data, dict) or not (
+        str(data.get("version", "")).startswith("https://jsonfeed.org/version/")
+        or isinstance(data.get("items"), list)
+    ):
+        return _empty_feed(is_malformed=True, error="JSON document is not a JSON Feed (no version, no items)")
+    base = _absolute_http_url(data.get("feed_url"), url) or url
+    language = _normalize_language(data.get("language"))
+    items = [_json_item_to_item(raw, base, language) for raw in _list_of_dicts(data.get("items"))]
+    hub_url = next(
+        (u for u in (_absolute_http_url(h.get("url"), base) for h in _list_of_dicts(data.get("hubs"))) if u),
+        None,
+    )
+    return ParsedFeed(
+        title=_plain_text(_str_or_none(data.get("title"))) or None,
+        link=_absolute_http_url(data.get("home_page_url"), base),
+        language=language,
+        items=_dedupe_items(items, max_items),
+        ttl_minutes=None,
+        skip_hours=frozenset(),
+        skip_days=frozenset(),
+        hub_url=hub_url,
+        self_url=_absolute_http_url(data.get("feed_url"), url),
+        is_malformed=False,
+        error=None,
+    )
+
+
+def _json_item_to_item(raw: dict[str, Any], base: str, feed_language: str | None) -> FeedItem:
+    link = _absolute_http_url(raw.get("url") or raw.get("external_url"), base)
+    title = _plain_text(_str_or_none(raw.get("title")))
+    summary = _plain_text(
+        _str_or_none(raw.get("summary"))
+        or _str_or_none(raw.get("content_text"))
+        or _str_or_none(raw.get("content_html"))
+    )
+    published = _str_or_none(raw.get("date_published"))
+    updated_at = _parse_iso_datetime(_str_or_none(raw.get("date_modified")))
+    authors = _list_of_dicts(raw.get("authors")) or _list_of_dicts([raw.get("author")])  # 1.1, then 1.0
+    author = next((name for a in authors if (name := _plain_text(_str_or_none(a.get("name"))))), None)
+    raw_id = raw.get("id")  # a string in the spec, but numbers are common
+    tags = raw.get("tags")
+    return FeedItem(
+        guid=_guid(None if raw_id is None else str(raw_id), link, title, published or "", summary),
+        link=link,
+        title=title,
+        summary=_truncate(summary, SUMMARY_MAX_CHARS),
+        published_at=_parse_iso_datetime(published) or updated_at,
+        updated_at=updated_at,
+        categories=_unique(
+            _plain_text(t) for t in (tags if isinstance(tags, list) else []) if isinstance(t, str)
+        ),
+        author=author,
+        image_url=_absolute_http_url(raw.get("image") or raw.get("banner_image"), base),
+        language=_normalize_language(raw.get("language")) or feed_language,
+    )
+
+
+def _list_of_dicts(value: object) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+# --- small helpers ---------------------------------------------------------------------------
+
+
+def _empty_feed(*, is_malformed: bool, error: str | None) -> ParsedFeed:
+    return ParsedFeed(
+        title=None,
+        link=None,
+        language=None,
+        items=(),
+        ttl_minutes=None,
+        skip_hours=frozenset(),
+        skip_days=frozenset(),
+        hub_url=None,
+        self_url=None,
+        is_malformed=is_malformed,
+        error=error,
+    )
+
+
+def _dedupe_items(items: Iterable[FeedItem], max_items: int) -> tuple[FeedItem, ...]:
+    """First ``max_items`` items, keeping the first occurrence of each guid."""
+    seen: set[str] = set()
+    kept: list[FeedItem] = []
+    for item in items:
+        if item.guid in seen:
+            continue
+        seen.add(item.guid)
+        kept.append(item)
+        if len(kept) >= max_items:
+            break
+    return tuple(kept)
+
+
+def _guid(raw_id: object, link: str | None, title: str, published: str, summary: object) -> str:
+    """The entry's own id, else its link, else a hash of title and date (summary if both empty)."""
+    if isinstance(raw_id, str) and raw_id.strip():
+        return raw_id.strip()
+    if link:
+        return link
+    key = f"{title}\n{published}" if title or published else f"\n\n{summary or ''}"
+    return "sha1:" + hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _TextExtractor(HTMLParser):
+    """HTML to text: drops script/style, turns block elements into breaks."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skip_depth = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _SKIPPED_HTML_TAGS:
+            self._skip_depth += 1
+        elif tag in _BLOCK_HTML_TAGS:
+            self.parts.append(" ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _SKIPPED_HTML_TAGS:
+            self._skip_depth = max(0, self._skip_depth - 1)
+        elif tag in _BLOCK_HTML_TAGS:
+            self.parts.append(" ")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip_depth:
+            self.parts.append(data)
+
+
+def _plain_text(value: object, *, max_input_chars: int = PLAIN_TEXT_MAX_INPUT_CHARS) -> str:
+    """Plain text from a title/summary that may hold HTML or entities; whitespace collapsed.
+
+    Only the first ``max_input_chars`` characters are read: we keep at most
+    :data:`SUMMARY_MAX_CHARS` of the result, and a huge body should not cost a huge parse.
+
+    >>> _plain_text("<p>Caf&eacute; &amp; <b>bar</b></p>\\n <script>x()</script>")
+    'Café & bar'
+    """
+    if not isinstance(value, str) or not value:
+        return ""
+    value = value[:max_input_chars]
+    if "<" in value or "&" in value:
+        parser = _TextExtractor()
+        parser.feed(value)
+        parser.close()
+        value = "".join(parser.parts)
+    return normalize_whitespace(value)
+
+
+def _truncate(text: str, limit: int) -> str:
+    """At most ``limit`` characters, cut at a word boundary with an ellipsis when cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - len(ELLIPSIS)]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip() + ELLIPSIS
+
+
+def _absolute_http_url(value: object, base: str) -> str | None:
+    """``value`` resolved against ``base``; ``None`` unless the result is an http(s) URL."""
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        resolved = urljoin(base, value)
+        parts = urlsplit(resolved)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        return None
+    return resolved
+
+
+def _normalize_language(value: object) -> str | None:
+    """``en_US `` -> ``en-us``; ``None`` for empty values.
+
+    >>> _normalize_language(" en_US ")
+    'en-us'
+    """
+    if not isinstance(value, str):
+        return None
+    value = value.strip().replace("_", "-").lower()
+    return value or None
+
+
+def _positive_int(value: object) -> int | None:
+    try:
+        number = int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
+def _entry_date(entry: Mapping[str, Any], key: str) -> datetime | None:
+    """feedparser's parsed date for ``key``, or ``None`` if missing or out of range.
+
+    feedparser's W3C-DTF handler normalises out-of-range fields the way ``mktime`` does
+    (month 13 becomes January of the next year); such a date is garbage, not a date.
+    """
+    raw = entry.get(key)
+    if isinstance(raw, str):
+        match = _ISO_FIELDS_RE.match(raw)
+        if match:
+            month, day = int(match.group(1)), int(match.group(2))
+            hour, minute = int(match.group(3) or 0), int(match.group(4) or 0)
+            if not (1 <= month <= 12 and 1 <= day <= 31 and hour <= 24 and minute <= 59):
+                return None
+    return _struct_to_datetime(entry.get(f"{key}_parsed"))
+
+
+def _struct_to_datetime(value: object) -> datetime | None:
+    """feedparser's UTC ``struct_time`` to an aware datetime; ``None`` for anything invalid."""
+    if not isinstance(value, time.struct_time):
+        return None
+    try:
+        seconds = calendar.timegm(value)
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
+def _parse_iso_datetime(value: str | None) -> datetime | None:
+    """W3C/RFC 3339 datetime (or RFC 822 as a fallback) to UTC; ``None`` if unparseable.
+
+    A date without a time is midnight UTC; a time without an offset is taken as UTC.
+
+    >>> _parse_iso_datetime("2024-05-01T10:00:00+02:00")
+    datetime.datetime(2024, 5, 1, 8, 0, tzinfo=datetime.timezone.utc)
+    >>> _parse_iso_datetime("yesterday") is None
+    True
+    """
+    if not value or not value.strip():
+        return None
+    text = value.strip()
+    if text[-1:] in "Zz":
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        try:
+            parsed = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _unique(values: Iterable[str]) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for value in values:
+        if value and value not in seen:
+            seen[value] = None
+    return tuple(seen)

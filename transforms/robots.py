@@ -1,0 +1,433 @@
+"""robots.txt parsing and matching (RFC 9309), behaving like Google's ``robotstxt`` library.
+
+The parser follows google/robotstxt ``robots.cc`` line by line, so that Google's compliance
+tests (google/robotstxt-spec-test) pass:
+
+* Lines end at CR, LF or CRLF; a UTF-8 BOM (or a prefix of one) at the very start is skipped.
+* ``#`` starts a comment anywhere on a line. ``key: value`` or, when the colon is missing,
+  exactly two whitespace-separated words (``disallow /``).
+* Keys are matched by prefix, case-insensitively, with the typos Google accepts
+  (``useragent``, ``user agent``, ``dissallow``, ``dissalow``, ``disalow``, ``diasllow``,
+  ``disallaw``, ``site-map``).
+* Consecutive ``user-agent`` lines form one group; a rule line closes the list of agents.
+  Rules before the first ``user-agent`` line are ignored.
+* A user-agent line's product token is its leading ``[A-Za-z_-]`` run, compared
+  case-insensitively. ``*`` (alone or followed by whitespace) is the global group.
+  If any group names the crawler, only those groups apply; otherwise the ``*`` groups do.
+* Among matching rules the longest pattern wins, and ``Allow`` wins ties (RFC 9309 §2.2.2).
+  ``*`` matches any run of characters; ``$`` at the end anchors the pattern.
+* Patterns are percent-normalised: ``%xx`` escapes are upper-cased and non-ASCII bytes are
+  escaped. The URL is not: as in Google's library, the caller passes an already-escaped URL.
+* ``Allow: /x/index.htm[l]`` also allows ``/x/`` (Google-specific).
+
+On top of Google's matcher:
+
+* ``/robots.txt`` itself is always allowed (RFC 9309 §2.2.2), unless the caller opts out.
+* Only the first 500 KiB of the body are read (RFC 9309 §2.5; Google's limit).
+* ``Crawl-delay`` (not part of RFC 9309, but honoured by many crawlers) is kept per group.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+# RFC 9309 §2.5: crawlers MUST parse at least 500 kibibytes; Google stops there.
+ROBOTS_MAX_BYTES = 500 * 1024
+# robots.cc: kMaxLineLen = 2083 * 8; the line buffer keeps one byte for the NUL.
+ROBOTS_MAX_LINE_BYTES = 2083 * 8 - 1
+
+RobotsPolicy = Literal["allow_all", "disallow_all", "parse"]
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+_LINE_BREAK_RE = re.compile(rb"\r\n|\r|\n")
+_PRODUCT_TOKEN_RE = re.compile(r"[A-Za-z_-]*")
+_CALLER_UA_RE = re.compile(r"([A-Za-z_-]+)/")
+_HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+
+_USER_AGENT_KEYS = (b"user-agent", b"useragent", b"user agent")
+_DISALLOW_KEYS = (b"disallow", b"dissallow", b"dissalow", b"disalow", b"diasllow", b"disallaw")
+_SITEMAP_KEYS = (b"sitemap", b"site-map")
+_CRAWL_DELAY_KEYS = (b"crawl-delay", b"crawl_delay", b"crawldelay", b"crawl delay")
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsRule:
+    """One ``Allow``/``Disallow`` line of a group.
+
+    ``pattern`` is percent-normalised. ``index_pattern`` is the extra ``/dir/$`` pattern that an
+    ``Allow: /dir/index.html`` line also allows (Google-specific), or ``None``.
+    """
+
+    is_allow: bool
+    pattern: str
+    line_number: int
+    index_pattern: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsGroup:
+    """A run of ``user-agent`` lines and the rules that follow them."""
+
+    user_agents: tuple[str, ...]  # lower-cased product tokens; empty tokens are dropped
+    is_global: bool  # one of the lines was ``*``
+    rules: tuple[RobotsRule, ...]
+    crawl_delay_seconds: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsRules:
+    """A parsed robots.txt: its groups and sitemap URLs."""
+
+    groups: tuple[RobotsGroup, ...]
+    sitemaps: tuple[str, ...]
+    # Set only by :meth:`disallow_all`: the site could not be asked (RFC 9309 §2.3.1.4).
+    is_unreachable: bool = False
+
+    @classmethod
+    def allow_all(cls) -> RobotsRules:
+        """Rules that allow everything (no robots.txt, or a 4xx for it).
+
+        >>> is_allowed(RobotsRules.allow_all(), "newsroom", "https://a.example/x")
+        True
+        """
+        return cls(groups=(), sitemaps=())
+
+    @classmethod
+    def disallow_all(cls) -> RobotsRules:
+        """Rules that disallow everything (robots.txt unreachable or 5xx).
+
+        >>> is_allowed(RobotsRules.disallow_all(), "newsroom", "https://a.example/x")
+        False
+        """
+        return cls(groups=(), sitemaps=(), is_unreachable=True)
+
+    def groups_for(self, user_agent: str) -> tuple[RobotsGroup, ...]:
+        """The groups that apply to a crawler: those naming it, else the ``*`` groups.
+
+        Args:
+            user_agent: The crawler's product token (``newsroom``), or a full ``User-Agent``
+                header of the form ``token/version ...``, which is reduced to its token.
+
+        Returns:
+            The applicable groups in file order; empty if none applies.
+        """
+        token = _crawler_token(user_agent)
+        specific = tuple(g for g in self.groups if token and token in g.user_agents)
+        if specific:
+            return specific
+        return tuple(g for g in self.groups if g.is_global)
+
+    def crawl_delay(self, user_agent: str) -> float | None:
+        """The ``Crawl-delay`` in seconds for a crawler, or ``None`` if the file sets none.
+
+        The first valid value in the applicable groups wins.
+
+        >>> rules = parse_robots("User-agent: *\\nCrawl-delay: 2.5\\n")
+        >>> rules.crawl_delay("newsroom")
+        2.5
+        """
+        for group in self.groups_for(user_agent):
+            if group.crawl_delay_seconds is not None:
+                return group.crawl_delay_seconds
+        return None
+
+
+def user_agent_token(user_agent: str) -> str:
+    """The product token a robots.txt group is matched on: the leading ``[A-Za-z_-]`` run.
+
+    >>> user_agent_token("newsroom/0.1 (+https://example.org/bot)")
+    'newsroom'
+    >>> user_agent_token("Foo Bar")
+    'Foo'
+    """
+    match = _PRODUCT_TOKEN_RE.match(user_agent)
+    return match.group(0) if match else ""
+
+
+def _crawler_token(user_agent: str) -> str:
+    """The caller's product token, lower-cased; ``""`` if it is not a valid token.
+
+    Google matches the caller's string as a whole, so ``"Foo Bar"`` names no group (spec test
+    ``user-agent-name``). A ``User-Agent`` header (``newsroom/0.1 (+url)``) is reduced to the
+    token before its ``/``.
+    """
+    match = _CALLER_UA_RE.match(user_agent)
+    token = match.group(1) if match else user_agent
+    return token.lower() if _PRODUCT_TOKEN_RE.fullmatch(token) else ""
+
+
+def robots_policy_for_status(status: int | None) -> RobotsPolicy:
+    """What to do with a robots.txt response, from its HTTP status (RFC 9309 §2.3.1).
+
+    ``None`` means the server could not be reached (DNS, connect, timeout). Redirects are
+    expected to be followed by the fetcher; a 3xx that arrives here means the redirect chain
+    was abandoned, which RFC 9309 §2.3.1.2 lets us treat as "unavailable" (allow all).
+    429 is treated like 5xx, as Google documents, so a rate-limited crawler backs off.
+
+    >>> robots_policy_for_status(200), robots_policy_for_status(404), robots_policy_for_status(503)
+    ('parse', 'allow_all', 'disallow_all')
+    >>> robots_policy_for_status(None)
+    'disallow_all'
+    """
+    if status is None:
+        return "disallow_all"
+    if 200 <= status < 300:
+        return "parse"
+    if status == 429:
+        return "disallow_all"
+    if 300 <= status < 500:
+        return "allow_all"
+    # 5xx and anything nonsensical (1xx, >599): the file is unreachable (§2.3.1.4).
+    return "disallow_all"
+
+
+def parse_robots(body: bytes | str) -> RobotsRules:
+    """Parse a robots.txt body.
+
+    Never raises for any input: lines that do not parse are skipped, as RFC 9309 §2.2 asks.
+
+    Args:
+        body: The response body. ``str`` input is encoded as UTF-8. Only the first
+            :data:`ROBOTS_MAX_BYTES` bytes are read.
+
+    Returns:
+        The groups (in file order) and the sitemap URLs.
+
+    >>> rules = parse_robots(b"User-agent: *\\nDisallow: /private\\nSitemap: https://a.example/s.xml")
+    >>> rules.sitemaps
+    ('https://a.example/s.xml',)
+    >>> is_allowed(rules, "newsroom", "https://a.example/private/1")
+    False
+    """
+    data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
+    data = data[:ROBOTS_MAX_BYTES]
+    # robots.cc skips a UTF-8 BOM, or any leading prefix of one, at the start of the file.
+    skip = 0
+    while skip < len(_UTF8_BOM) and skip < len(data) and data[skip] == _UTF8_BOM[skip]:
+        skip += 1
+    data = data[skip:]
+
+    groups: list[RobotsGroup] = []
+    sitemaps: list[str] = []
+    agents: list[str] = []
+    is_global = False
+    rules: list[RobotsRule] = []
+    delay: float | None = None
+    in_agent_lines = False  # the last directive that matters for grouping was a user-agent line
+
+    def close_group() -> None:
+        if agents or is_global:
+            groups.append(RobotsGroup(tuple(agents), is_global, tuple(rules), delay))
+
+    for line_number, raw in enumerate(_LINE_BREAK_RE.split(data), start=1):
+        pair = _split_key_value(raw[:ROBOTS_MAX_LINE_BYTES])
+        if pair is None:
+            continue
+        key, value = pair
+        lowered = key.lower()
+        if lowered.startswith(_USER_AGENT_KEYS):
+            if not in_agent_lines:
+                close_group()
+                agents, is_global, rules, delay = [], False, [], None
+                in_agent_lines = True
+            text = value.decode("latin-1")
+            # Google-specific: "* foo" is still the global agent.
+            if text[:1] == "*" and (len(text) == 1 or text[1].isspace()):
+                is_global = True
+            else:
+                token = user_agent_token(text).lower()
+                if token and token not in agents:
+                    agents.append(token)
+        elif lowered.startswith(b"allow") or lowered.startswith(_DISALLOW_KEYS):
+            if not (agents or is_global) and not in_agent_lines:
+                continue  # rules before any user-agent line belong to no group
+            in_agent_lines = False
+            is_allow = lowered.startswith(b"allow")
+            pattern = _escape_pattern(value)
+            rules.append(
+                RobotsRule(is_allow, pattern, line_number, _index_pattern(pattern) if is_allow else None)
+            )
+        elif lowered.startswith(_SITEMAP_KEYS):
+            if value:
+                sitemaps.append(value.decode("utf-8", "replace"))
+        elif lowered.startswith(_CRAWL_DELAY_KEYS):
+            parsed = _parse_crawl_delay(value)
+            if parsed is not None and delay is None and (agents or is_global):
+                delay = parsed
+    close_group()
+    return RobotsRules(groups=tuple(groups), sitemaps=tuple(sitemaps))
+
+
+def is_allowed(rules: RobotsRules, user_agent: str, url: str, *, is_robots_txt_exempt: bool = True) -> bool:
+    """Whether a crawler may fetch a URL under these rules.
+
+    Args:
+        rules: From :func:`parse_robots`, :meth:`RobotsRules.allow_all` or
+            :meth:`RobotsRules.disallow_all`.
+        user_agent: The crawler's product token (``[A-Za-z_-]+``), or a full ``User-Agent``
+            header ``token/version ...``, which is reduced to its token. Anything else
+            (``"Foo Bar"``) names no group, as in Google's matcher.
+        url: An absolute URL (or a path), already percent-encoded (RFC 3986). Only its
+            path, params and query are matched; the fragment is ignored.
+        is_robots_txt_exempt: RFC 9309 §2.2.2 says ``/robots.txt`` is implicitly allowed.
+            Google's matcher does not special-case it (four of its compliance tests expect
+            ``/robots.txt`` to be disallowed by ``Disallow: /``); pass ``False`` to match it.
+
+    Returns:
+        ``True`` if allowed.
+
+    >>> rules = parse_robots("User-agent: *\\nDisallow: /\\nAllow: /news/*.html$")
+    >>> is_allowed(rules, "newsroom", "https://a.example/news/1.html")
+    True
+    >>> is_allowed(rules, "newsroom", "https://a.example/news/1.html?x=1")
+    False
+    >>> is_allowed(rules, "newsroom", "https://a.example/robots.txt")
+    True
+    """
+    path = _path_params_query(url)
+    if is_robots_txt_exempt and path == "/robots.txt":  # RFC 9309 §2.2.2
+        return True
+    if rules.is_unreachable:
+        return False
+
+    # robots.cc RobotsMatcher::disallow(): when a group names us, only its rules count, and no
+    # matching non-empty rule there means "allowed" even if the global group would disallow.
+    # An empty pattern ("Disallow:") matches with length 0 and means "allow all".
+    allow, disallow = _best_matches(rules.groups_for(user_agent), path)
+    return not (disallow > 0 and disallow > allow)
+
+
+def _best_matches(groups: tuple[RobotsGroup, ...], path: str) -> tuple[int, int]:
+    """Longest matching Allow and Disallow pattern lengths (-1 when none matches)."""
+    allow = disallow = -1
+    for group in groups:
+        for rule in group.rules:
+            if rule.is_allow:
+                if len(rule.pattern) > allow:
+                    if _matches(path, rule.pattern):
+                        allow = len(rule.pattern)
+                    elif rule.index_pattern is not None and len(rule.index_pattern) > allow:
+                        if _matches(path, rule.index_pattern):
+                            allow = len(rule.index_pattern)
+            elif len(rule.pattern) > disallow and _matches(path, rule.pattern):
+                disallow = len(rule.pattern)
+    return allow, disallow
+
+
+def _matches(path: str, pattern: str) -> bool:
+    """Whether a robots.txt pattern matches the start of a path.
+
+    Equivalent to robots.cc ``RobotsMatchStrategy::Matches``: ``*`` matches any run of
+    characters and a final ``$`` anchors the end; a ``$`` elsewhere is literal. Greedy
+    leftmost search of the literal pieces is exact for ``*``-only globs and never backtracks.
+    """
+    anchored = pattern.endswith("$")
+    if anchored:
+        pattern = pattern[:-1]
+    pieces = pattern.split("*")
+    if len(pieces) == 1:
+        return path == pattern if anchored else path.startswith(pattern)
+    first, *middle, last = pieces
+    if not path.startswith(first):
+        return False
+    pos = len(first)
+    for piece in middle:
+        found = path.find(piece, pos)
+        if found < 0:
+            return False
+        pos = found + len(piece)
+    if anchored:
+        return len(path) - len(last) >= pos and path.endswith(last)
+    return path.find(last, pos) >= 0
+
+
+def _split_key_value(line: bytes) -> tuple[bytes, bytes] | None:
+    """robots.cc ``GetKeyAndValueFrom``: ``(key, value)`` or ``None`` for a line to skip."""
+    line = line.split(b"\0", 1)[0]  # the C parser sees a NUL as the end of the line
+    line = line.split(b"#", 1)[0].strip()
+    key, sep, value = line.partition(b":")
+    if not sep:
+        # Google-specific: accept whitespace instead of the colon if the line is exactly
+        # two words ("disallow /").
+        words = line.split(None, 1)
+        if len(words) != 2 or len(words[1].split()) != 1:
+            return None
+        key, value = words
+    key = key.strip()
+    if not key:
+        return None
+    return key, value.strip()
+
+
+def _escape_pattern(value: bytes) -> str:
+    """robots.cc ``MaybeEscapePattern``: upper-case ``%xx`` and percent-encode non-ASCII bytes.
+
+    >>> _escape_pattern("/a%2fb/ツ".encode())
+    '/a%2Fb/%E3%83%84'
+    """
+    if value.isascii() and b"%" not in value:
+        return value.decode("ascii")
+    out: list[str] = []
+    i = 0
+    n = len(value)
+    while i < n:
+        byte = value[i]
+        if byte == 0x25 and i + 2 < n and value[i + 1] in _HEX_DIGITS and value[i + 2] in _HEX_DIGITS:
+            out.append("%" + value[i + 1 : i + 3].decode("ascii").upper())
+            i += 3
+            continue
+        out.append(f"%{byte:02X}" if byte >= 0x80 else chr(byte))
+        i += 1
+    return "".join(out)
+
+
+def _index_pattern(pattern: str) -> str | None:
+    """Google-specific: ``Allow: /dir/index.htm[l]`` also allows ``/dir/`` exactly."""
+    slash = pattern.rfind("/")
+    if slash >= 0 and pattern.startswith("/index.htm", slash):
+        return pattern[: slash + 1] + "$"
+    return None
+
+
+def _parse_crawl_delay(value: bytes) -> float | None:
+    try:
+        seconds = float(value.split()[0]) if value.split() else math.nan
+    except ValueError:
+        return None
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return seconds
+
+
+def _path_params_query(url: str) -> str:
+    """robots.cc ``GetPathParamsQuery``: path, params and query of a URL, starting with ``/``.
+
+    >>> _path_params_query("http://foo.bar?x=1#y")
+    '/?x=1'
+    >>> _path_params_query("//foo.bar/a;b")
+    '/a;b'
+    """
+    search_start = 2 if url.startswith("//") else 0
+    early_path = _find_first_of(url, "/?;", search_start)
+    protocol_end = url.find("://", search_start)
+    if protocol_end >= 0 and 0 <= early_path < protocol_end:
+        # A path, param or query starts before "://", so "://" is not the scheme separator.
+        protocol_end = -1
+    protocol_end = search_start if protocol_end < 0 else protocol_end + 3
+    path_start = _find_first_of(url, "/?;", protocol_end)
+    if path_start < 0:
+        return "/"
+    hash_pos = url.find("#", search_start)
+    if 0 <= hash_pos < path_start:
+        return "/"
+    path_end = len(url) if hash_pos < 0 else hash_pos
+    path = url[path_start:path_end]
+    return path if path.startswith("/") else "/" + path
+
+
+def _find_first_of(text: str, chars: str, start: int) -> int:
+    positions = [p for p in (text.find(c, start) for c in chars) if p >= 0]
+    return min(positions) if positions else -1

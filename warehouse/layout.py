@@ -1,0 +1,77 @@
+"""Object keys: the only place that knows where each table lives in the store.
+
+Every key is relative to the store root (a local folder or ``s3://bucket/prefix``). Keys derive
+from content or ids, so a rerun after a crash writes the same key again instead of a new one.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+PUBLISHERS_KEY = "registry/publishers.parquet"
+FEEDS_KEY = "registry/feeds.parquet"
+FEED_STATE_KEY = "state/feeds/feeds.parquet"
+ARTICLES_PREFIX = "log/articles/"
+STORY_CHANGES_PREFIX = "log/story_changes/"
+STORY_STATE_PREFIX = "state/stories/"
+PAGES_PREFIX = "pages/"
+CLICKS_PREFIX = "log/clicks/"
+STORIES_PAGE = "stories"
+"""The story snapshot (Full Coverage for every ranked story) lives at ``pages/stories/``."""
+
+
+def _check(part: str, what: str) -> str:
+    if not _SAFE.match(part):
+        raise ValueError(f"unsafe {what} in object key: {part!r}")
+    return part
+
+
+def article_segment_key(day: datetime, segment_id: str) -> str:
+    """Key of one append-only articles segment, partitioned by the UTC day it was first seen."""
+    return f"{ARTICLES_PREFIX}date={day:%Y-%m-%d}/{_check(segment_id, 'segment id')}.parquet"
+
+
+def story_changes_key(language: str, first_offset: int) -> str:
+    """Key of one story-changes segment; ``first_offset`` is the writer's change offset."""
+    return f"{STORY_CHANGES_PREFIX}language={_check(language, 'language')}/{first_offset:016d}.parquet"
+
+
+def story_checkpoint_key(language: str) -> str:
+    """Key of a language writer's checkpoint, replaced only with a conditional put."""
+    return f"{STORY_STATE_PREFIX}{_check(language, 'language')}/checkpoint.json"
+
+
+def story_state_key(language: str, offset: int) -> str:
+    """Key of the immutable story-state blob a checkpoint points at."""
+    return f"{STORY_STATE_PREFIX}{_check(language, 'language')}/state-{offset:016d}.json.gz"
+
+
+def page_dir(edition: str, section: str) -> str:
+    return f"{PAGES_PREFIX}{_check(edition, 'edition')}/{_check(section, 'section')}/"
+
+
+def page_version_key(edition: str, section: str, version: int) -> str:
+    """Key of an immutable page snapshot version."""
+    if version < 1:
+        raise ValueError(f"page versions start at 1, got {version}")
+    return f"{page_dir(edition, section)}v{version}.json"
+
+
+def page_pointer_key(edition: str, section: str) -> str:
+    """Key of the pointer naming a page's live version; written last, after validation."""
+    return f"{page_dir(edition, section)}latest.json"
+
+
+def story_snapshot_key(version: int) -> str:
+    return f"{PAGES_PREFIX}{STORIES_PAGE}/v{version}.json"
+
+
+def story_snapshot_pointer_key() -> str:
+    return f"{PAGES_PREFIX}{STORIES_PAGE}/latest.json"
+
+
+def click_segment_key(day: datetime, segment_id: str) -> str:
+    return f"{CLICKS_PREFIX}date={day:%Y-%m-%d}/{_check(segment_id, 'segment id')}.parquet"

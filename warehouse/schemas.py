@@ -1,0 +1,116 @@
+"""Arrow schemas of every table, declared once; writers check frames against them."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+_TS = pa.timestamp("us", tz="UTC")
+
+PUBLISHERS_SCHEMA = pa.schema(
+    [
+        ("publisher_id", pa.string()),
+        ("name", pa.string()),
+        ("domain", pa.string()),
+        ("region", pa.string()),
+        ("language", pa.string()),
+        ("tier", pa.int8()),
+        ("authority", pa.float32()),
+        ("is_paywalled", pa.bool_()),
+        ("is_opted_out", pa.bool_()),
+    ]
+)
+
+FEEDS_SCHEMA = pa.schema(
+    [
+        ("feed_id", pa.string()),
+        ("url", pa.string()),
+        ("publisher_id", pa.string()),
+        ("kind", pa.string()),  # rss | atom | sitemap (a hint; the parser sniffs the body)
+        ("section_hint", pa.string()),
+    ]
+)
+
+FEED_STATE_SCHEMA = pa.schema(
+    [
+        ("feed_id", pa.string()),
+        ("next_poll_at", _TS),
+        ("last_polled_at", _TS),
+        ("last_status", pa.int16()),
+        ("etag", pa.string()),
+        ("last_modified", pa.string()),
+        ("recent_guids", pa.list_(pa.string())),
+        ("interval_seconds", pa.int32()),
+        ("error_streak", pa.int16()),
+        ("last_error", pa.string()),
+        ("last_new_items", pa.int32()),
+    ]
+)
+
+ARTICLES_SCHEMA = pa.schema(
+    [
+        ("article_id", pa.string()),
+        ("version", pa.int32()),
+        ("content_hash", pa.string()),
+        ("url", pa.string()),
+        ("canonical_url", pa.string()),
+        ("feed_id", pa.string()),
+        ("publisher_id", pa.string()),
+        ("language", pa.string()),
+        ("region", pa.string()),
+        ("title", pa.string()),
+        ("snippet", pa.string()),
+        ("image_url", pa.string()),
+        ("author", pa.string()),
+        ("section", pa.string()),
+        ("categories", pa.list_(pa.string())),
+        ("is_opinion", pa.bool_()),
+        ("published_at", _TS),  # what the publisher claims; ranking never uses it
+        ("first_seen_at", _TS),
+        ("simhash", pa.uint64()),
+        ("minhash", pa.list_(pa.uint32())),
+        ("terms", pa.list_(pa.string())),
+        ("term_weights", pa.list_(pa.float32())),
+        ("entities", pa.list_(pa.string())),
+        ("embedding", pa.list_(pa.float32())),
+        ("signature_version", pa.string()),
+    ]
+)
+
+SNIPPET_MAX_CHARS = 200
+
+STORY_CHANGES_SCHEMA = pa.schema(
+    [
+        ("change_id", pa.string()),
+        ("offset", pa.int64()),
+        ("language", pa.string()),
+        ("kind", pa.string()),  # new_story | assign | copy | merge | split
+        ("story_id", pa.string()),
+        ("article_id", pa.string()),
+        ("copy_of", pa.string()),
+        ("other_story_id", pa.string()),
+        ("score", pa.float32()),
+        ("changed_at", _TS),
+    ]
+)
+
+CLICKS_SCHEMA = pa.schema(
+    [
+        ("click_id", pa.string()),
+        ("article_id", pa.string()),
+        ("story_id", pa.string()),
+        ("reader_hash", pa.string()),
+        ("surface", pa.string()),
+        ("position", pa.int32()),
+        ("clicked_at", _TS),
+    ]
+)
+
+PAGES_SCHEMA = pa.schema(
+    [
+        ("edition", pa.string()),
+        ("section", pa.string()),
+        ("version", pa.int32()),
+        ("key", pa.string()),
+        ("is_live", pa.bool_()),
+    ]
+)

@@ -1,0 +1,42 @@
+-- story_members: every article of every story, as of $now, with its publisher, for page assembly.
+-- inputs: story_changes_log, articles (view), publishers (view)
+-- output: one row per article: story_id, article fields, publisher fields, is_copy
+-- parameters: $now (timestamptz)
+with assignments as (
+    select
+        article_id,
+        story_id,
+        copy_of
+    from story_changes_log
+    where kind in ('new_story', 'assign', 'copy') and changed_at <= $now
+    qualify row_number() over (partition by article_id order by "offset" desc) = 1
+),
+
+final as (
+    select
+        a.story_id,
+        a.copy_of,
+        a.copy_of is not null as is_copy,
+        art.article_id,
+        art.title,
+        art.snippet,
+        art.url,
+        art.canonical_url,
+        art.image_url,
+        art.section,
+        art.is_opinion,
+        art.language,
+        art.first_seen_at,
+        art.publisher_id,
+        p.name as publisher,
+        p.region,
+        p.authority,
+        p.is_paywalled
+    from assignments as a
+    inner join articles as art using (article_id)
+    inner join publishers as p using (publisher_id)
+    where art.first_seen_at <= $now
+)
+
+select * from final
+order by story_id, first_seen_at, article_id

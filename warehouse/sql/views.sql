@@ -1,0 +1,74 @@
+-- views: the analyst-facing tables over the raw logs registered by warehouse.duck.connect.
+-- inputs: articles_log, story_changes_log, publishers_raw, feed_registry, feed_state, clicks_log, pages_raw
+-- output: views articles, story_changes, stories, feeds, publishers, pages, clicks
+-- An article is its first-seen row per (article_id, version); a rerun after a crash may have
+-- appended the same row twice, and the views count it once.
+create or replace view articles as
+select * exclude (rn)
+from (
+    select
+        *,
+        row_number() over (
+            partition by article_id, version order by first_seen_at, content_hash
+        ) as rn
+    from articles_log
+)
+where rn = 1;
+
+create or replace view story_changes as
+select * from story_changes_log;
+
+create or replace view publishers as
+select * from publishers_raw;
+
+create or replace view feeds as
+select
+    r.*,
+    s.* exclude (feed_id)
+from feed_registry as r
+left join feed_state as s using (feed_id);
+
+create or replace view clicks as
+select * from clicks_log;
+
+create or replace view pages as
+select * from pages_raw;
+
+create or replace view stories as
+with assignments as (
+    select
+        article_id,
+        story_id,
+        language,
+        copy_of,
+        changed_at
+    from story_changes_log
+    where kind in ('new_story', 'assign', 'copy')
+    qualify row_number() over (partition by article_id order by "offset" desc) = 1
+),
+
+members as (
+    select
+        a.story_id,
+        a.language,
+        a.copy_of,
+        art.publisher_id,
+        art.first_seen_at
+    from assignments as a
+    inner join articles as art using (article_id)
+),
+
+final as (
+    select
+        story_id,
+        any_value(language) as language,
+        count(*) as article_count,
+        count(*) filter (where copy_of is null) as original_count,
+        count(distinct publisher_id) as publisher_count,
+        min(first_seen_at) as first_seen_at,
+        max(first_seen_at) as last_seen_at
+    from members
+    group by story_id
+)
+
+select * from final;

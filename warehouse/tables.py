@@ -1,0 +1,86 @@
+"""Parquet tables in the object store: schema-checked writes, idempotent segments, reads."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from warehouse.errors import ObjectNotFoundError, PreconditionFailedError, SchemaMismatchError
+from warehouse.store import ObjectStore
+
+
+def check_schema(table: pa.Table, schema: pa.Schema, *, key: str | None = None) -> pa.Table:
+    """Return ``table`` cast to ``schema``; raise SchemaMismatchError when columns differ."""
+    if table.schema.names != schema.names:
+        raise SchemaMismatchError(
+            f"columns {table.schema.names} do not match {schema.names}", key=key
+        )
+    try:
+        return table.cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise SchemaMismatchError(f"cannot cast to the table schema: {e}", key=key) from e
+
+
+def table_to_parquet_bytes(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def parquet_bytes_to_table(data: bytes) -> pa.Table:
+    return pq.read_table(io.BytesIO(data))
+
+
+def rows_to_table(rows: Iterable[dict[str, object]], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_pylist(list(rows), schema=schema)
+
+
+def content_segment_id(table: pa.Table) -> str:
+    """A segment name derived from its content, so rewriting the same rows hits the same key."""
+    return hashlib.blake2b(table_to_parquet_bytes(table), digest_size=10).hexdigest()
+
+
+def write_segment(store: ObjectStore, key: str, table: pa.Table, schema: pa.Schema) -> bool:
+    """Create an immutable segment. Returns False when an identical segment already exists."""
+    table = check_schema(table, schema, key=key)
+    data = table_to_parquet_bytes(table)
+    try:
+        store.put(key, data, if_none_match=True)
+    except PreconditionFailedError:
+        existing = parquet_bytes_to_table(store.get(key).data)
+        if not existing.equals(table):
+            raise
+        return False
+    return True
+
+
+def write_table(store: ObjectStore, key: str, table: pa.Table, schema: pa.Schema, *, if_match: str | None = None,
+                if_none_match: bool = False) -> str:
+    """Write a whole table object (registry, state), optionally as a conditional put."""
+    table = check_schema(table, schema, key=key)
+    return store.put(key, table_to_parquet_bytes(table), if_match=if_match, if_none_match=if_none_match)
+
+
+def read_table(store: ObjectStore, key: str, schema: pa.Schema) -> tuple[pa.Table, str | None]:
+    """Read a whole-table object and its ETag; a missing key is an empty table and None."""
+    try:
+        obj = store.get(key)
+    except ObjectNotFoundError:
+        return schema.empty_table(), None
+    return check_schema(parquet_bytes_to_table(obj.data), schema, key=key), obj.etag
+
+
+def list_segments(store: ObjectStore, prefix: str) -> list[str]:
+    return [k for k in store.list(prefix) if k.endswith(".parquet")]
+
+
+def read_segments(store: ObjectStore, keys: Iterable[str], schema: pa.Schema) -> pa.Table:
+    """Concatenate segments (in the given key order) into one table of ``schema``."""
+    tables = [check_schema(parquet_bytes_to_table(store.get(k).data), schema, key=k) for k in keys]
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables)
