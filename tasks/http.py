@@ -47,13 +47,12 @@ def is_public_address(address: str) -> bool:
     return bool(ip.is_global) and not ip.is_multicast
 
 
-def check_url_allowed(url: str, *, allow_private: bool) -> None:
-    """Refuse non-HTTP schemes and, unless allowed, hosts resolving to non-public addresses."""
+def check_url_allowed(url: str, *, private_networks: tuple[str, ...] = ()) -> None:
+    """Refuse non-HTTP schemes, and hosts resolving to a non-public address outside ``private_networks``."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise FetchError("bad_url", "only absolute http(s) URLs are fetched", url=url)
-    if allow_private:
-        return
+    allowed = [ipaddress.ip_network(n, strict=False) for n in private_networks]
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         infos = socket.getaddrinfo(parts.hostname, port, proto=socket.IPPROTO_TCP)
@@ -61,7 +60,7 @@ def check_url_allowed(url: str, *, allow_private: bool) -> None:
         raise FetchError("dns", f"cannot resolve {parts.hostname}: {e}", url=url) from e
     for info in infos:
         address = str(info[4][0])
-        if not is_public_address(address):
+        if not is_public_address(address) and not any(ipaddress.ip_address(address) in n for n in allowed):
             raise FetchError("blocked_address", f"{parts.hostname} resolves to {address}", url=url)
 
 
@@ -95,7 +94,7 @@ def fetch_url(
     current = url
     hops: list[str] = []
     while True:
-        check_url_allowed(current, allow_private=settings.allow_private_addresses)
+        check_url_allowed(current, private_networks=settings.private_networks)
         status, response_headers, body = _get_once(client, current, settings, max_bytes, headers, started)
         if status in _REDIRECTS and "location" in response_headers:
             target = urljoin(current, response_headers["location"])

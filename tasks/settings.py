@@ -16,6 +16,11 @@ class IngestSettings(BaseSettings):
         description="Allow fetching private, loopback and link-local addresses. Off in production; "
         "the demo and the tests turn it on to reach the local replay site.",
     )
+    allowed_private_networks: str = Field(
+        "127.0.0.0/8,::1/128",
+        description="With allow_private_addresses on, the only non-public networks that may be fetched "
+        "(comma-separated CIDRs; loopback by default, so a redirect to 169.254.169.254 stays blocked).",
+    )
     user_agent: str = Field("newsroom/0.1", description="Product token sent in User-Agent.")
     contact_url: str = Field(
         "https://github.com/newsroom/newsroom#for-publishers",
@@ -31,6 +36,13 @@ class IngestSettings(BaseSettings):
     max_items_per_feed: int = Field(100, description="New items taken from one feed per poll.")
     min_interval_seconds: int = Field(60, description="Shortest poll interval for any feed.")
     max_interval_seconds: int = Field(3600, description="Longest poll interval for a healthy feed.")
+
+    @property
+    def private_networks(self) -> tuple[str, ...]:
+        """The non-public networks that may be fetched: none unless allow_private_addresses is on."""
+        if not self.allow_private_addresses:
+            return ()
+        return tuple(n.strip() for n in self.allowed_private_networks.split(",") if n.strip())
 
     @property
     def user_agent_header(self) -> str:

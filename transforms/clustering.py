@@ -92,6 +92,9 @@ class ClusterParams:
     idf_prior_docs: float = 10.0
     lsh_bands: int = LSH_BANDS
     lsh_rows: int = LSH_ROWS
+    link_threshold: float = 0.25
+    link_min_shared: int = 2
+    link_same_language_threshold: float = 1.01
 
     def __post_init__(self) -> None:
         for name in ("join_threshold", "copy_jaccard", "centroid_min_weight"):
@@ -538,8 +541,103 @@ def cluster_articles(articles: Iterable[ArticleFeatures], params: ClusterParams 
     return out
 
 
+_LATIN_TOKEN_RE = re.compile(r"^[a-z\u00c0-\u024f][a-z\u00c0-\u024f0-9'\-]*$")
+
+
+def language_neutral_tokens(features: ArticleFeatures) -> list[str]:
+    """Tokens that read the same in every language: names, acronyms and numbers.
+
+    Words of the article's entities (Latin-script names, which Malay and English share and
+    Chinese newswires give in brackets), Latin-script terms of CJK articles, and numbers of
+    two or more digits (amounts, ages, dates), plus the dateline year.
+    """
+    out: dict[str, None] = {}
+    for name in features.entities:
+        for word in name.split():
+            word = word.strip("'-")
+            if len(word) > 2 and _LATIN_TOKEN_RE.match(word):
+                out[word] = None
+    cjk = any("\u4e00" <= ch <= "\u9fff" for t in features.terms[:10] for ch in t)
+    for term in features.terms:
+        if term.isdigit() and len(term) >= 2:
+            out[term] = None
+        elif term.startswith(DATE_TERM_PREFIX):
+            out[term] = None
+        elif cjk and len(term) > 2 and _LATIN_TOKEN_RE.match(term):
+            out[term] = None
+    return list(out)
+
+
 def link_languages(
     articles: Sequence[ArticleFeatures], assignments: Sequence[Assignment], params: ClusterParams | None = None
 ) -> dict[str, str]:
-    """Cross-language links between stories: story id → linked group id (placeholder)."""
-    return {}
+    """Link stories of different languages that report the same event.
+
+    Each story gets a profile of :func:`language_neutral_tokens` counted over its articles;
+    profiles are compared across languages by IDF-weighted cosine (IDF over the stories given,
+    i.e. the active window), and pairs at or above ``params.link_threshold`` are joined with
+    union-find. Only stories of different languages are linked directly; a group can still
+    hold two stories of one language through a third.
+
+    Args:
+        articles: Features of the articles of the window, any languages.
+        assignments: Their assignments (same order or not; matched by article id).
+        params: Parameters (``link_threshold``, ``link_min_shared``).
+
+    Returns:
+        Story id → linked group id (the smallest story id of the group), only for stories
+        linked to at least one other story.
+    """
+    params = params or ClusterParams()
+    story_of = {a.article_id: a.story_id for a in assignments}
+    profiles: dict[str, dict[str, float]] = {}
+    language_of: dict[str, str] = {}
+    for features in articles:
+        sid = story_of.get(features.article_id)
+        if sid is None:
+            continue
+        language_of[sid] = features.language
+        profile = profiles.setdefault(sid, {})
+        for token in language_neutral_tokens(features):
+            profile[token] = profile.get(token, 0.0) + 1.0
+    df: dict[str, int] = defaultdict(int)
+    for profile in profiles.values():
+        for token in profile:
+            df[token] += 1
+    n = len(profiles)
+    vectors: dict[str, dict[str, float]] = {}
+    for sid, profile in profiles.items():
+        raw = {t: (1.0 + math.log(c)) * math.log((n + 1) / (df[t] + 0.5)) for t, c in profile.items()}
+        norm = math.sqrt(sum(v * v for v in raw.values()))
+        vectors[sid] = {t: v / norm for t, v in raw.items()} if norm > 0 else {}
+    index: dict[str, list[str]] = defaultdict(list)
+    for sid in sorted(vectors):
+        for token in vectors[sid]:
+            index[token].append(sid)
+    parent = {sid: sid for sid in vectors}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for sid in sorted(vectors):
+        dots: dict[str, float] = defaultdict(float)
+        shared: dict[str, int] = defaultdict(int)
+        for token, weight in vectors[sid].items():
+            for other in index[token]:
+                if other > sid:
+                    dots[other] += weight * vectors[other][token]
+                    shared[other] += 1
+        for other in sorted(dots):
+            same = language_of[other] == language_of[sid]
+            threshold = params.link_same_language_threshold if same else params.link_threshold
+            if dots[other] >= threshold and shared[other] >= params.link_min_shared:
+                a, b = find(sid), find(other)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    groups: dict[str, list[str]] = defaultdict(list)
+    for sid in vectors:
+        groups[find(sid)].append(sid)
+    return {sid: min(members) for members in groups.values() if len(members) > 1 for sid in members}

@@ -135,12 +135,12 @@ class RobotsRules:
         return None
 
 
-def user_agent_token(user_agent: str) -> str:
+def _product_token(user_agent: str) -> str:
     """The product token a robots.txt group is matched on: the leading ``[A-Za-z_-]`` run.
 
-    >>> user_agent_token("newsroom/0.1 (+https://example.org/bot)")
+    >>> _product_token("newsroom/0.1 (+https://example.org/bot)")
     'newsroom'
-    >>> user_agent_token("Foo Bar")
+    >>> _product_token("Foo Bar")
     'Foo'
     """
     match = _PRODUCT_TOKEN_RE.match(user_agent)
@@ -238,7 +238,7 @@ def parse_robots(body: bytes | str) -> RobotsRules:
             if text[:1] == "*" and (len(text) == 1 or text[1].isspace()):
                 is_global = True
             else:
-                token = user_agent_token(text).lower()
+                token = _product_token(text).lower()
                 if token and token not in agents:
                     agents.append(token)
         elif lowered.startswith(b"allow") or lowered.startswith(_DISALLOW_KEYS):
