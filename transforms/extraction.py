@@ -48,6 +48,12 @@ JSON_LD_BODY_RATIO = 2.0
 MIN_SIBLING_PARAGRAPH_CHARS = 60
 MAX_SIBLING_LINK_DENSITY = 0.3
 SIBLING_LEVELS = 3
+# Paragraphs and output lines are matched on this many leading non-space characters.
+MATCH_PREFIX_CHARS = 40
+MATCH_MIN_CHARS = 25
+MATCH_MAX_LINES = 8
+MAX_SIBLING_ADDITIONS = 200
+MAX_SIBLING_PARAGRAPHS = 3000
 BOILERPLATE_MAX_CHARS = 250
 SNIFF_BYTES = 4096
 
@@ -93,7 +99,9 @@ _META_DATE_KEYS = (
     "article.published",
     "cxenseparse:recs:publishtime",
 )
-_EXCLUDED_ANCESTORS = frozenset({"nav", "footer", "header", "aside", "form", "script", "style", "noscript"})
+_EXCLUDED_ANCESTORS = frozenset(
+    {"nav", "footer", "header", "aside", "form", "script", "style", "noscript", "figure", "figcaption"}
+)
 _BOILERPLATE_RES = tuple(
     re.compile(p, re.IGNORECASE)
     for p in (
@@ -542,67 +550,92 @@ def _is_separate_article(element: lxml.html.HtmlElement) -> bool:
     return element.tag == "article" or any(True for _ in element.iter("h1", "article", "header"))
 
 
+def _is_plain_paragraph(p: lxml.html.HtmlElement, key: str) -> bool:
+    """Running text: no embedded code or styles, no escaped markup."""
+    if any(True for _ in p.iter("script", "style", "noscript", "iframe", "form")):
+        return False
+    return "&lt;" not in key and "&amp;" not in key and "{" not in key
+
+
 def _add_sibling_chunks(tree: lxml.html.HtmlElement, text: str) -> str:
     """Add paragraphs from same-class sibling containers of the containers trafilatura used.
 
     Splitting a body into ``<div class="chunk">`` blocks around ads or embeds is common, and
     trafilatura keeps only the best-scoring block. Readability-style sibling merging restricted
-    to an identical tag and class keeps this from pulling in sidebars.
+    to an identical tag and class (and to containers without their own headline) keeps this
+    from pulling in sidebars or the next article. Skipped on pages with very many paragraphs.
     """
-    # Compared without whitespace: <br> and inline tags space text differently in the DOM
-    # and in trafilatura's output.
-    found = _squash(text)
+    lines = text.split("\n")
+    # Paragraphs are matched to output lines by a whitespace-free prefix: <br> and inline
+    # tags space text differently in the DOM and in trafilatura's output.
+    line_by_prefix: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        squashed_line = _squash(line)
+        if len(squashed_line) >= MATCH_MIN_CHARS:
+            line_by_prefix.setdefault(squashed_line[:MATCH_PREFIX_CHARS], i)
+
     paragraphs = [p for p in tree.iter("p") if isinstance(p, lxml.html.HtmlElement)]
+    if len(paragraphs) > MAX_SIBLING_PARAGRAPHS:
+        return text  # not an article page; also bounds the substring tests below
+    found = _squash(text)
     keys = {p: normalize_whitespace(p.text_content()) for p in paragraphs}
     squashed = {p: _squash(key) for p, key in keys.items()}
-    matched = [p for p in paragraphs if len(squashed[p]) >= 25 and squashed[p] in found]
-    if len(matched) < 2:
-        return text
-    matched_set = set(matched)
-    containers: dict[lxml.html.HtmlElement, None] = {}
-    for p in matched:
-        parent = p.getparent()
-        for _ in range(SIBLING_LEVELS):
-            if parent is None or parent.tag in ("body", "html"):
-                break
-            containers.setdefault(parent, None)
-            parent = parent.getparent()
-    additions: dict[lxml.html.HtmlElement, str] = {}
-    for container in containers:
-        signature = _signature(container)
-        parent = container.getparent()
-        if signature is None or parent is None:
+    line_of: dict[lxml.html.HtmlElement, int] = {}
+    for p in paragraphs:
+        if len(squashed[p]) < MATCH_MIN_CHARS or squashed[p] not in found:
             continue
+        # Paragraph -> output line, to re-insert additions in order; -1 when it is inside a
+        # line rather than starting one (it still counts as used).
+        line_of[p] = line_by_prefix.get(squashed[p][:MATCH_PREFIX_CHARS], -1)
+    if len(line_of) < 2:
+        return text
+
+    # Containers trafilatura drew from are left alone (what it dropped there it dropped on
+    # purpose); only their same-class siblings are searched.
+    used: set[lxml.html.HtmlElement] = set()
+    groups: set[tuple[lxml.html.HtmlElement, tuple[str, str]]] = set()
+    for p in line_of:
+        container = p.getparent()
+        for _ in range(SIBLING_LEVELS):
+            if container is None or container.tag in ("body", "html"):
+                break
+            used.add(container)
+            parent = container.getparent()
+            signature = _signature(container)
+            if parent is not None and signature is not None:
+                groups.add((parent, signature))
+            container = parent
+
+    additions: dict[lxml.html.HtmlElement, str] = {}
+    for parent, signature in groups:
         for sibling in parent:
-            if sibling is container or not isinstance(sibling, lxml.html.HtmlElement):
+            if not isinstance(sibling, lxml.html.HtmlElement) or _signature(sibling) != signature:
                 continue
-            if _signature(sibling) != signature or _is_separate_article(sibling):
+            if sibling in used or _is_separate_article(sibling):
                 continue
             for p in sibling.iter("p"):
                 key = keys.get(p, "")
-                if p in matched_set or p in additions or len(key) < MIN_SIBLING_PARAGRAPH_CHARS:
+                if p in line_of or p in additions or len(key) < MIN_SIBLING_PARAGRAPH_CHARS:
                     continue
-                if squashed[p] in found or _has_excluded_ancestor(p, sibling):
+                # Already used, possibly with some inline text (links) dropped by trafilatura.
+                head, tail = squashed[p][:MATCH_PREFIX_CHARS], squashed[p][-MATCH_PREFIX_CHARS:]
+                if head in found or tail in found:
+                    continue
+                if _has_excluded_ancestor(p, sibling) or not _is_plain_paragraph(p, key):
                     continue
                 if _link_density(p, len(key)) > MAX_SIBLING_LINK_DENSITY:
                     continue
                 additions[p] = key
-    if not additions:
+    if not additions or len(additions) > MAX_SIBLING_ADDITIONS:
+        # Hundreds of same-class blocks are a listing or a pathological page, not a split body.
         return text
+
     # Re-insert in document order: each added paragraph goes after the line of the nearest
     # earlier matched paragraph (or first, when it precedes them all).
-    lines = text.split("\n")
-    squashed_lines = [_squash(line) for line in lines]
-    line_of = {}
-    for p in matched:
-        for i, line in enumerate(squashed_lines):
-            if squashed[p][:40] in line:
-                line_of[p] = i
-                break
     inserts: dict[int, list[str]] = {}
     last_line = -1
     for p in paragraphs:
-        if p in line_of:
+        if line_of.get(p, -1) >= 0:
             last_line = line_of[p]
         elif p in additions:
             inserts.setdefault(last_line, []).append(additions[p])

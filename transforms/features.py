@@ -181,7 +181,7 @@ def extract_entities(text: str, language: str, limit: int = MAX_ENTITIES) -> tup
     Returns:
         Case-folded entity strings, most frequent first.
 
-    >>> extract_entities("Actress Tara Reid entered rehab. Reid said so.", "en")
+    >>> extract_entities("The actress Tara Reid entered rehab. On Monday, Reid said so.", "en")
     ('tara reid', 'reid')
     """
     text = unicodedata.normalize("NFKC", text)
@@ -267,11 +267,11 @@ def term_vector(
         raise ValueError(f"k must be in [1, {TOP_K_TERMS}], got {k}")
     cjk = is_cjk_language(language)
     proper = _proper_tokens(entities, language)
-    tf: Counter[str] = Counter()
+    tf: dict[str, float] = {}
     for part, weight in ((title, TITLE_WEIGHT), (text[:LEDE_CHARS], LEDE_WEIGHT - 1.0), (text, 1.0)):
         for token in tokenize(part, language):
             if _is_term(token, cjk):
-                tf[token] += weight
+                tf[token] = tf.get(token, 0.0) + weight
     weighted = {t: (1.0 + math.log(c)) * _term_prior(t, proper) for t, c in tf.items() if c > 0}
     ranked = sorted(weighted.items(), key=lambda kv: (-kv[1], kv[0]))
     if dated is not None:

@@ -16,6 +16,8 @@ from typing import Any
 TOP_SECTION = "top"
 PAGE_SOURCES = 6
 _SLUG = re.compile(r"[^a-z0-9]+")
+GENERIC_SECTIONS = frozenset({"top", "top-stories", "news", "home", "latest", "general", "headlines", "all"})
+"""Feed hints that name no topic: they never become a section page."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,15 +28,15 @@ class PageLimits:
 
 
 def section_slug(raw: str | None) -> str | None:
-    """A section name as a URL-safe slug.
+    """A section name as a URL-safe slug; generic hints ("Top Stories", "News") are no section.
 
-    >>> section_slug("World News"), section_slug("  "), section_slug(None)
-    ('world-news', None, None)
+    >>> section_slug("World News"), section_slug("  "), section_slug(None), section_slug("Top Stories")
+    ('world-news', None, None, None)
     """
     if not raw:
         return None
     slug = _SLUG.sub("-", raw.lower()).strip("-")[:48]
-    return slug or None
+    return slug if slug and slug not in GENERIC_SECTIONS else None
 
 
 def iso(ts: datetime | None) -> str | None:

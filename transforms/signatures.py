@@ -29,6 +29,7 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -251,10 +252,11 @@ def minhash_signature(
     if hashes.size == 0:
         return np.full(num_perm, 0xFFFFFFFF, dtype=np.uint32)
     values = (hashes[:, None] * a[None, :] + b[None, :]) % _MERSENNE_PRIME & _MAX_HASH32
-    return values.min(axis=0).astype(np.uint32)
+    signature: npt.NDArray[np.uint32] = values.min(axis=0).astype(np.uint32)
+    return signature
 
 
-def is_empty_signature(signature: Sequence[int] | npt.NDArray[np.uint32]) -> bool:
+def is_empty_signature(signature: Sequence[int] | npt.NDArray[np.unsignedinteger[Any]]) -> bool:
     """Whether a MinHash signature is the one of the empty set."""
     return bool(np.all(np.asarray(signature, dtype=np.uint64) == 0xFFFFFFFF))
 

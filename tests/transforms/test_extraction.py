@@ -315,3 +315,31 @@ def test_guess_language(text: str, expected: str | None) -> None:
 def test_decode_html_truncated_utf8_is_still_utf8() -> None:
     data = "<p>café</p>".encode() * 3
     assert decode_html(data[:-7], truncated=True).startswith("<p>café</p>")
+
+
+def test_sibling_merge_skips_containers_with_own_headline() -> None:
+    from transforms.extraction import _add_sibling_chunks, _parse_tree
+
+    words = "council budget school road bridge teacher vote mayor park river library tax".split()
+
+    def paras(label: str) -> list[str]:
+        # Distinct wording per paragraph: the merge treats a shared 40-character head or tail
+        # as "already in the output".
+        return [
+            f"{label} paragraph {i} talks about the {words[(i + len(label)) % 12]} and the "
+            f"{words[(2 * i + 5) % 12]} in detail, {i * 7} times over, said {label.lower()} sources."
+            for i in range(3)
+        ]
+
+    first, chunk, other = paras("First"), paras("Chunk"), paras("Other")
+    html = (
+        '<html><body><div class="story">' + "".join(f"<p>{p}</p>" for p in first) + "</div>"
+        '<div class="story">' + "".join(f"<p>{p}</p>" for p in chunk) + "</div>"
+        '<div class="story"><h1>Another story</h1>'
+        + "".join(f"<p>{p}</p>" for p in other)
+        + "</div></body></html>"
+    )
+    tree = _parse_tree(html)
+    assert tree is not None
+    merged = _add_sibling_chunks(tree, "\n".join(first))
+    assert merged.split("\n") == first + chunk

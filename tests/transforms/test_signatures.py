@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from pathlib import Path
 from transforms.signatures import (
     LSH_BANDS,
     LSH_ROWS,
