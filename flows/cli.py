@@ -133,6 +133,114 @@ def cmd_demo(args: argparse.Namespace) -> int:
         replay.stop()
 
 
+RUN_DIR = Path("var/run")
+
+
+def _prefect_env(port: int) -> dict[str, str]:
+    home = Path("var/prefect").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    return {
+        "PREFECT_HOME": str(home),
+        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+        "PREFECT_SERVER_UI_API_URL": f"http://127.0.0.1:{port}/api",
+        "DO_NOT_TRACK": "1",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "NEWSROOM_HOME": str(Path.cwd().resolve() if (Path.cwd() / "prefect.yaml").exists() else REPO_ROOT),
+    }
+
+
+def _start_logged(name: str, cmd: list[str], env: dict[str, str]) -> int:
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    log = (RUN_DIR / f"{name}.log").open("ab")
+    process = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True, cwd=env.get("NEWSROOM_HOME"))
+    (RUN_DIR / f"{name}.pid").write_text(str(process.pid))
+    return process.pid
+
+
+def _wait_http(url: str, seconds: float) -> bool:
+    import urllib.request
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (loopback only)
+                if response.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.5)
+    return False
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Prefect server (UI), a process worker, every deployment, the API, and optionally the replay site."""
+    env = _prefect_env(args.prefect_port)
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    _say(f"starting the Prefect server on 127.0.0.1:{args.prefect_port} ...")
+    _start_logged("prefect-server", [prefect, "server", "start", "--host", "127.0.0.1", "--port",
+                                     str(args.prefect_port), "--analytics-off"], env)
+    if not _wait_http(f"http://127.0.0.1:{args.prefect_port}/api/health", 120):
+        _say(f"the Prefect server did not become healthy; see {RUN_DIR}/prefect-server.log")
+        return 1
+    if args.replay:
+        os.environ["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"
+        env["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"
+        corpus = default_corpus_dir()
+        start = datetime.now(UTC).replace(second=0, microsecond=0)
+        cmd = [sys.executable, "-m", "replay", "--port", str(args.replay_port), "--seed", "7",
+               "--start", start.strftime("%Y-%m-%dT%H:%M:%SZ"), "--speed", str(args.replay_speed)]
+        for c in DEFAULT_CORPORA:
+            cmd += ["--corpus", str(corpus / c)]
+        _start_logged("replay", cmd, env)
+        control = f"http://127.0.0.1:{args.replay_port}"
+        if not _wait_http(f"{control}/_replay/clock", 30):
+            _say(f"the replay site did not start; see {RUN_DIR}/replay.log")
+            return 1
+        from tasks.registry import import_publishers
+        from tasks.replay_control import download_publishers_csv
+        from tasks.storage import configured_store
+
+        registry = import_publishers(configured_store(), download_publishers_csv(control, RUN_DIR / "replay.csv"))
+        _say(f"replay publishers on {control} ({len(registry.publishers)} publishers, x{args.replay_speed} clock)")
+    run = {**os.environ, **env}
+    subprocess.run([prefect, "work-pool", "create", "newsroom", "--type", "process"], env=run,
+                   capture_output=True, check=False)
+    deployed = subprocess.run([prefect, "--no-prompt", "deploy", "--all"], env=run, cwd=env["NEWSROOM_HOME"],
+                              capture_output=True, text=True, check=False)
+    if deployed.returncode != 0:
+        _say(deployed.stdout[-3000:] + deployed.stderr[-3000:])
+        return 1
+    _start_logged("prefect-worker", [prefect, "worker", "start", "--pool", "newsroom"], env)
+    _start_logged("api", [sys.executable, "-m", "uvicorn", "--factory", "serving.app:create_app", "--host",
+                          "127.0.0.1", "--port", str(args.port), "--log-level", "warning"], env)
+    _say(f"Prefect UI:  http://127.0.0.1:{args.prefect_port}/\nAPI:         http://127.0.0.1:{args.port}/v1/editions\n"
+         f"Reader page: http://127.0.0.1:{args.port}/\nlogs and pids in {RUN_DIR}/; stop with `newsroom down`")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    """Stop what `newsroom up` started; the worker needs SIGINT to shut down cleanly."""
+    stopped = []
+    for name, sig in [("prefect-worker", signal.SIGINT), ("api", signal.SIGTERM), ("replay", signal.SIGTERM),
+                      ("prefect-server", signal.SIGTERM)]:
+        pid_file = RUN_DIR / f"{name}.pid"
+        if not pid_file.exists():
+            continue
+        pid = int(pid_file.read_text())
+        try:
+            os.killpg(pid, sig)
+            for _ in range(60):
+                os.killpg(pid, 0)
+                time.sleep(0.5)
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        pid_file.unlink()
+        stopped.append(name)
+    _say(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    return 0
+
+
 def cmd_cluster_eval(args: argparse.Namespace) -> int:
     from tasks.cluster_eval import run_cluster_eval
 
@@ -232,6 +340,17 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text)
         p.add_argument("--now", default=None, help="ISO instant for the cycle (default: now)")
         p.set_defaults(func=cmd_flow)
+
+    up = sub.add_parser("up", help="start the Prefect server and UI, a worker, every deployment and the API")
+    up.add_argument("--prefect-port", type=int, default=4200)
+    up.add_argument("--port", type=int, default=8000, help="API port")
+    up.add_argument("--replay", action="store_true", help="also start the replay publisher site and register it")
+    up.add_argument("--replay-port", type=int, default=8900)
+    up.add_argument("--replay-speed", type=float, default=60.0, help="simulated seconds per real second")
+    up.set_defaults(func=cmd_up)
+
+    down = sub.add_parser("down", help="stop what `newsroom up` started")
+    down.set_defaults(func=cmd_down)
 
     serve = sub.add_parser("serve", help="serve the API and reader page")
     serve.add_argument("--host", default="127.0.0.1")

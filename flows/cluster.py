@@ -8,6 +8,7 @@ from prefect import flow, get_run_logger
 
 from tasks.clock import resolve_now
 from tasks.cluster import cluster_language_task, languages_in_log_task
+from tasks.reports import cluster_markdown, publish_artifact
 from tasks.storage import configured_store
 
 
@@ -21,4 +22,5 @@ def cluster_stories(now: str | None = None, languages: list[str] | None = None) 
     summaries = [cluster_language_task(store, language, at) for language in targets]
     for s in summaries:
         logger.info("cluster_done %s", " ".join(f"{k}={v}" for k, v in s.items()))
+    publish_artifact("cluster-summary", cluster_markdown(summaries, at.isoformat()), "cluster run summary")
     return summaries

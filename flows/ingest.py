@@ -8,6 +8,7 @@ from prefect import flow, get_run_logger, unmapped
 
 from tasks.clock import resolve_now
 from tasks.ingest import commit_ingest_task, plan_due_feeds_task, poll_shard_task
+from tasks.reports import ingest_markdown, publish_artifact
 from tasks.settings import get_ingest_settings
 from tasks.storage import configured_store
 
@@ -24,4 +25,5 @@ def ingest_feeds(now: str | None = None, shards: int = 4) -> dict[str, Any]:
     results = [f.result() for f in futures]
     summary = commit_ingest_task(store, results, at)
     logger.info("ingest_done now=%s %s", at.isoformat(), " ".join(f"{k}={v}" for k, v in summary.items()))
+    publish_artifact("ingest-summary", ingest_markdown(summary, at.isoformat()), "ingest run summary")
     return summary

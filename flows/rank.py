@@ -8,6 +8,7 @@ from prefect import flow, get_run_logger
 
 from tasks.clock import resolve_now
 from tasks.rank import publish_all_task
+from tasks.reports import publish_artifact, rank_markdown
 from tasks.settings import get_rank_settings
 from tasks.storage import configured_store
 
@@ -20,4 +21,5 @@ def rank_and_publish(now: str | None = None) -> dict[str, Any]:
     summary = publish_all_task(configured_store(), at, get_rank_settings())
     logger.info("rank_done pages=%s published=%d refused=%d stories=%s", summary["pages"],
                 len(summary["published"]), len(summary["refused"]), summary["stories"])
+    publish_artifact("rank-summary", rank_markdown(summary, at.isoformat()), "rank run summary")
     return summary

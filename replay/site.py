@@ -10,15 +10,17 @@ from __future__ import annotations
 import bisect
 import csv
 import errno
+import gzip
 import hashlib
 import io
 import json
 import logging
+import re
 import socketserver
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime, parsedate_to_datetime
@@ -56,6 +58,23 @@ PUBLISHERS_CSV_COLUMNS = ("publisher_id", "name", "domain", "base_url", "region"
 
 ClockMode = Literal["manual", "speed"]
 PathKind = Literal["feed", "page", "robots", "sitemap", "not_found"]
+Fault = Literal["timeout", "slow_drip", "http_500", "http_503", "http_429", "redirect_loop", "gzip_bomb",
+                "billion_laughs", "wrong_charset", "huge_feed", "garbage_dates"]
+FAULTS: tuple[Fault, ...] = ("timeout", "slow_drip", "http_500", "http_503", "http_429", "redirect_loop",
+                             "gzip_bomb", "billion_laughs", "wrong_charset", "huge_feed", "garbage_dates")
+FAULT_HANG_SECONDS = 30.0
+"""A ``timeout`` feed holds the connection this long (or until the fault is cleared) without answering."""
+DRIP_BYTES = 16
+DRIP_INTERVAL_SECONDS = 0.2
+RETRY_AFTER_429_SECONDS = 600
+RETRY_AFTER_503_SECONDS = 120
+HUGE_FEED_BYTES = 10_500_000
+BOMB_INFLATED_BYTES = 64 * 1024 * 1024
+_BILLION_LAUGHS = (
+    '<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE rss [\n <!ENTITY lol "lol">\n'
+    + "".join(f' <!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">\n' for i in range(1, 10))
+    + "]>\n"
+)
 
 
 class ClockError(ValueError):
@@ -155,6 +174,7 @@ class ReplaySite:
         start: datetime,
         span_hours: float = 6.0,
         speed: float | None = None,
+        faults: Mapping[str, Fault] | None = None,
     ) -> None:
         if start.tzinfo is None:
             raise ValueError("start must be timezone-aware")
@@ -176,6 +196,10 @@ class ReplaySite:
         self._cache: dict[tuple[str, ...], _Cached] = {}
         self._lock = threading.Lock()
         self._counts: Counter[tuple[str, str]] = Counter()
+        self._faults: dict[str, Fault] = {}
+        self._fault_changed = threading.Condition()
+        self._stopping = threading.Event()
+        self.set_faults(dict(faults or {}))
 
     @classmethod
     def from_corpora(
@@ -187,6 +211,7 @@ class ReplaySite:
         span_hours: float = 6.0,
         limit: int | None = None,
         speed: float | None = None,
+        faults: Mapping[str, Fault] | None = None,
     ) -> ReplaySite:
         """Load clustering JSONL files and build a site over them (not started).
 
@@ -197,9 +222,10 @@ class ReplaySite:
             span_hours: events start spread over this long after ``start``.
             limit: keep at most this many corpus articles (a seeded-hash sample), before reprints.
             speed: None for a manual clock; else simulated seconds per wall second.
+            faults: publisher id -> fault served on that publisher's feeds (see ``set_faults``).
         """
         corpus = sample_corpus(load_corpus([Path(p) for p in paths]), seed=seed, limit=limit)
-        return cls(corpus, seed=seed, start=start, span_hours=span_hours, speed=speed)
+        return cls(corpus, seed=seed, start=start, span_hours=span_hours, speed=speed, faults=faults)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -267,6 +293,9 @@ class ReplaySite:
     def stop(self) -> None:
         """Stop serving and close every socket (safe to call twice)."""
         servers, self._servers = self._servers, []
+        self._stopping.set()
+        with self._fault_changed:
+            self._fault_changed.notify_all()
         # shutdown() waits for a poll cycle; do all hosts at once.
         stoppers = [threading.Thread(target=s.shutdown) for s in servers]
         for t in stoppers:
@@ -330,6 +359,45 @@ class ReplaySite:
         if when.tzinfo is None:
             raise ValueError("clock time must be timezone-aware")
         return self._clock.set(when.astimezone(UTC))
+
+    @property
+    def faults(self) -> dict[str, Fault]:
+        with self._fault_changed:
+            return dict(self._faults)
+
+    def set_faults(self, faults: Mapping[str, Fault | None]) -> dict[str, Fault]:
+        """Set (or, with None, clear) the fault each publisher's feeds serve; returns every fault.
+
+        Faults: ``timeout`` (no answer for FAULT_HANG_SECONDS), ``slow_drip`` (the body at
+        DRIP_BYTES per DRIP_INTERVAL_SECONDS), ``http_500``, ``http_503`` (Retry-After 120),
+        ``http_429`` (Retry-After 600), ``redirect_loop``, ``gzip_bomb`` (64 MiB of zeros),
+        ``billion_laughs`` (the feed behind nested entity declarations), ``wrong_charset`` (cp1252
+        bytes declared as UTF-8), ``huge_feed`` (the feed padded past 10 MB) and ``garbage_dates``.
+
+        Raises:
+            ValueError: an unknown fault name.
+        """
+        unknown = {str(f) for f in faults.values() if f is not None and f not in FAULTS}
+        if unknown:
+            raise ValueError(f"unknown faults {sorted(unknown)}; known: {', '.join(FAULTS)}")
+        with self._fault_changed:
+            for publisher_id, fault in faults.items():
+                if fault is None:
+                    self._faults.pop(publisher_id, None)
+                else:
+                    self._faults[publisher_id] = fault
+            self._fault_changed.notify_all()
+            return dict(self._faults)
+
+    def _hang(self, publisher_id: str, fault: Fault, seconds: float) -> None:
+        """Wait until ``seconds`` pass, the fault is cleared or changed, or the site stops."""
+        deadline = time.monotonic() + seconds
+        with self._fault_changed:
+            while not self._stopping.is_set() and self._faults.get(publisher_id) == fault:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._fault_changed.wait(left)
 
     def released(self, publisher_id: str, now: datetime | None = None) -> list[ReplayArticle]:
         """A publisher's articles released at ``now`` (default: the clock), oldest first."""
@@ -428,6 +496,35 @@ class ReplaySite:
         ]
 
 
+_BOMB: list[bytes] = []
+_DATE_RE = re.compile(rb"<(pubDate|published|updated)>[^<]*</(?:pubDate|published|updated)>")
+
+
+def _gzip_bomb() -> bytes:
+    """BOMB_INFLATED_BYTES of zeros, gzipped (about 64 KB on the wire); built once."""
+    if not _BOMB:
+        _BOMB.append(gzip.compress(b"\0" * BOMB_INFLATED_BYTES, compresslevel=9))
+    return _BOMB[0]
+
+
+def _faulty_feed(body: bytes, fault: Fault) -> bytes:
+    """The feed document, spoiled the way ``fault`` says (its items stay in it)."""
+    text = body.decode("utf-8")
+    decl, _, rest = text.partition("?>") if text.startswith("<?xml") else ("", "", text)
+    if fault == "billion_laughs":
+        return (_BILLION_LAUGHS + rest.lstrip()).replace("</title>", " &lol9;</title>", 1).encode()
+    if fault == "wrong_charset":
+        marked = rest.replace("</title>", " \u2014 caf\u00e9 \u00a9</title>", 1)
+        return (decl + "?>" + marked if decl else marked).encode("cp1252", errors="replace")
+    if fault == "garbage_dates":
+        return _DATE_RE.sub(lambda m: b"<" + m.group(1) + b">32 Foo 20x6 99:99:99 ZZZ</" + m.group(1) + b">", body)
+    if fault == "huge_feed":
+        padding = "<!-- " + "x" * (HUGE_FEED_BYTES - len(body)) + " -->"
+        head, sep, tail = text.partition(">\n")
+        return (head + sep + padding + tail).encode()
+    raise ValueError(f"not a document fault: {fault}")
+
+
 def _parse_time(value: str) -> datetime:
     when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     if when.tzinfo is None:
@@ -453,11 +550,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._head = False  # the handler lives as long as a keep-alive connection
-        if self.server.publisher is not None or urlsplit(self.path).path != "/_replay/clock":
+        path = urlsplit(self.path).path
+        if self.server.publisher is not None or path not in ("/_replay/clock", "/_replay/faults"):
             self._send(405 if self.server.publisher is None else 404, b"", "text/plain")
             return
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if path == "/_replay/faults":
+            self._post_faults(raw)
+            return
         try:
             payload = json.loads(raw or b"{}")
             when = _parse_time(str(payload["now"]))
@@ -470,6 +571,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(409, {"error": str(e), "now": e.now.isoformat()})
             return
         self._send_json(200, {"now": self.server.site.now.isoformat()})
+
+    def _post_faults(self, raw: bytes) -> None:
+        """``{publisher_id: fault or null}``: set or clear faults; answers with every fault."""
+        try:
+            payload = json.loads(raw or b"{}")
+            if not isinstance(payload, dict):
+                raise ValueError("expected a JSON object")
+            faults = self.server.site.set_faults(payload)
+        except ValueError as e:
+            self._send_json(400, {"error": f"expected JSON {{publisher_id: fault|null}}: {e}", "faults": list(FAULTS)})
+            return
+        self._send_json(200, faults)
 
     # --- dispatch ------------------------------------------------------------------------
 
@@ -494,6 +607,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, site.stats())
         elif path == "/_replay/schedule":
             self._send_json(200, site._schedule_json())
+        elif path == "/_replay/faults":
+            self._send_json(200, site.faults)
         else:
             self._send_json(404, {"error": "not found"})
 
@@ -508,6 +623,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif path in ("/feeds/rss.xml", "/feeds/atom.xml"):
             kind = "feed"
             doc = site._feed(publisher, "rss" if path.endswith("rss.xml") else "atom")
+            fault = site.faults.get(pid)
+            if fault is not None:
+                site._count(pid, kind)
+                site._count(pid, "fault")
+                self._serve_fault(publisher, fault, doc)
+                return
         elif path == "/sitemap.xml":
             kind = "sitemap"
             released = site.released(pid)
@@ -532,6 +653,46 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(200, doc.body, doc.content_type, doc)
 
+    def _serve_fault(self, publisher: Publisher, fault: Fault, doc: _Cached) -> None:
+        site = self.server.site
+        if fault == "timeout":
+            site._hang(publisher.publisher_id, fault, FAULT_HANG_SECONDS)
+            self.close_connection = True
+            return
+        if fault == "slow_drip":
+            self._drip(publisher, doc)
+        elif fault in ("http_500", "http_503", "http_429"):
+            status = int(fault.removeprefix("http_"))
+            retry = {503: RETRY_AFTER_503_SECONDS, 429: RETRY_AFTER_429_SECONDS}.get(status)
+            self._send(status, f"replay fault {fault}\n".encode(), "text/plain; charset=utf-8",
+                       extra={"Retry-After": str(retry)} if retry else None)
+        elif fault == "redirect_loop":
+            hop = int((urlsplit(self.path).query.partition("hop=")[2] or "0").split("&")[0] or 0) + 1
+            self._send(302, b"", "text/plain", extra={"Location": f"{urlsplit(self.path).path}?hop={hop}"})
+        elif fault == "gzip_bomb":
+            self._send(200, _gzip_bomb(), doc.content_type, extra={"Content-Encoding": "gzip"})
+        else:
+            body = _faulty_feed(doc.body, fault)
+            content_type = doc.content_type
+            self._send(200, body, content_type, _cached(body, doc.last_modified, content_type))
+
+    def _drip(self, publisher: Publisher, doc: _Cached) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", doc.content_type)
+        self.send_header("Content-Length", str(len(doc.body)))
+        self.end_headers()
+        self.close_connection = True
+        site = self.server.site
+        try:
+            for start in range(0, len(doc.body), DRIP_BYTES):
+                if site._stopping.is_set() or site.faults.get(publisher.publisher_id) != "slow_drip":
+                    return  # cut short: the client sees a truncated body
+                self.wfile.write(doc.body[start : start + DRIP_BYTES])
+                self.wfile.flush()
+                time.sleep(DRIP_INTERVAL_SECONDS)
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
     def _is_not_modified(self, doc: _Cached) -> bool:
         # RFC 9110 13.1.2-3: If-None-Match uses weak comparison; If-Modified-Since only counts
         # when If-None-Match is absent.
@@ -554,9 +715,12 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.dumps(payload, ensure_ascii=False, indent=1).encode("utf-8")
         self._send(status, body, "application/json")
 
-    def _send(self, status: int, body: bytes, content_type: str, doc: _Cached | None = None) -> None:
+    def _send(self, status: int, body: bytes, content_type: str, doc: _Cached | None = None,
+              extra: Mapping[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         if doc is not None:
             self.send_header("ETag", doc.etag)

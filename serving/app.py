@@ -11,10 +11,16 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from serving.cache import SnapshotCache
+from serving.clicks import ClickLog, StoreClickLog
+from serving.deps import InFlightLimit
 from serving.errors import install_error_handlers
+from serving.feed import PoolCache
+from serving.profiles import ProfileStore, SqliteProfileStore
 from serving.routes import api_router
 from serving.routes.reader import STATIC_DIR
 from serving.settings import ServingSettings, get_settings
+from serving.signing import Signer
+from serving.topics import TopicPages
 from warehouse.store import ObjectStore
 
 logger = logging.getLogger(__name__)
@@ -27,18 +33,35 @@ def _open_default_store() -> ObjectStore:
     return open_store(get_warehouse_settings())
 
 
-def create_app(store: ObjectStore | None = None, settings: ServingSettings | None = None) -> FastAPI:
+def create_app(
+    store: ObjectStore | None = None,
+    settings: ServingSettings | None = None,
+    *,
+    profiles: ProfileStore | None = None,
+    click_log: ClickLog | None = None,
+) -> FastAPI:
     """Build the serving app.
 
     Args:
-        store: Where the snapshots are published; None opens the store the warehouse settings name.
+        store: Where the snapshots are published (and clicks logged); None opens the store the
+            warehouse settings name.
         settings: Serving settings; None reads them from the environment.
+        profiles: The reader profile store; None opens SQLite at ``settings.profiles_path``.
+        click_log: Where clicks go; None appends segments to ``store``.
 
     Returns:
         The app. Its lifespan loads every live page, then refreshes in the background.
     """
     settings = settings or get_settings()
-    cache = SnapshotCache(store if store is not None else _open_default_store())
+    store = store if store is not None else _open_default_store()
+    cache = SnapshotCache(store)
+    secret = settings.hmac_key.get_secret_value() if settings.hmac_key is not None else None
+    signer = Signer.from_secret(
+        secret,
+        click_ttl_seconds=settings.click_token_ttl_seconds,
+        session_ttl_seconds=settings.session_ttl_seconds,
+    )
+    profiles = profiles if profiles is not None else SqliteProfileStore(settings.profiles_path)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -63,6 +86,12 @@ def create_app(store: ObjectStore | None = None, settings: ServingSettings | Non
     )
     app.state.cache = cache
     app.state.settings = settings
+    app.state.signer = signer
+    app.state.profiles = profiles
+    app.state.click_log = click_log if click_log is not None else StoreClickLog(store)
+    app.state.pools = PoolCache(cache)
+    app.state.topics = TopicPages(cache)
+    app.state.personal_limit = InFlightLimit(settings.personal_max_in_flight)
     install_error_handlers(app)
     app.include_router(api_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

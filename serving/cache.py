@@ -52,6 +52,21 @@ class CachedPage:
     section: str
     pointer: PagePointer
     body: CachedBody
+    stories: tuple[Mapping[str, Any], ...] = ()
+    """The page's story objects, parsed once (the For-you pool is built from them)."""
+
+    @property
+    def version(self) -> int:
+        return self.pointer.version
+
+
+@dataclass(frozen=True, slots=True)
+class ArticleRef:
+    """Where a live article points: what ``POST /v1/click-token`` is allowed to sign."""
+
+    article_id: str
+    story_id: str
+    url: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +77,8 @@ class CachedStories:
     pointer_etag: str
     stories: Mapping[str, CachedBody]
     aliases: Mapping[str, str]
+    parsed: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    articles: Mapping[str, ArticleRef] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,18 +108,77 @@ def _editions_body(pages: Mapping[tuple[str, str], CachedPage]) -> CachedBody:
     return CachedBody.of(json.dumps(listing, separators=(",", ":"), ensure_ascii=False).encode())
 
 
+def _region_of(edition: str) -> str:
+    return edition.rpartition("-")[2].upper()
+
+
+def full_coverage(story: Mapping[str, Any]) -> dict[str, Any]:
+    """A story snapshot entry with the Full Coverage views derived from its sources.
+
+    Adds ``timeline`` (every article, oldest first), ``publishers`` (who covered it, most articles
+    first), ``local_sources`` (per edition, the articles from publishers in that edition's
+    region), ``opinion_count``, and ``linked`` (the same story in other languages; empty when the
+    snapshot has none). Each source gets ``is_opinion`` (false when the snapshot does not say).
+    """
+    out = dict(story)
+    sources = [dict(s, is_opinion=bool(s.get("is_opinion", False))) for s in story.get("sources") or []]
+    out["sources"] = sources
+    out["timeline"] = sorted(sources, key=lambda s: (str(s.get("first_seen_at")), str(s.get("article_id"))))
+    publishers: dict[str, dict[str, Any]] = {}
+    for s in sources:
+        entry = publishers.setdefault(
+            str(s["publisher_id"]),
+            {"publisher_id": s["publisher_id"], "publisher": s.get("publisher"), "region": s.get("region"),
+             "article_count": 0},
+        )
+        entry["article_count"] += 1
+    out["publishers"] = sorted(
+        publishers.values(), key=lambda p: (-p["article_count"], str(p["publisher"]), p["publisher_id"])
+    )
+    editions = [str(e) for e in story.get("editions") or []]
+    out["local_sources"] = {
+        edition: [
+            s["article_id"]
+            for s in sources
+            if isinstance(s.get("region"), str) and s["region"].upper() == _region_of(edition)
+        ]
+        for edition in editions
+    }
+    out["opinion_count"] = sum(1 for s in sources if s["is_opinion"])
+    linked = story.get("linked")
+    out["linked"] = list(linked) if isinstance(linked, list) else []
+    return out
+
+
 def _parse_stories(data: bytes, version: int, pointer_etag: str) -> CachedStories:
     raw: Any = json.loads(data)
     stories = raw["stories"]
     aliases = raw.get("aliases") or {}
     if not isinstance(stories, dict) or not isinstance(aliases, dict):
         raise ValueError("story snapshot: 'stories' and 'aliases' must be objects")
+    parsed = {str(k): full_coverage(v) for k, v in stories.items()}
+    articles: dict[str, ArticleRef] = {}
+    for story_id, story in sorted(parsed.items()):
+        for source in story["sources"]:
+            article_id, url = source.get("article_id"), source.get("url")
+            if isinstance(article_id, str) and isinstance(url, str):
+                articles.setdefault(article_id, ArticleRef(article_id, story_id, url))
     return CachedStories(
         version=version,
         pointer_etag=pointer_etag,
-        stories=MappingProxyType({str(k): CachedBody.of(dump_snapshot(v)) for k, v in stories.items()}),
+        stories=MappingProxyType({k: CachedBody.of(dump_snapshot(v)) for k, v in parsed.items()}),
         aliases=MappingProxyType({str(k): str(v) for k, v in aliases.items()}),
+        parsed=MappingProxyType(parsed),
+        articles=MappingProxyType(articles),
     )
+
+
+def _parse_page_stories(data: bytes) -> tuple[Mapping[str, Any], ...]:
+    raw: Any = json.loads(data)
+    stories = raw.get("stories") if isinstance(raw, dict) else None
+    if not isinstance(stories, list):
+        raise ValueError("page: 'stories' must be a list")
+    return tuple(s for s in stories if isinstance(s, dict) and "story_id" in s)
 
 
 class SnapshotCache:
@@ -144,6 +220,26 @@ class SnapshotCache:
         if survivor is None:
             raise StoryNotFoundError(story_id)
         raise StoryMovedError(story_id, survivor)
+
+    def article(self, article_id: str) -> ArticleRef | None:
+        """The live article with this id (its story and publisher URL), or None."""
+        snapshot = self._state.stories
+        return snapshot.articles.get(article_id) if snapshot is not None else None
+
+    def story_version(self) -> int | None:
+        snapshot = self._state.stories
+        return snapshot.version if snapshot is not None else None
+
+    def parsed_stories(self) -> Mapping[str, Mapping[str, Any]]:
+        snapshot = self._state.stories
+        return snapshot.parsed if snapshot is not None else {}
+
+    def edition_pages(self, edition: str) -> list[CachedPage]:
+        """Every live page of ``edition``, ``top`` first. Raises PageNotFoundError when none."""
+        pages = [p for (e, _), p in self._state.pages.items() if e == edition]
+        if not pages:
+            raise PageNotFoundError(edition, TOP_SECTION)
+        return sorted(pages, key=lambda p: (p.section != TOP_SECTION, p.section))
 
     @staticmethod
     def _resolve_alias(snapshot: CachedStories, story_id: str) -> str | None:
@@ -215,8 +311,16 @@ class SnapshotCache:
                 if current is not None:
                     pages[(edition, section)] = current
                 continue
+            try:
+                parsed = _parse_page_stories(fetched.data)
+            except ValueError as e:
+                ok = False
+                logger.warning("refresh_failed what=page_parse edition=%s section=%s error=%s", edition, section, e)
+                if current is not None:
+                    pages[(edition, section)] = current
+                continue
             pages[(edition, section)] = CachedPage(
-                edition, section, fetched.pointer, CachedBody.of(fetched.data)
+                edition, section, fetched.pointer, CachedBody.of(fetched.data), parsed
             )
             logger.info(
                 "page_loaded edition=%s section=%s version=%d", edition, section, fetched.pointer.version
@@ -235,7 +339,13 @@ class SnapshotCache:
                 return current, True
             live = read_live_stories(self._store)
             if current is not None and current.version == live.pointer.version:
-                return CachedStories(current.version, pointer_etag, current.stories, current.aliases), True
+                return (
+                    CachedStories(
+                        current.version, pointer_etag, current.stories, current.aliases, current.parsed,
+                        current.articles,
+                    ),
+                    True,
+                )
             parsed = _parse_stories(live.data, live.pointer.version, pointer_etag)
         except Exception as e:  # keep the last good story snapshot
             logger.warning("refresh_failed what=stories error=%s", _describe(e))

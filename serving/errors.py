@@ -15,6 +15,9 @@ from warehouse.errors import NewsroomError, SnapshotNotFoundError
 
 logger = logging.getLogger(__name__)
 
+_NO_STORE = {"Cache-Control": "no-store"}
+_PRIVATE = {"Cache-Control": "private"}
+
 
 class ServingError(NewsroomError):
     """Base of every error serving raises on purpose."""
@@ -37,6 +40,14 @@ class StoryNotFoundError(SnapshotNotFoundError):
         self.story_id = story_id
 
 
+class TopicNotFoundError(SnapshotNotFoundError):
+    """No live story is about ``topic``."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"no live stories about {topic}")
+        self.topic = topic
+
+
 class StoryMovedError(ServingError):
     """``story_id`` was merged into ``survivor``: answered with a permanent redirect."""
 
@@ -44,6 +55,42 @@ class StoryMovedError(ServingError):
         super().__init__(f"story {story_id} was merged into {survivor}")
         self.story_id = story_id
         self.survivor = survivor
+
+
+class InvalidTokenError(ServingError):
+    """A click or session token that is forged, malformed or expired: 400, never a redirect."""
+
+
+class NotSignedInError(ServingError):
+    """A personal endpoint was called without a valid session: 401."""
+
+
+class OverloadedError(ServingError):
+    """Too many personal requests in flight: shed with 503 and ``Retry-After``."""
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__("too many personal requests; shared pages are still served")
+        self.retry_after_seconds = retry_after_seconds
+
+
+class BadCursorError(ServingError):
+    """A cursor this server did not issue: 400."""
+
+
+class CursorExpiredError(ServingError):
+    """The snapshot a cursor was paging through is no longer live: 410, start again."""
+
+
+class UnknownArticleError(ServingError):
+    """A click token was asked for an article that no live story lists: 404."""
+
+    def __init__(self, article_id: str) -> None:
+        super().__init__(f"no live article {article_id}")
+        self.article_id = article_id
+
+
+class ProfileStoreError(ServingError):
+    """The profile store failed (unreachable, locked, corrupt)."""
 
 
 async def handle_newsroom_error(request: Request, exc: Exception) -> Response:
@@ -57,7 +104,32 @@ async def handle_newsroom_error(request: Request, exc: Exception) -> Response:
                 "Cache-Control": SHARED_CACHE_CONTROL,
             },
         )
-    if isinstance(exc, (PageNotFoundError, StoryNotFoundError)):
+    if isinstance(exc, InvalidTokenError):
+        return JSONResponse({"detail": f"invalid token: {exc}"}, status_code=400, headers=_NO_STORE)
+    if isinstance(exc, BadCursorError):
+        return JSONResponse({"detail": f"invalid cursor: {exc}"}, status_code=400)
+    if isinstance(exc, CursorExpiredError):
+        return JSONResponse({"detail": str(exc)}, status_code=410)
+    if isinstance(exc, NotSignedInError):
+        return JSONResponse(
+            {"detail": str(exc)}, status_code=401, headers={"WWW-Authenticate": "Bearer", **_PRIVATE}
+        )
+    if isinstance(exc, OverloadedError):
+        return JSONResponse(
+            {"detail": str(exc)},
+            status_code=503,
+            headers={"Retry-After": str(exc.retry_after_seconds), **_PRIVATE},
+        )
+    if isinstance(exc, ProfileStoreError):
+        logger.warning("profile_store_failed path=%s error=%s", request.url.path, exc)
+        return JSONResponse(
+            {"detail": "profiles are unavailable; try again shortly"},
+            status_code=503,
+            headers={"Retry-After": "5", **_PRIVATE},
+        )
+    if isinstance(exc, UnknownArticleError):
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+    if isinstance(exc, (PageNotFoundError, StoryNotFoundError, TopicNotFoundError)):
         return JSONResponse({"detail": str(exc)}, status_code=404)
     if isinstance(exc, SnapshotNotFoundError):
         # A warehouse message names an object key: an internal detail, not for readers.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
 
 class EditionPublic(BaseModel):
@@ -31,6 +31,8 @@ class SourcePublic(BaseModel):
     url: str = Field(description="The article on the publisher's site.")
     first_seen_at: datetime
     is_copy: bool = Field(description="A syndicated reprint of another source's article.")
+    is_opinion: bool = Field(default=False, description="Labelled opinion or analysis, not news.")
+    region: str | None = Field(default=None, description="The publisher's region, e.g. `US`.")
 
 
 class StoryPublic(BaseModel):
@@ -54,6 +56,119 @@ class StoryPublic(BaseModel):
         "In Full Coverage: every article, oldest first."
     )
     editions: list[str] | None = Field(default=None, description="Full Coverage only: editions showing it.")
+
+
+class PublisherCoveragePublic(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    publisher_id: str
+    publisher: str | None = None
+    region: str | None = None
+    article_count: int
+
+
+class LinkedStoryPublic(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    story_id: str = Field(description="The same story in another language.")
+    language: str | None = None
+
+
+class FullCoveragePublic(StoryPublic):
+    """Full Coverage: the story with every article and the views derived from them."""
+
+    timeline: list[SourcePublic] = Field(description="Every article, oldest first.")
+    publishers: list[PublisherCoveragePublic] = Field(description="Who covered it, most articles first.")
+    local_sources: dict[str, list[str]] = Field(
+        description="Per edition showing the story: article ids from publishers in that edition's region."
+    )
+    opinion_count: int = Field(description="Articles labelled opinion (see each source's `is_opinion`).")
+    linked: list[LinkedStoryPublic] = Field(
+        description="Links to this story in other languages; empty when none are known."
+    )
+
+
+class TopicPagePublic(BaseModel):
+    topic_id: str = Field(description="A section slug or a named entity.")
+    label: str
+    edition: str | None
+    version: int = Field(description="Version of the story snapshot this page was cut from.")
+    stories: list[StoryPublic]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at the end.")
+
+
+class VersionPublic(BaseModel):
+    edition: str
+    section: str
+    version: int = Field(description="The live version; a change means new stories.")
+    as_of: str = Field(description="When that version was published.")
+
+
+class SourceCardPublic(SourcePublic):
+    click_url: str = Field(description="`/r/{token}`: logs the click, then redirects to `url`.")
+
+
+class FeedStoryPublic(StoryPublic):
+    sources: list[SourceCardPublic]  # type: ignore[assignment]
+    reason: str = Field(description='Why this story is here, e.g. "Because you follow Technology".')
+    topic: str | None = Field(description="The story's main topic (a section slug), for follow controls.")
+
+
+class FeedPublic(BaseModel):
+    mode: Literal["for_you", "top_stories", "top_stories_fallback"] = Field(
+        description="`for_you`: re-ranked for this reader. `top_stories`: no profile yet. "
+        "`top_stories_fallback`: profiles are unavailable, so the edition's top stories are shown."
+    )
+    edition: str
+    version: int = Field(description="The edition's live top-page version the pool was cut from.")
+    stories: list[FeedStoryPublic]
+    next_cursor: str | None
+
+
+class SessionRequest(BaseModel):
+    reader: str = Field(
+        min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$",
+        description="A reader name (demo sign-in; a real identity provider is out of scope).",
+    )
+
+
+class SessionPublic(BaseModel):
+    token: str = Field(description="Send as `Authorization: Bearer <token>` to personal endpoints.")
+    reader: str
+    expires_at: int = Field(description="Unix seconds.")
+
+
+class ProfilePublic(BaseModel):
+    reader: str
+    follows: dict[str, list[str]] = Field(description="`topic` and `source` ids followed.")
+    hides: dict[str, list[str]] = Field(description="`source` and `story` ids hidden.")
+    topic_weights: dict[str, float] = Field(description="Decayed topic weights from clicks, strongest first.")
+    source_weights: dict[str, float]
+    reads: int = Field(description="Stories read (the last 200 are kept).")
+
+
+class HideRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    story: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> HideRequest:
+        if (self.source is None) == (self.story is None):
+            raise ValueError("give exactly one of `source` or `story`")
+        return self
+
+
+class ClickTokenRequest(BaseModel):
+    article_id: str = Field(min_length=1, max_length=200)
+    surface: Literal["top", "section", "topic", "story", "for_you"] = "top"
+    position: int = Field(default=0, ge=0, le=10_000)
+
+
+class ClickTokenPublic(BaseModel):
+    token: str
+    click_url: str = Field(description="`/r/{token}`")
 
 
 class PagePublic(BaseModel):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class ServingSettings(BaseSettings):
-    """How the API server listens and how often it looks for newly published pages."""
+    """How the API server listens, signs tokens, stores profiles and sheds load."""
 
     model_config = SettingsConfigDict(env_prefix="NEWSROOM_SERVING_", extra="ignore")
 
@@ -20,6 +20,28 @@ class ServingSettings(BaseSettings):
     )
     host: str = Field(default="127.0.0.1", description="Interface the HTTP server binds to.")
     port: int = Field(default=8000, ge=0, le=65535, description="TCP port the HTTP server listens on.")
+    hmac_key: SecretStr | None = Field(
+        default=None,
+        description="Key that signs click tokens and sessions and pseudonymises readers (at least 32 "
+        "characters). Unset: a random key per process is generated and a warning logged; sessions, "
+        "click tokens and reader hashes then do not survive a restart. Set it in every real deployment.",
+    )
+    profiles_path: str = Field(
+        default="var/profiles.sqlite3",
+        description="SQLite (WAL) file holding reader profiles: follows, hides, reads and decayed weights.",
+    )
+    session_ttl_seconds: int = Field(
+        default=30 * 86400, gt=0, description="How long a signed session token stays valid."
+    )
+    click_token_ttl_seconds: int = Field(
+        default=86400, gt=0, description="How long a signed click token (`/r/{token}`) stays valid."
+    )
+    personal_max_in_flight: int = Field(
+        default=32,
+        ge=0,
+        description="Personal requests (For you, profile) served at once; beyond it they are shed with "
+        "503 + Retry-After so shared pages keep answering.",
+    )
 
 
 @lru_cache(maxsize=1)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections import defaultdict
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
@@ -21,24 +23,35 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.errors import FetchError
 from tasks.http import fetch_url, make_client
+from tasks.politeness import HostLimiter, HostLimits, HostStats, host_of_url, run_per_host
 from tasks.registry import load_registry
 from tasks.settings import IngestSettings
 from transforms.canonical_url import article_id_from_url, canonicalize_url, choose_canonical_url
-from transforms.errors import TransformError
+from transforms.errors import FeedRejectedError, TransformError
 from transforms.extraction import extract_page
 from transforms.features import features_from_text, features_to_row
-from transforms.feeds import FeedItem, parse_feed
-from transforms.polling import PollOutcome, next_poll_interval
-from transforms.robots import is_allowed, parse_robots, robots_policy_for_status
+from transforms.feeds import FeedItem, ParsedFeed, parse_feed
+from transforms.polling import PollResponse, PollState, decide_next_poll, floor_for_tier
+from transforms.robots import RobotsRules, is_allowed, parse_robots, robots_policy_for_status
 from transforms.text import snippet_from_text
 from warehouse import layout
+from warehouse.errors import ObjectNotFoundError
 from warehouse.schemas import ARTICLES_SCHEMA, FEED_STATE_SCHEMA, SNIPPET_MAX_CHARS
 from warehouse.store import ObjectStore
-from warehouse.tables import content_segment_id, read_table, rows_to_table, write_segment, write_table
+from warehouse.tables import (
+    check_schema,
+    content_segment_id,
+    parquet_bytes_to_table,
+    rows_to_table,
+    write_segment,
+    write_table,
+)
 
 log = logging.getLogger(__name__)
 
 RECENT_GUIDS = 200
+FUTURE_DATE_SLACK = timedelta(days=1)
+_NO_RESPONSE_KINDS = frozenset({"timeout", "connect", "protocol", "dns"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +63,7 @@ class FeedJob:
     region: str
     section_hint: str
     state: dict[str, Any]
+    tier: int = 2
 
 
 @dataclass(slots=True)
@@ -62,6 +76,11 @@ class FeedReport:
     error: str | None
     next_poll_at: datetime
     elapsed_ms: float
+    interval_seconds: int = 0
+    poll_reason: str = ""
+    warning_kind: str | None = None
+    warning: str | None = None
+    is_parked: bool = False
 
 
 @dataclass(slots=True)
@@ -70,17 +89,38 @@ class ShardResult:
     articles: list[dict[str, Any]] = field(default_factory=list)
     reports: list[FeedReport] = field(default_factory=list)
     page_errors: list[dict[str, str]] = field(default_factory=list)
+    host_stats: dict[str, HostStats] = field(default_factory=dict)
 
 
 def empty_state(feed_id: str) -> dict[str, Any]:
-    return {"feed_id": feed_id, "next_poll_at": None, "last_polled_at": None, "last_status": None,
-            "etag": None, "last_modified": None, "recent_guids": [], "interval_seconds": None,
-            "error_streak": 0, "last_error": None, "last_new_items": 0}
+    """A feed never polled: every FEED_STATE_SCHEMA column, with neutral values."""
+    state: dict[str, Any] = dict.fromkeys(FEED_STATE_SCHEMA.names)
+    state.update(feed_id=feed_id, recent_guids=[], error_streak=0, last_new_items=0, rate_counts=[],
+                 rate_observed_seconds=0.0, validator_miss_streak=0, is_validators_useless=False,
+                 is_parked=False)
+    return state
 
 
 def load_feed_states(store: ObjectStore) -> tuple[dict[str, dict[str, Any]], str | None]:
-    table, etag = read_table(store, layout.FEED_STATE_KEY, FEED_STATE_SCHEMA)
-    return {row["feed_id"]: row for row in table.to_pylist()}, etag
+    """Feed states by id and the object's ETag (for the conditional put).
+
+    A state file written before a column existed is read with that column filled from
+    ``empty_state``, so adding state columns never strands a store.
+    """
+    try:
+        obj = store.get(layout.FEED_STATE_KEY)
+    except ObjectNotFoundError:
+        return {}, None
+    table = parquet_bytes_to_table(obj.data)
+    names = set(table.schema.names)
+    if names - set(FEED_STATE_SCHEMA.names):
+        check_schema(table, FEED_STATE_SCHEMA, key=layout.FEED_STATE_KEY)  # unknown columns: fail loudly
+    states = {}
+    for row in table.to_pylist():
+        state = empty_state(row["feed_id"])
+        state.update({k: v for k, v in row.items() if v is not None})
+        states[row["feed_id"]] = state
+    return states, obj.etag
 
 
 def plan_due_feeds(store: ObjectStore, now: datetime, shards: int) -> list[list[FeedJob]]:
@@ -97,86 +137,165 @@ def plan_due_feeds(store: ObjectStore, now: datetime, shards: int) -> list[list[
         if due_at is not None and due_at > now:
             continue
         job = FeedJob(feed["feed_id"], feed["url"], feed["publisher_id"], publisher["language"],
-                      publisher["region"], feed["section_hint"] or "", state)
-        host = urlsplit(feed["url"]).netloc.lower()
+                      publisher["region"], feed["section_hint"] or "", state, int(publisher["tier"] or 2))
+        host = host_of_url(feed["url"])
         buckets[int(hashlib.blake2b(host.encode(), digest_size=4).hexdigest(), 16) % max(1, shards)].append(job)
     return [sorted(jobs, key=lambda j: j.feed_id) for _, jobs in sorted(buckets.items())]
 
 
+_RobotsVerdict = RobotsRules | Literal["allow_all", "disallow_all"]
+
+
 class RobotsCache:
-    """robots.txt per host for one run (RFC 9309 §2.3.1: 4xx allows all, 5xx/unreachable denies all)."""
+    """robots.txt per origin for one run (RFC 9309 §2.3.1: 4xx allows all, 5xx/unreachable denies all)."""
 
     def __init__(self, client: httpx.Client, settings: IngestSettings) -> None:
         self._client = client
         self._settings = settings
-        self._rules: dict[str, Any] = {}
+        self._rules: dict[str, _RobotsVerdict] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def origin_of(url: str) -> str:
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    def has(self, origin: str) -> bool:
+        with self._lock:
+            return origin in self._rules
 
     def allows(self, url: str) -> bool:
-        parts = urlsplit(url)
-        origin = f"{parts.scheme}://{parts.netloc}"
-        if origin not in self._rules:
-            self._rules[origin] = self._load(origin)
-        policy = self._rules[origin]
+        origin = self.origin_of(url)
+        with self._lock:
+            policy = self._rules.get(origin)
+        if policy is None:
+            policy = self.load(origin)
         if isinstance(policy, str):
             return policy == "allow_all"
         return bool(is_allowed(policy, self._settings.user_agent, url))
 
-    def _load(self, origin: str) -> Any:
+    def load(self, origin: str) -> _RobotsVerdict:
+        """Fetch and remember ``origin``'s robots.txt; returns the policy."""
+        policy: _RobotsVerdict
         try:
             result = fetch_url(self._client, f"{origin}/robots.txt", self._settings, max_bytes=512_000)
         except FetchError:
-            return "disallow_all"
-        policy = robots_policy_for_status(result.status)
-        return parse_robots(result.body) if policy == "parse" else policy
+            policy = "disallow_all"
+        else:
+            verdict = robots_policy_for_status(result.status)
+            policy = parse_robots(result.body) if verdict == "parse" else verdict
+        with self._lock:
+            self._rules[origin] = policy
+        return policy
+
+
+def _poll_state(state: dict[str, Any]) -> PollState:
+    return PollState(
+        interval_seconds=state.get("interval_seconds"), last_polled_at=state.get("last_polled_at"),
+        rate_counts=tuple(state.get("rate_counts") or ()),
+        rate_observed_seconds=float(state.get("rate_observed_seconds") or 0.0),
+        error_streak=int(state.get("error_streak") or 0),
+        validator_miss_streak=int(state.get("validator_miss_streak") or 0),
+        is_validators_useless=bool(state.get("is_validators_useless")),
+    )
+
+
+def _bad_date_count(items: tuple[FeedItem, ...] | list[FeedItem], now: datetime) -> int:
+    return sum(1 for i in items if i.published_at is None and i.updated_at is None
+               or (i.published_at is not None and i.published_at > now + FUTURE_DATE_SLACK))
 
 
 def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now: datetime
               ) -> tuple[dict[str, Any], list[FeedItem], FeedReport]:
-    """Conditional GET of one feed; returns its next state, its new items and a report."""
-    state = dict(job.state)
+    """Conditional GET of one feed; returns its next state, its new items and a report.
+
+    Never raises for anything the publisher sends: failures become ``error_kind``/``error`` in the
+    report and the state, and a usable but flawed feed (wrong charset, broken XML, garbage dates)
+    is ingested with a ``warning``. Items beyond ``max_items_per_feed`` are not marked seen, and the
+    old validators are kept so the next poll gets them.
+    """
+    state = {**empty_state(job.feed_id), **job.state}
     headers = {}
-    if state.get("etag"):
-        headers["If-None-Match"] = state["etag"]
-    if state.get("last_modified"):
-        headers["If-Modified-Since"] = state["last_modified"]
+    if not state["is_validators_useless"]:
+        if state.get("etag"):
+            headers["If-None-Match"] = state["etag"]
+        if state.get("last_modified"):
+            headers["If-Modified-Since"] = state["last_modified"]
     status: int | None = None
     new: list[FeedItem] = []
-    error_kind = error = None
-    outcome_headers: dict[str, str] = {}
-    ttl = None
+    error_kind = error = warning_kind = warning = None
+    response_headers: Mapping[str, str] = {}
+    parsed: ParsedFeed | None = None
+    validators_changed = False
     elapsed = 0.0
     try:
         result = fetch_url(client, job.url, settings, max_bytes=settings.max_feed_bytes, headers=headers)
-        status, outcome_headers, elapsed = result.status, dict(result.headers), result.elapsed_ms
-        if status == 304:
-            pass
-        elif 200 <= status < 300:
-            parsed = parse_feed(result.body, result.final_url, headers=result.headers)
-            ttl = parsed.ttl_minutes
-            seen = set(state.get("recent_guids") or [])
-            new = [item for item in parsed.items if item.guid not in seen][: settings.max_items_per_feed]
-            guids = [item.guid for item in parsed.items]
-            state["recent_guids"] = (guids + [g for g in state.get("recent_guids") or [] if g not in set(guids)])[:RECENT_GUIDS]
-            # Validators change only on 2xx; a response without Last-Modified keeps the old one.
-            state["etag"] = result.headers.get("etag") or state.get("etag")
-            state["last_modified"] = result.headers.get("last-modified") or state.get("last_modified")
-        else:
-            error_kind, error = "http_status", f"HTTP {status}"
+        status, response_headers, elapsed = result.status, result.headers, result.elapsed_ms
+        if 200 <= status < 300:
+            parsed = parse_feed(result.body, result.final_url, headers=result.headers,
+                                max_items=RECENT_GUIDS, max_bytes=settings.max_feed_bytes)
+            if parsed.is_malformed and not parsed.items:
+                error_kind, error = "parse", f"not a usable feed: {parsed.error or 'no items'}"
+            else:
+                seen = set(state.get("recent_guids") or [])
+                fresh = [item for item in parsed.items if item.guid not in seen]
+                new = fresh[: settings.max_items_per_feed]
+                taken = {item.guid for item in new}
+                marked = [item.guid for item in parsed.items if item.guid in seen or item.guid in taken]
+                state["recent_guids"] = (marked + [g for g in state.get("recent_guids") or []
+                                                   if g not in set(marked)])[:RECENT_GUIDS]
+                etag, last_modified = result.headers.get("etag"), result.headers.get("last-modified")
+                validators_changed = bool(headers) and (
+                    etag != state.get("etag") or last_modified != state.get("last_modified"))
+                if len(fresh) == len(new):  # items left over: keep the old validators, so no 304 hides them
+                    # Validators change only on 2xx; a response without Last-Modified keeps the old one.
+                    state["etag"] = etag or state.get("etag")
+                    state["last_modified"] = last_modified or state.get("last_modified")
+                bad_dates = _bad_date_count(parsed.items, now)
+                if parsed.is_malformed:
+                    warning_kind, warning = "malformed", f"feed used as is: {parsed.error}"
+                elif bad_dates:
+                    warning_kind, warning = "bad_dates", f"{bad_dates} of {len(parsed.items)} items have no usable date"
+        elif status != 304:
+            error_kind, error = "http_status", f"HTTP {status}" + (
+                f" (Retry-After: {result.headers['retry-after']})" if "retry-after" in result.headers else "")
     except FetchError as e:
         error_kind, error, status = e.kind, str(e), e.status
+    except FeedRejectedError as e:
+        error_kind, error = "rejected", str(e)
     except TransformError as e:
         error_kind, error = "parse", f"{type(e).__name__}: {e}"
     is_error = error_kind is not None
-    state["error_streak"] = (state.get("error_streak") or 0) + 1 if is_error else 0
-    outcome = PollOutcome(status, len(new), is_error, outcome_headers.get("retry-after"),
-                          outcome_headers.get("cache-control"), ttl)
-    interval = next_poll_interval(state.get("interval_seconds") or settings.min_interval_seconds, outcome,
-                                  state["error_streak"], now, floor_seconds=settings.min_interval_seconds,
-                                  ceiling_seconds=settings.max_interval_seconds)
-    state.update(last_polled_at=now, last_status=status, interval_seconds=interval,
-                 next_poll_at=now + timedelta(seconds=interval), last_new_items=len(new),
-                 last_error=error if is_error else state.get("last_error"))
-    report = FeedReport(job.feed_id, job.url, status, len(new), error_kind, error, state["next_poll_at"], elapsed)
+    usable_times = tuple(i.published_at for i in new)
+    dated = [i.published_at for i in (parsed.items if parsed else ()) if i.published_at is not None
+             and i.published_at <= now + FUTURE_DATE_SLACK]
+    response = PollResponse(
+        status=status, is_error=is_error, new_item_times=usable_times,
+        oldest_item_at=min(dated) if dated else None,
+        retry_after=response_headers.get("retry-after"), cache_control=response_headers.get("cache-control"),
+        expires=response_headers.get("expires"),
+        ttl_minutes=parsed.ttl_minutes if parsed else None,
+        skip_hours=parsed.skip_hours if parsed else frozenset(),
+        skip_days=parsed.skip_days if parsed else frozenset(),
+        sent_validators=bool(headers), validators_changed=validators_changed,
+    )
+    floor = floor_for_tier(job.tier, tier1_floor_seconds=settings.tier1_min_interval_seconds,
+                           default_floor_seconds=settings.min_interval_seconds)
+    decision = decide_next_poll(_poll_state(state), response, now, floor_seconds=floor,
+                                ceiling_seconds=max(floor, settings.max_interval_seconds))
+    state.update(
+        last_polled_at=now, last_status=status, interval_seconds=decision.interval_seconds,
+        next_poll_at=decision.next_poll_at, poll_reason=decision.reason, last_new_items=len(new),
+        error_streak=decision.error_streak, rate_counts=list(decision.rate_counts),
+        rate_observed_seconds=decision.rate_observed_seconds,
+        validator_miss_streak=decision.validator_miss_streak,
+        is_validators_useless=decision.is_validators_useless,
+        is_parked=decision.is_parked, parked_reason=decision.parked_reason,
+    )
+    if error_kind or warning_kind:
+        state.update(last_error_kind=error_kind or warning_kind, last_error=error or warning, last_error_at=now)
+    report = FeedReport(job.feed_id, job.url, status, len(new), error_kind, error, decision.next_poll_at, elapsed,
+                        decision.interval_seconds, decision.reason, warning_kind, warning, decision.is_parked)
     return state, new, report
 
 
@@ -193,7 +312,7 @@ def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: st
         "article_id": features.article_id, "version": 1, "content_hash": content_hash,
         "url": item.link or fetched_url, "canonical_url": canonical, "feed_id": job.feed_id,
         "publisher_id": job.publisher_id, "language": language, "region": job.region, "title": title,
-        "snippet": snippet_from_text(body, page.description or item.summary, SNIPPET_MAX_CHARS),
+        "snippet": snippet_from_text(body, page.description or item.summary, SNIPPET_MAX_CHARS, title=title),
         "image_url": page.image_url or item.image_url, "author": page.author or item.author,
         "section": page.section or job.section_hint or None, "categories": list(item.categories),
         "is_opinion": bool(page.is_opinion), "published_at": page.published_at or item.published_at,
@@ -203,21 +322,53 @@ def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: st
     return row
 
 
+def host_limits_from(settings: IngestSettings) -> HostLimits:
+    return HostLimits(
+        max_concurrency=settings.host_max_concurrency, rate_per_second=settings.host_rate_per_second,
+        burst=settings.host_burst, min_rate_per_second=min(settings.host_min_rate_per_second,
+                                                           settings.host_rate_per_second),
+        slow_seconds=settings.slow_response_seconds,
+    )
+
+
 def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime) -> ShardResult:
-    """Poll every feed in a shard, then fetch and extract each new page. One failure never stops the rest."""
+    """Poll every feed in a shard, then fetch robots.txt and each new page, under per-host limits.
+
+    One limiter sees every request of the shard (feeds, robots.txt, pages), so each host gets at
+    most ``host_max_concurrency`` requests in flight and its token-bucket rate, however many
+    workers run. One failure never stops the rest.
+    """
     result = ShardResult()
-    with make_client(settings) as client:
+    limiter = HostLimiter(host_limits_from(settings))
+    workers = settings.max_workers
+
+    def polled_status(polled: tuple[FeedJob, dict[str, Any], list[FeedItem], FeedReport]) -> int | None:
+        report = polled[3]
+        return None if report.error_kind in _NO_RESPONSE_KINDS else report.status or 200
+
+    with make_client(settings) as client, ThreadPoolExecutor(max_workers=workers) as pool:
         robots = RobotsCache(client, settings)
-        with ThreadPoolExecutor(max_workers=settings.max_workers) as pool:
-            polled = list(pool.map(lambda j: (j, *poll_feed(j, client, settings, now)), jobs))
-            work = [(job, item) for job, _, items, _ in polled for item in items if item.link]
-            for row_or_error in pool.map(lambda w: _fetch_article(w[0], w[1], client, robots, settings, now), work):
-                (result.articles if "article_id" in row_or_error else result.page_errors).append(row_or_error)
+        polled = run_per_host(
+            jobs, host_of=lambda j: host_of_url(j.url), work=lambda j: (j, *poll_feed(j, client, settings, now)),
+            status_of=polled_status, limiter=limiter, pool=pool, max_in_flight=workers)
+        work = [(job, item) for job, _, items, _ in polled for item in items if item.link]
+        origins = sorted({RobotsCache.origin_of(item.link or "") for _, item in work})
+        run_per_host(origins, host_of=host_of_url, work=robots.load, status_of=lambda _: 200,
+                     limiter=limiter, pool=pool, max_in_flight=workers)
+        pages = run_per_host(
+            work, host_of=lambda w: host_of_url(w[1].link or ""),
+            work=lambda w: _fetch_article(w[0], w[1], client, robots, settings, now),
+            status_of=lambda row: row.get("status", 200) if "article_id" not in row else 200,
+            limiter=limiter, pool=pool, max_in_flight=workers)
+    for row_or_error in pages:
+        (result.articles if "article_id" in row_or_error else result.page_errors).append(row_or_error)
     for job, state, _, report in polled:
         result.states.append(state)
         result.reports.append(report)
-        log.info("feed_polled feed_url=%s status=%s new=%d error=%s elapsed_ms=%.0f",
-                 job.url, report.status, report.new_items, report.error_kind, report.elapsed_ms)
+        log.info("feed_polled feed_url=%s status=%s new=%d error=%s warning=%s next_in_s=%d reason=%s elapsed_ms=%.0f",
+                 job.url, report.status, report.new_items, report.error_kind, report.warning_kind,
+                 report.interval_seconds, report.poll_reason, report.elapsed_ms)
+    result.host_stats = limiter.stats()
     return result
 
 
@@ -232,7 +383,8 @@ def _fetch_article(job: FeedJob, item: FeedItem, client: httpx.Client, robots: R
             raise FetchError("http_status", f"HTTP {fetched.status}", url=url, status=fetched.status)
         return build_article_row(job, item, fetched.body, fetched.final_url, now)
     except FetchError as e:
-        return {"feed_id": job.feed_id, "url": url, "error_kind": e.kind, "error": str(e)}
+        status = None if e.kind in _NO_RESPONSE_KINDS else e.status or 200
+        return {"feed_id": job.feed_id, "url": url, "error_kind": e.kind, "error": str(e), "status": status}
     except (TransformError, ValueError, UnicodeError) as e:
         return {"feed_id": job.feed_id, "url": url, "error_kind": "extract", "error": f"{type(e).__name__}: {e}"}
 
@@ -262,9 +414,12 @@ def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime) 
     write_table(store, layout.FEED_STATE_KEY, table, FEED_STATE_SCHEMA, if_match=etag, if_none_match=etag is None)
     reports = [r for s in shards for r in s.reports]
     errors: dict[str, int] = defaultdict(int)
+    warnings: dict[str, int] = defaultdict(int)
     for r in reports:
         if r.error_kind:
             errors[r.error_kind] += 1
+        if r.warning_kind:
+            warnings[r.warning_kind] += 1
     for s in shards:
         for e in s.page_errors:
             errors[f"page_{e['error_kind']}"] += 1
@@ -275,6 +430,15 @@ def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime) 
         "new_articles": len(rows),
         "segment_written": written,
         "errors": dict(sorted(errors.items())),
+        "warnings": dict(sorted(warnings.items())),
+        "parked": sum(1 for r in reports if r.is_parked),
+        "failures": [
+            {"feed_id": r.feed_id, "url": r.url, "status": r.status, "kind": r.error_kind or r.warning_kind,
+             "error": r.error or r.warning, "is_error": r.error_kind is not None,
+             "next_poll_at": r.next_poll_at.isoformat(), "interval_seconds": r.interval_seconds,
+             "reason": r.poll_reason}
+            for r in sorted(reports, key=lambda r: r.feed_id) if r.error_kind or r.warning_kind
+        ],
     }
 
 

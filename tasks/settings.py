@@ -34,8 +34,16 @@ class IngestSettings(BaseSettings):
     max_redirects: int = Field(5, description="Redirects followed per request, each re-checked.")
     max_workers: int = Field(16, description="Threads fetching feeds and pages in one ingest run.")
     max_items_per_feed: int = Field(100, description="New items taken from one feed per poll.")
-    min_interval_seconds: int = Field(60, description="Shortest poll interval for any feed.")
+    tier1_min_interval_seconds: int = Field(60, description="Shortest poll interval for a tier-1 publisher's feed.")
+    min_interval_seconds: int = Field(300, description="Shortest poll interval for other publishers' feeds.")
     max_interval_seconds: int = Field(3600, description="Longest poll interval for a healthy feed.")
+    host_max_concurrency: int = Field(2, description="Requests in flight to one host at most.")
+    host_rate_per_second: float = Field(
+        2.0, description="Token-bucket rate per host; halved on 429/5xx/timeouts/slow responses (AIMD)."
+    )
+    host_burst: float = Field(4.0, description="Token-bucket size per host.")
+    host_min_rate_per_second: float = Field(0.05, description="The AIMD decrease never goes below this.")
+    slow_response_seconds: float = Field(5.0, description="A response slower than this lowers the host's rate.")
 
     @property
     def private_networks(self) -> tuple[str, ...]:

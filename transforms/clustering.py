@@ -44,7 +44,7 @@ from transforms.signatures import (
     lsh_bands,
 )
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 ENTITY_LIMIT = 20
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _YEAR_RE = re.compile(r"^(1[89]\d\d|20\d\d)$")
@@ -81,6 +81,15 @@ class ClusterParams:
         link_min_shared: Least number of shared language-neutral tokens for a link.
         link_same_language_threshold: If set, stories of one language are also linked at this
             cosine (a merge the online pass missed); off by default, it did not help on dev.
+        member_weight: Share of the score that comes from the article's mean cosine to the
+            story's latest members (the rest from the centroid cosine). A second-order check:
+            a centroid mixed by one stray article still looks close to both events, the
+            members of the right event do not (issue 4).
+        member_sample: Most recent original members compared in full per candidate story.
+        young_story_size: Stories with at most this many members are "young".
+        young_story_margin: Added to ``join_threshold`` for young stories: the 2nd and 3rd
+            article decide what a story is about, so they must clear a stricter bar.
+        member_terms: Terms kept per member (for the member check and the repair pass).
     """
 
     join_threshold: float = 0.30
@@ -100,9 +109,14 @@ class ClusterParams:
     link_threshold: float = 0.15
     link_min_shared: int = 2
     link_same_language_threshold: float | None = None
+    member_weight: float = 0.5
+    member_sample: int = 16
+    young_story_size: int = 2
+    young_story_margin: float = 0.0
+    member_terms: int = 40
 
     def __post_init__(self) -> None:
-        for name in ("join_threshold", "copy_jaccard", "centroid_min_weight", "link_threshold"):
+        for name in ("join_threshold", "copy_jaccard", "centroid_min_weight", "link_threshold", "member_weight"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
@@ -111,8 +125,8 @@ class ClusterParams:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.active_window_hours <= 0 or self.idf_half_life_hours <= 0:
             raise ValueError("active_window_hours and idf_half_life_hours must be > 0")
-        if self.centroid_terms < 1 or self.max_candidates < 1:
-            raise ValueError("centroid_terms and max_candidates must be >= 1")
+        if min(self.centroid_terms, self.max_candidates, self.member_sample, self.member_terms) < 1:
+            raise ValueError("centroid_terms, max_candidates, member_sample and member_terms must be >= 1")
         if self.lsh_bands < 1 or self.lsh_rows < 1 or self.lsh_bands * self.lsh_rows > NUM_PERM:
             raise ValueError(f"lsh {self.lsh_bands}x{self.lsh_rows} does not fit {NUM_PERM} permutations")
 
@@ -128,6 +142,36 @@ class Assignment:
     score: float
 
 
+@dataclass(frozen=True, slots=True)
+class Member:
+    """What a story keeps of each of its articles: enough to re-score, split and merge it."""
+
+    article_id: str
+    seen_ms: int
+    publisher_id: str | None
+    copy_of: str | None
+    terms: tuple[str, ...]
+    weights: tuple[float, ...]
+    entities: tuple[str, ...]
+
+    def to_json(self) -> list[object]:
+        return [self.article_id, self.seen_ms, self.publisher_id, self.copy_of, list(self.terms),
+                list(self.weights), list(self.entities)]
+
+    @classmethod
+    def from_json(cls, raw: Sequence[object]) -> Member:
+        aid, seen, publisher, copy_of, terms, weights, entities = raw
+        return cls(
+            article_id=str(aid),
+            seen_ms=int(seen),  # type: ignore[call-overload]
+            publisher_id=None if publisher is None else str(publisher),
+            copy_of=None if copy_of is None else str(copy_of),
+            terms=tuple(str(t) for t in terms),  # type: ignore[attr-defined]
+            weights=tuple(float(w) for w in weights),  # type: ignore[attr-defined]
+            entities=tuple(str(e) for e in entities),  # type: ignore[attr-defined]
+        )
+
+
 @dataclass(slots=True)
 class _Story:
     story_id: str
@@ -138,6 +182,8 @@ class _Story:
     centroid: dict[str, float]
     entities: dict[str, float]
     years: list[str]
+    members: list[Member] = field(default_factory=list)
+    repaired_ms: int | None = None
 
     def to_json(self) -> list[object]:
         return [
@@ -149,11 +195,13 @@ class _Story:
             [[t, w] for t, w in self.centroid.items()],
             [[e, c] for e, c in self.entities.items()],
             self.years,
+            [m.to_json() for m in self.members],
+            self.repaired_ms,
         ]
 
     @classmethod
     def from_json(cls, raw: Sequence[object]) -> _Story:
-        sid, first_id, first_ms, last_ms, size, centroid, entities, years = raw
+        sid, first_id, first_ms, last_ms, size, centroid, entities, years, members, repaired = raw
         return cls(
             story_id=str(sid),
             first_article_id=str(first_id),
@@ -163,6 +211,8 @@ class _Story:
             centroid={str(t): float(w) for t, w in centroid},  # type: ignore[attr-defined]
             entities={str(e): float(c) for e, c in entities},  # type: ignore[attr-defined]
             years=[str(y) for y in years],  # type: ignore[attr-defined]
+            members=[Member.from_json(m) for m in members],  # type: ignore[attr-defined]
+            repaired_ms=None if repaired is None else int(repaired),  # type: ignore[call-overload]
         )
 
 
@@ -266,6 +316,7 @@ class LanguageClusterer:
             story = self._stories[original.story_id]
             story.last_seen_ms = max(story.last_seen_ms, now_ms)
             story.size += 1
+            story.members.append(self._member(features, now_ms, original.root_id))
             self._remember(features, story.story_id, original.root_id, now_ms)
             self._count_document(features)
             return Assignment(features.article_id, story.story_id, original.root_id, False, jaccard)
@@ -441,6 +492,10 @@ class LanguageClusterer:
                 score -= self.params.date_conflict_penalty
             hours = max(0, now_ms - story.last_seen_ms) / 3_600_000
             score -= self.params.time_penalty_per_hour * hours
+            if self.params.member_weight > 0:
+                score += self.params.member_weight * (self._member_mean(story, vector, idf) - cosine)
+            if story.size <= self.params.young_story_size:
+                score -= self.params.young_story_margin
             scored.append((score, sid))
         score, sid = min(scored, key=lambda x: (-x[0], x[1]))
         return self._stories[sid], score
@@ -456,6 +511,7 @@ class LanguageClusterer:
             centroid=dict(zip(features.terms, features.term_weights, strict=True)),
             entities={e: 1.0 for e in _entity_words(features.entities)},
             years=_years(features.terms),
+            members=[self._member(features, now_ms, None)],
         )
         self._stories[story_id] = story
         self._index_story(story)
@@ -474,7 +530,37 @@ class LanguageClusterer:
             story.entities[word] = story.entities.get(word, 0.0) + 1.0
         story.years = sorted(set(story.years) | set(_years(features.terms)))
         story.last_seen_ms = max(story.last_seen_ms, now_ms)
+        story.members.append(self._member(features, now_ms, None))
         self._index_story(story)
+
+    def _member(self, features: ArticleFeatures, now_ms: int, copy_of: str | None) -> Member:
+        k = self.params.member_terms
+        return Member(
+            article_id=features.article_id,
+            seen_ms=now_ms,
+            publisher_id=features.publisher_id,
+            copy_of=copy_of,
+            terms=features.terms[:k],
+            weights=features.term_weights[:k],
+            entities=tuple(_entity_words(features.entities)),
+        )
+
+    def _member_mean(self, story: _Story, vector: Mapping[str, float], idf: _Idf) -> float:
+        """Mean IDF-weighted cosine of the article to the story's latest original members."""
+        originals = [m for m in story.members if m.copy_of is None][-self.params.member_sample :]
+        if not originals:
+            return 0.0
+        total = 0.0
+        for member in originals:
+            dot = 0.0
+            norm = 0.0
+            for term, weight in zip(member.terms, member.weights, strict=True):
+                value = weight * idf(term)
+                norm += value * value
+                dot += value * vector.get(term, 0.0)
+            if norm > 0:
+                total += dot / math.sqrt(norm)
+        return total / len(originals)
 
     def _index_story(self, story: _Story) -> None:
         for term in story.centroid:

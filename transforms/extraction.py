@@ -51,7 +51,6 @@ SIBLING_LEVELS = 3
 # Paragraphs and output lines are matched on this many leading non-space characters.
 MATCH_PREFIX_CHARS = 40
 MATCH_MIN_CHARS = 25
-MATCH_MAX_LINES = 8
 MAX_SIBLING_ADDITIONS = 200
 MAX_SIBLING_PARAGRAPHS = 3000
 BOILERPLATE_MAX_CHARS = 250

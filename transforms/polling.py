@@ -1,28 +1,112 @@
-"""When to poll a feed next: a pure function of its state, the response and ``now``."""
+"""When to poll a feed next: a pure function of its state, the poll's response and ``now``.
+
+The interval aims at about half the expected gap between a feed's items, read from a decayed count
+of items per hour of the week, so a feed is polled more often at the hours it publishes. Server hints
+(``Retry-After``, ``Cache-Control: max-age``, ``Expires``, RSS ``ttl``, ``skipHours``/``skipDays``)
+are honoured; failures back off exponentially and a feed that keeps failing is parked and re-probed
+slowly. Nothing here reads a clock: ``now`` is an argument (STYLE §1).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
+from typing import Literal
 
-ERROR_BACKOFF_CAP_SECONDS = 6 * 3600
+HOURS_OF_WEEK = 168
+DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+TIER1_FLOOR_SECONDS = 60
+DEFAULT_FLOOR_SECONDS = 300
+CEILING_SECONDS = 3600
+RATE_HALF_LIFE_SECONDS = 14 * 86400
+"""Items and observed time lose half their weight in two weeks: old habits fade, a season stays."""
+RATE_PRIOR_HOURS = 2.0
+"""Pseudo-hours of the feed's overall rate mixed into each hour-of-week bucket (smoothing)."""
+BOOTSTRAP_MAX_SECONDS = 7 * 86400
+"""On a first poll, the feed's own history counts as observed time, up to this long."""
+BACKOFF_CAP_SECONDS = 2 * 3600
+PARK_AFTER_FAILURES = 8
+PARK_REPROBE_SECONDS = 6 * 3600
+RETRY_AFTER_CAP_SECONDS = 24 * 3600
+USELESS_VALIDATOR_POLLS = 3
+"""Consecutive 200s with changed validators and no new guid before validators are dropped."""
+
+Reason = Literal["rate", "new_items", "no_history", "max_age", "expires", "ttl", "skip_hours",
+                 "retry_after", "backoff", "parked", "gone"]
 
 
 @dataclass(frozen=True, slots=True)
-class PollOutcome:
-    status: int | None  # None: no HTTP response (timeout, DNS, refused)
-    new_items: int
+class PollState:
+    """What the decision needs from a feed's stored state."""
+
+    interval_seconds: int | None = None
+    last_polled_at: datetime | None = None
+    rate_counts: tuple[float, ...] = ()  # HOURS_OF_WEEK decayed item counts, or empty when unknown
+    rate_observed_seconds: float = 0.0
+    error_streak: int = 0
+    validator_miss_streak: int = 0
+    is_validators_useless: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PollResponse:
+    """What one poll saw. ``status`` is None when no HTTP response came (timeout, DNS, refused)."""
+
+    status: int | None
     is_error: bool
+    new_item_times: tuple[datetime | None, ...] = ()  # publisher dates of the new items (None: unknown)
+    oldest_item_at: datetime | None = None  # oldest date in the document (first-poll bootstrap)
     retry_after: str | None = None
     cache_control: str | None = None
+    expires: str | None = None
     ttl_minutes: int | None = None
+    skip_hours: frozenset[int] = frozenset()
+    skip_days: frozenset[str] = frozenset()
+    sent_validators: bool = False
+    validators_changed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PollDecision:
+    """The next poll and the state fields it updates; ``reason`` names the rule that set the time."""
+
+    interval_seconds: int
+    next_poll_at: datetime
+    reason: Reason
+    rate_counts: tuple[float, ...]
+    rate_observed_seconds: float
+    error_streak: int
+    is_parked: bool
+    parked_reason: str | None
+    validator_miss_streak: int
+    is_validators_useless: bool
+
+
+def floor_for_tier(tier: int | None, *, tier1_floor_seconds: int = TIER1_FLOOR_SECONDS,
+                   default_floor_seconds: int = DEFAULT_FLOOR_SECONDS) -> int:
+    """The shortest interval a feed of this publisher tier may get.
+
+    >>> floor_for_tier(1), floor_for_tier(2), floor_for_tier(None)
+    (60, 300, 300)
+    """
+    return tier1_floor_seconds if tier == 1 else default_floor_seconds
+
+
+def hour_of_week(when: datetime) -> int:
+    """0 for Monday 00:00-00:59 UTC, up to 167 for Sunday 23:00.
+
+    >>> hour_of_week(datetime(2026, 12, 7, 0, 30, tzinfo=UTC)), hour_of_week(datetime(2026, 12, 13, 23, tzinfo=UTC))
+    (0, 167)
+    """
+    utc = when.astimezone(UTC)
+    return utc.weekday() * 24 + utc.hour
 
 
 def parse_retry_after(value: str | None, now: datetime) -> int | None:
     """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date), RFC 9110 §10.2.3.
 
-    >>> from datetime import UTC
     >>> parse_retry_after("120", datetime(2026, 1, 1, tzinfo=UTC))
     120
     >>> parse_retry_after("Thu, 01 Jan 2026 00:05:00 GMT", datetime(2026, 1, 1, tzinfo=UTC))
@@ -35,17 +119,16 @@ def parse_retry_after(value: str | None, now: datetime) -> int | None:
     value = value.strip()
     if value.isdigit():
         return int(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(0, int((when - now).total_seconds()))
+    when = _http_date(value)
+    return None if when is None else max(0, int((when - now).total_seconds()))
 
 
 def parse_max_age(cache_control: str | None) -> int | None:
-    """``max-age`` from Cache-Control, ignored when ``no-cache``/``no-store`` is present."""
+    """``max-age`` from Cache-Control, ignored when ``no-cache``/``no-store`` is present (RFC 9111 §5.2.2).
+
+    >>> parse_max_age("public, max-age=600"), parse_max_age("no-cache, max-age=600"), parse_max_age(None)
+    (600, None, None)
+    """
     if not cache_control:
         return None
     directives = [d.strip().lower() for d in cache_control.split(",")]
@@ -59,41 +142,204 @@ def parse_max_age(cache_control: str | None) -> int | None:
     return None
 
 
-def next_poll_interval(
-    previous_seconds: int,
-    outcome: PollOutcome,
-    error_streak: int,
+def parse_expires(value: str | None, now: datetime) -> int | None:
+    """Seconds until an ``Expires`` date (RFC 9111 §5.3); an invalid date means "already expired"."""
+    if not value:
+        return None
+    when = _http_date(value)
+    return 0 if when is None else max(0, int((when - now).total_seconds()))
+
+
+def _freshness_hint(cache_control: str | None, expires: str | None, now: datetime
+                    ) -> list[tuple[int | None, Reason]]:
+    """``max-age`` wins over ``Expires``; ``no-cache``/``no-store`` void both (RFC 9111 §5.3)."""
+    directives = [d.strip().lower() for d in (cache_control or "").split(",")]
+    if "no-cache" in directives or "no-store" in directives:
+        return []
+    max_age = parse_max_age(cache_control)
+    if max_age is not None:
+        return [(max_age, "max_age")]
+    return [(parse_expires(expires, now), "expires")]
+
+
+def _http_date(value: str) -> datetime | None:
+    try:
+        when = parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when if when.tzinfo is not None else None
+
+
+def decay_rate(counts: Sequence[float], observed_seconds: float, elapsed_seconds: float,
+               *, half_life_seconds: float = RATE_HALF_LIFE_SECONDS) -> tuple[tuple[float, ...], float]:
+    """Age the counts and the observed time by ``elapsed_seconds``, then add that time as observed.
+
+    >>> decay_rate([2.0] * HOURS_OF_WEEK, 100.0, 14 * 86400)[0][0], decay_rate([], 0.0, 60.0)[1]
+    (1.0, 60.0)
+    """
+    if elapsed_seconds < 0:
+        raise ValueError("elapsed_seconds must be >= 0")
+    factor = 0.5 ** (elapsed_seconds / half_life_seconds)
+    base = tuple(counts) if len(counts) == HOURS_OF_WEEK else (0.0,) * HOURS_OF_WEEK
+    return tuple(c * factor for c in base), observed_seconds * factor + elapsed_seconds
+
+
+def add_items(counts: Sequence[float], item_times: Sequence[datetime]) -> tuple[float, ...]:
+    """Count one item in the hour-of-week bucket of each time."""
+    out = list(counts) if len(counts) == HOURS_OF_WEEK else [0.0] * HOURS_OF_WEEK
+    for when in item_times:
+        out[hour_of_week(when)] += 1.0
+    return tuple(out)
+
+
+def expected_rate_per_hour(counts: Sequence[float], observed_seconds: float, when: datetime,
+                           *, prior_hours: float = RATE_PRIOR_HOURS) -> float | None:
+    """Items per hour expected at ``when``: the hour-of-week bucket, smoothed toward the overall rate.
+
+    Each bucket has seen ``observed_seconds / 168`` of the time, so a young history leans on the
+    feed's overall rate and an old one on its own hour. None when nothing has been observed.
+
+    >>> counts = [0.0] * HOURS_OF_WEEK
+    >>> counts[0] = 12.0
+    >>> round(expected_rate_per_hour(counts, 7 * 86400, datetime(2026, 12, 7, 0, 30, tzinfo=UTC)), 2)
+    4.05
+    """
+    if observed_seconds <= 0 or len(counts) != HOURS_OF_WEEK:
+        return None
+    overall = sum(counts) / (observed_seconds / 3600)
+    bucket_hours = observed_seconds / 3600 / HOURS_OF_WEEK
+    return (counts[hour_of_week(when)] + prior_hours * overall) / (bucket_hours + prior_hours)
+
+
+def next_allowed_time(when: datetime, skip_hours: frozenset[int], skip_days: frozenset[str]) -> datetime:
+    """The first instant at or after ``when`` outside RSS ``skipHours`` (GMT) and ``skipDays``.
+
+    A feed that skips every hour of the week is ignored rather than never polled.
+
+    >>> t = datetime(2026, 12, 7, 1, 30, tzinfo=UTC)
+    >>> next_allowed_time(t, frozenset({1, 2}), frozenset()).isoformat()
+    '2026-12-07T03:00:00+00:00'
+    >>> next_allowed_time(t, frozenset(), frozenset({"Monday"})).isoformat()
+    '2026-12-08T00:00:00+00:00'
+    """
+    current = when.astimezone(UTC)
+    for _ in range(HOURS_OF_WEEK + 1):
+        if current.hour not in skip_hours and DAY_NAMES[current.weekday()] not in skip_days:
+            return current
+        current = current.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    return when
+
+
+def decide_next_poll(
+    state: PollState,
+    response: PollResponse,
     now: datetime,
     *,
     floor_seconds: int,
-    ceiling_seconds: int,
-) -> int:
-    """Seconds until the next poll.
+    ceiling_seconds: int = CEILING_SECONDS,
+) -> PollDecision:
+    """The next poll time and the updated rate, error and validator fields for one feed.
 
-    New items pull the interval down to the floor; quiet polls stretch it by half up to the ceiling.
-    Failures back off exponentially from the floor (``error_streak`` counts this failure). Server
-    hints (Retry-After, Cache-Control max-age, RSS ttl) are lower bounds, capped for max-age and ttl
-    by the ceiling.
+    Rules, in order:
+
+    * success: half the expected gap between items (from the hour-of-week rate at ``now`` and an
+      hour later, whichever is busier), clamped to [floor, ceiling]; when the poll found new items
+      the interval is at most half the previous one. ``max-age`` (or ``Expires``) and ``ttl`` are
+      lower bounds, capped by the ceiling. ``skipHours``/``skipDays`` push the time past the skip.
+    * failure: ``floor * 2**streak`` up to BACKOFF_CAP_SECONDS; from PARK_AFTER_FAILURES failures in
+      a row (or at once on 410 Gone), the feed is parked and re-probed every PARK_REPROBE_SECONDS.
+    * ``Retry-After`` on 429/503 (RFC 9110 §10.2.3) is a lower bound on either, capped at a day.
+    * validators: a 200 with changed validators and no new guid after we sent them, three times in a
+      row, marks them useless, and the caller stops sending them.
+
+    Raises:
+        ValueError: the floor is not positive or the ceiling is below it, or ``now`` is naive.
     """
     if floor_seconds <= 0 or ceiling_seconds < floor_seconds:
         raise ValueError("need 0 < floor_seconds <= ceiling_seconds")
-    if outcome.is_error:
-        interval = min(ERROR_BACKOFF_CAP_SECONDS, floor_seconds * 2 ** min(error_streak, 16))
-    elif outcome.new_items > 0:
-        interval = floor_seconds
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    counts, observed = _updated_rate(state, response, now)
+    previous = state.interval_seconds or ceiling_seconds
+    streak = state.error_streak + 1 if response.is_error else 0
+    miss_streak, useless = _validator_verdict(state, response)
+    reason: Reason
+    parked_reason: str | None = None
+
+    if response.is_error:
+        if response.status == 410:
+            interval, reason = PARK_REPROBE_SECONDS, "gone"
+            parked_reason = "HTTP 410 Gone"
+        elif streak >= PARK_AFTER_FAILURES:
+            interval, reason = PARK_REPROBE_SECONDS, "parked"
+            parked_reason = f"{streak} failures in a row"
+        else:
+            interval, reason = min(BACKOFF_CAP_SECONDS, floor_seconds * 2 ** min(streak, 20)), "backoff"
     else:
-        interval = min(ceiling_seconds, max(floor_seconds, int(previous_seconds * 1.5)))
-    hints = [parse_max_age(outcome.cache_control)]
-    if outcome.ttl_minutes:
-        hints.append(outcome.ttl_minutes * 60)
-    for hint in hints:
-        if hint is not None:
-            interval = max(interval, min(hint, ceiling_seconds))
-    retry_after = parse_retry_after(outcome.retry_after, now)
-    if retry_after is not None and outcome.status in (429, 503):
-        interval = max(interval, min(retry_after, ERROR_BACKOFF_CAP_SECONDS))
-    return max(floor_seconds, interval)
+        rate = max(expected_rate_per_hour(counts, observed, now) or 0.0,
+                   expected_rate_per_hour(counts, observed, now + timedelta(hours=1)) or 0.0)
+        if observed <= 0:
+            interval, reason = previous, "no_history"
+        else:
+            interval, reason = ceiling_seconds if rate <= 0 else int(3600 / rate / 2), "rate"
+        if response.new_item_times and interval > previous // 2:
+            interval, reason = previous // 2, "new_items"
+        interval = min(ceiling_seconds, max(floor_seconds, interval))
+        hints: list[tuple[int | None, Reason]] = [
+            *_freshness_hint(response.cache_control, response.expires, now),
+            (response.ttl_minutes * 60 if response.ttl_minutes else None, "ttl"),
+        ]
+        for hint, hint_reason in hints:
+            if hint is not None and min(hint, ceiling_seconds) > interval:
+                interval, reason = min(hint, ceiling_seconds), hint_reason
+    retry_after = parse_retry_after(response.retry_after, now)
+    if retry_after is not None and response.status in (429, 503):
+        capped = min(retry_after, RETRY_AFTER_CAP_SECONDS)
+        if capped > interval:
+            interval, reason = capped, "retry_after"
+    interval = max(floor_seconds, interval)
+    at = now + timedelta(seconds=interval)
+    if not response.is_error:
+        allowed = next_allowed_time(at, response.skip_hours, response.skip_days)
+        if allowed > at:
+            at, reason = allowed, "skip_hours"
+            interval = int((at - now).total_seconds())
+    return PollDecision(
+        interval_seconds=interval, next_poll_at=at, reason=reason, rate_counts=counts,
+        rate_observed_seconds=observed, error_streak=streak, is_parked=parked_reason is not None,
+        parked_reason=parked_reason, validator_miss_streak=miss_streak, is_validators_useless=useless,
+    )
 
 
-def next_poll_at(now: datetime, interval_seconds: int) -> datetime:
-    return now + timedelta(seconds=interval_seconds)
+def _updated_rate(state: PollState, response: PollResponse, now: datetime) -> tuple[tuple[float, ...], float]:
+    """Decay by the time since the last poll, then count the new items (unless the poll failed)."""
+    if state.last_polled_at is None:
+        # First poll: the document's own history is the observation window (bounded).
+        if response.is_error or response.oldest_item_at is None:
+            elapsed = 0.0
+        else:
+            elapsed = min(BOOTSTRAP_MAX_SECONDS, max(0.0, (now - response.oldest_item_at).total_seconds()))
+        since = now - timedelta(seconds=elapsed)
+    else:
+        elapsed = max(0.0, (now - state.last_polled_at).total_seconds())
+        since = state.last_polled_at
+    if response.is_error:
+        return tuple(state.rate_counts), state.rate_observed_seconds
+    counts, observed = decay_rate(state.rate_counts, state.rate_observed_seconds, elapsed)
+    # A publisher date inside the window places the item; a missing, future or stale one
+    # (garbage dates) counts it now, when we saw it.
+    times = [t if t is not None and since <= t <= now else now for t in response.new_item_times]
+    return add_items(counts, times), observed
+
+
+def _validator_verdict(state: PollState, response: PollResponse) -> tuple[int, bool]:
+    if state.is_validators_useless:
+        return state.validator_miss_streak, True
+    if response.status is not None and 200 <= response.status < 300 and response.sent_validators:
+        if response.validators_changed and not response.new_item_times:
+            streak = state.validator_miss_streak + 1
+            return streak, streak >= USELESS_VALIDATOR_POLLS
+        return 0, False
+    if response.status == 304:
+        return 0, False
+    return state.validator_miss_streak, False

@@ -67,7 +67,8 @@ def _is_good_lede(description: str, text: str) -> bool:
     return True
 
 
-def snippet_from_text(text: str, description: str | None, limit: int = SNIPPET_LIMIT) -> str:
+def snippet_from_text(text: str, description: str | None, limit: int = SNIPPET_LIMIT, *,
+                      title: str | None = None) -> str:
     """The short excerpt we store for an article: at most ``limit`` characters.
 
     Prefers the page's description when it reads like a lede (long enough and about the
@@ -77,6 +78,8 @@ def snippet_from_text(text: str, description: str | None, limit: int = SNIPPET_L
         text: The article body (plain text).
         description: og:description or meta description, if any.
         limit: Maximum length of the result in characters.
+        title: The headline; a snippet that merely repeats it at its start loses that part,
+            since readers see the headline right above the snippet.
 
     Returns:
         The snippet; empty when both inputs are empty.
@@ -88,6 +91,8 @@ def snippet_from_text(text: str, description: str | None, limit: int = SNIPPET_L
     'One two three…'
     >>> snippet_from_text("", None)
     ''
+    >>> snippet_from_text("Big fire downtown Crews fought the blaze all night.", None, title="Big fire downtown")
+    'Crews fought the blaze all night.'
     """
     if limit < 2:
         raise ValueError(f"limit must be >= 2, got {limit}")
@@ -96,4 +101,12 @@ def snippet_from_text(text: str, description: str | None, limit: int = SNIPPET_L
     source = desc if desc and _is_good_lede(desc, body) else body
     if not source:
         source = desc
-    return _truncate_at_word(source, limit)
+    return _truncate_at_word(_drop_leading_title(source, title), limit)
+
+
+def _drop_leading_title(source: str, title: str | None) -> str:
+    headline = normalize_whitespace(title or "")
+    if len(headline) < 8 or not source.lower().startswith(headline.lower()):
+        return source
+    rest = source[len(headline):].lstrip(" .:;,-–—|")
+    return rest or source

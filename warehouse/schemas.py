@@ -38,11 +38,22 @@ FEED_STATE_SCHEMA = pa.schema(
         ("last_status", pa.int16()),
         ("etag", pa.string()),
         ("last_modified", pa.string()),
-        ("recent_guids", pa.list_(pa.string())),
+        ("recent_guids", pa.list_(pa.string())),  # the last 200, newest first
         ("interval_seconds", pa.int32()),
+        ("poll_reason", pa.string()),  # the rule that set next_poll_at (rate, retry_after, backoff, ...)
         ("error_streak", pa.int16()),
         ("last_error", pa.string()),
+        ("last_error_kind", pa.string()),
+        ("last_error_at", _TS),
         ("last_new_items", pa.int32()),
+        ("rate_counts", pa.list_(pa.float32())),  # 168 decayed item counts, one per UTC hour of the week
+        ("rate_observed_seconds", pa.float64()),  # decayed observed time behind rate_counts
+        ("validator_miss_streak", pa.int16()),
+        ("is_validators_useless", pa.bool_()),
+        ("is_parked", pa.bool_()),
+        ("parked_reason", pa.string()),
+        ("hub_url", pa.string()),  # WebSub lease (issue 3, WebSub part): empty until subscribed
+        ("lease_expires_at", _TS),
     ]
 )
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from fastapi import APIRouter, Request, Response
 
+from serving.cache import CachedBody
 from serving.deps import CacheDep, EditionPath, SectionPath
-from serving.models import EditionListPublic, ErrorPublic, PagePublic
+from serving.models import EditionListPublic, ErrorPublic, PagePublic, VersionPublic
 from serving.responses import shared_response
 
 router = APIRouter(prefix="/v1/editions", tags=["editions"])
@@ -24,3 +27,16 @@ def list_editions(request: Request, cache: CacheDep) -> Response:
 )
 def get_page(request: Request, cache: CacheDep, edition: EditionPath, section: SectionPath) -> Response:
     return shared_response(request, cache.page(edition, section).body)
+
+
+@router.get(
+    "/{edition}/{section}/version",
+    response_model=VersionPublic,
+    responses={304: {"description": "Not modified"}, 404: {"model": ErrorPublic}},
+    summary="The live version of a page: a tiny answer the reader page polls for new stories",
+)
+def get_page_version(request: Request, cache: CacheDep, edition: EditionPath, section: SectionPath) -> Response:
+    page = cache.page(edition, section)
+    body = {"edition": edition, "section": section, "version": page.version, "as_of": page.pointer.published_at}
+    data = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return shared_response(request, CachedBody.of(data))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from serving.deps import CacheDep, StoryIdPath
-from serving.models import ErrorPublic, StoryPublic
+from serving.models import ErrorPublic, FullCoveragePublic
 from serving.responses import shared_response
 
 router = APIRouter(prefix="/v1/stories", tags=["stories"])
@@ -14,7 +14,7 @@ router = APIRouter(prefix="/v1/stories", tags=["stories"])
 @router.get(
     "/{story_id}",
     name="get_story",
-    response_model=StoryPublic,
+    response_model=FullCoveragePublic,
     responses={
         301: {"description": "The story was merged; `Location` names the surviving story."},
         304: {"description": "Not modified"},

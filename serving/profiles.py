@@ -1,0 +1,204 @@
+"""Reader profiles: follows, hides, the last stories read, and decayed topic/source/term weights.
+
+``ProfileStore`` is the seam: the default is one SQLite file in WAL mode on the serving machine;
+a networked store (Redis, Postgres, DynamoDB) can replace it by implementing the same Protocol.
+
+Who writes what: serving writes follows, hides and reads (write-through, on the request); the
+profiles flow writes ``weights`` and ``clicks_consumed`` in one transaction per fold, so each
+click segment counts exactly once. Profiles are keyed by ``reader_hash`` (an HMAC pseudonym),
+never by a reader's name.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal, Protocol
+
+from serving.errors import ProfileStoreError
+
+FollowKind = Literal["topic", "source"]
+HideKind = Literal["source", "story"]
+WeightKind = Literal["topic", "source", "term"]
+MAX_READS = 200
+MAX_TERMS = 64
+"""Only a reader's strongest terms enter the re-rank; the rest barely move it and cost time."""
+
+SCHEMA_SQL = """
+create table if not exists follows (
+    reader_hash text not null, kind text not null, target_id text not null, created_at real not null,
+    primary key (reader_hash, kind, target_id));
+create table if not exists hides (
+    reader_hash text not null, kind text not null, target_id text not null, created_at real not null,
+    primary key (reader_hash, kind, target_id));
+create table if not exists reads (
+    reader_hash text not null, story_id text not null, read_at real not null,
+    primary key (reader_hash, story_id));
+create table if not exists weights (
+    reader_hash text not null, kind text not null, key text not null, weight real not null,
+    as_of real not null, primary key (reader_hash, kind, key));
+create table if not exists clicks_consumed (segment_key text primary key, consumed_at real not null);
+"""
+"""The profile database's tables. ``tasks/profiles.py`` writes ``weights`` and
+``clicks_consumed`` with the same definitions (kept equal by tests/tasks/test_profiles.py)."""
+
+_EMPTY: Mapping[str, float] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """One reader's profile as of a load. Weights are relative: only their ratios matter."""
+
+    reader_hash: str
+    followed_topics: frozenset[str] = frozenset()
+    followed_sources: frozenset[str] = frozenset()
+    hidden_sources: frozenset[str] = frozenset()
+    hidden_stories: frozenset[str] = frozenset()
+    reads: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    topic_weights: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    source_weights: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    term_weights: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (
+            self.followed_topics
+            or self.followed_sources
+            or self.hidden_sources
+            or self.hidden_stories
+            or self.reads
+            or self.topic_weights
+            or self.source_weights
+            or self.term_weights
+        )
+
+
+class ProfileStore(Protocol):
+    """Where reader profiles live. Every method raises ProfileStoreError when the store fails."""
+
+    def load(self, reader_hash: str) -> Profile: ...
+
+    def follow(self, reader_hash: str, kind: FollowKind, target_id: str) -> None: ...
+
+    def unfollow(self, reader_hash: str, kind: FollowKind, target_id: str) -> None: ...
+
+    def hide(self, reader_hash: str, kind: HideKind, target_id: str) -> None: ...
+
+    def record_read(self, reader_hash: str, story_id: str, read_at: float) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SqliteProfileStore:
+    """Profiles in one SQLite file (WAL: readers never wait for the flow's writes)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=5, isolation_level=None)
+            self._db.execute("pragma journal_mode=wal")
+            self._db.execute("pragma synchronous=normal")
+            self._db.executescript(SCHEMA_SQL)
+        except sqlite3.Error as e:
+            raise ProfileStoreError(f"cannot open profiles at {self.path}: {e}") from e
+
+    def _run(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
+        try:
+            with self._lock:
+                return self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise ProfileStoreError(f"profile store failed: {e}") from e
+
+    def load(self, reader_hash: str) -> Profile:
+        try:
+            with self._lock:
+                db = self._db
+                db.execute("begin")
+                try:
+                    follows = db.execute(
+                        "select kind, target_id from follows where reader_hash = ?", (reader_hash,)
+                    ).fetchall()
+                    hides = db.execute(
+                        "select kind, target_id from hides where reader_hash = ?", (reader_hash,)
+                    ).fetchall()
+                    reads = db.execute(
+                        "select story_id, read_at from reads where reader_hash = ?", (reader_hash,)
+                    ).fetchall()
+                    weights = db.execute(
+                        "select kind, key, weight from weights where reader_hash = ? order by weight desc, key",
+                        (reader_hash,),
+                    ).fetchall()
+                finally:
+                    db.execute("commit")
+        except sqlite3.Error as e:
+            raise ProfileStoreError(f"profile store failed: {e}") from e
+        by_kind: dict[str, dict[str, float]] = {"topic": {}, "source": {}, "term": {}}
+        for kind, key, weight in weights:
+            bucket = by_kind.get(kind)
+            if bucket is not None and (kind != "term" or len(bucket) < MAX_TERMS):
+                bucket[key] = float(weight)
+        return Profile(
+            reader_hash=reader_hash,
+            followed_topics=frozenset(t for k, t in follows if k == "topic"),
+            followed_sources=frozenset(t for k, t in follows if k == "source"),
+            hidden_sources=frozenset(t for k, t in hides if k == "source"),
+            hidden_stories=frozenset(t for k, t in hides if k == "story"),
+            reads=MappingProxyType({s: float(at) for s, at in reads}),
+            topic_weights=MappingProxyType(by_kind["topic"]),
+            source_weights=MappingProxyType(by_kind["source"]),
+            term_weights=MappingProxyType(by_kind["term"]),
+        )
+
+    def follow(self, reader_hash: str, kind: FollowKind, target_id: str) -> None:
+        self._run(
+            "insert into follows values (?, ?, ?, ?) on conflict do nothing",
+            (reader_hash, kind, target_id, time.time()),
+        )
+
+    def unfollow(self, reader_hash: str, kind: FollowKind, target_id: str) -> None:
+        self._run(
+            "delete from follows where reader_hash = ? and kind = ? and target_id = ?",
+            (reader_hash, kind, target_id),
+        )
+
+    def hide(self, reader_hash: str, kind: HideKind, target_id: str) -> None:
+        self._run(
+            "insert into hides values (?, ?, ?, ?) on conflict do nothing",
+            (reader_hash, kind, target_id, time.time()),
+        )
+
+    def record_read(self, reader_hash: str, story_id: str, read_at: float) -> None:
+        try:
+            with self._lock:
+                db = self._db
+                db.execute("begin immediate")
+                try:
+                    db.execute(
+                        "insert into reads values (?, ?, ?) "
+                        "on conflict do update set read_at = max(read_at, excluded.read_at)",
+                        (reader_hash, story_id, read_at),
+                    )
+                    db.execute(
+                        "delete from reads where reader_hash = ? and story_id not in ("
+                        " select story_id from reads where reader_hash = ?"
+                        " order by read_at desc, story_id limit ?)",
+                        (reader_hash, reader_hash, MAX_READS),
+                    )
+                except BaseException:
+                    db.execute("rollback")
+                    raise
+                db.execute("commit")
+        except sqlite3.Error as e:
+            raise ProfileStoreError(f"profile store failed: {e}") from e
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

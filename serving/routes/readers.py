@@ -1,0 +1,134 @@
+"""Personal endpoints: sign-in, profile, follows, hides and For you. Always ``Cache-Control: private``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from serving.deps import (
+    NAME_PATTERN,
+    CacheDep,
+    PersonalSlot,
+    ProfilesDep,
+    SessionDep,
+    SignerDep,
+)
+from serving.feed import PoolCache, build_feed
+from serving.models import ErrorPublic, FeedPublic, HideRequest, ProfilePublic, SessionPublic, SessionRequest
+from serving.profiles import ProfileStore
+from serving.signing import Session
+
+router = APIRouter(prefix="/v1", tags=["readers"])
+
+PRIVATE_HEADERS = {"Cache-Control": "private", "Vary": "Authorization"}
+_PERSONAL_ERRORS: dict[int | str, dict[str, object]] = {
+    401: {"model": ErrorPublic, "description": "Not signed in."},
+    503: {"model": ErrorPublic, "description": "Shed under load or profiles unavailable; see Retry-After."},
+}
+
+
+def private_json(content: object, status_code: int = 200) -> JSONResponse:
+    return JSONResponse(content, status_code=status_code, headers=PRIVATE_HEADERS)
+
+
+def _profile_json(profiles: ProfileStore, session: Session) -> dict[str, object]:
+    p = profiles.load(session.reader_hash)
+    return ProfilePublic(
+        reader=session.reader,
+        follows={"topic": sorted(p.followed_topics), "source": sorted(p.followed_sources)},
+        hides={"source": sorted(p.hidden_sources), "story": sorted(p.hidden_stories)},
+        topic_weights=dict(sorted(p.topic_weights.items(), key=lambda kv: (-kv[1], kv[0]))),
+        source_weights=dict(sorted(p.source_weights.items(), key=lambda kv: (-kv[1], kv[0]))),
+        reads=len(p.reads),
+    ).model_dump(mode="json")
+
+
+@router.post(
+    "/session",
+    response_model=SessionPublic,
+    summary="Sign in (demo): a signed, expiring session token for a reader name",
+)
+def create_session(body: SessionRequest, signer: SignerDep) -> Response:
+    token, session = signer.issue_session(body.reader)
+    return private_json(SessionPublic(token=token, reader=session.reader, expires_at=session.expires_at).model_dump())
+
+
+@router.get("/me", response_model=ProfilePublic, responses=_PERSONAL_ERRORS, summary="The signed-in reader's profile")
+def get_me(_slot: PersonalSlot, session: SessionDep, profiles: ProfilesDep) -> Response:
+    return private_json(_profile_json(profiles, session))
+
+
+FollowKindPath = Annotated[Literal["topic", "source"], Path(description="`topic` or `source`.")]
+TargetPath = Annotated[str, Path(pattern=NAME_PATTERN, description="A section slug, entity or publisher id.")]
+
+
+@router.put(
+    "/me/follows/{kind}/{target_id}",
+    response_model=ProfilePublic,
+    responses=_PERSONAL_ERRORS,
+    summary="Follow a topic or a source",
+)
+def follow(
+    _slot: PersonalSlot, session: SessionDep, profiles: ProfilesDep, kind: FollowKindPath, target_id: TargetPath
+) -> Response:
+    profiles.follow(session.reader_hash, kind, target_id)
+    return private_json(_profile_json(profiles, session))
+
+
+@router.delete(
+    "/me/follows/{kind}/{target_id}",
+    response_model=ProfilePublic,
+    responses=_PERSONAL_ERRORS,
+    summary="Stop following a topic or a source",
+)
+def unfollow(
+    _slot: PersonalSlot, session: SessionDep, profiles: ProfilesDep, kind: FollowKindPath, target_id: TargetPath
+) -> Response:
+    profiles.unfollow(session.reader_hash, kind, target_id)
+    return private_json(_profile_json(profiles, session))
+
+
+@router.post(
+    "/me/hide",
+    response_model=ProfilePublic,
+    responses=_PERSONAL_ERRORS,
+    summary="Hide a source or a story from For you",
+)
+def hide(_slot: PersonalSlot, session: SessionDep, profiles: ProfilesDep, body: HideRequest) -> Response:
+    if body.source is not None:
+        profiles.hide(session.reader_hash, "source", body.source)
+    if body.story is not None:
+        profiles.hide(session.reader_hash, "story", body.story)
+    return private_json(_profile_json(profiles, session))
+
+
+@router.get(
+    "/feed",
+    response_model=FeedPublic,
+    responses={
+        **_PERSONAL_ERRORS,
+        400: {"model": ErrorPublic, "description": "Not a cursor for this feed."},
+        404: {"model": ErrorPublic},
+        410: {"model": ErrorPublic, "description": "The cursor's pool is gone; start again."},
+    },
+    summary="For you: the edition's stories re-ranked for the signed-in reader",
+)
+def get_feed(
+    request: Request,
+    _slot: PersonalSlot,
+    session: SessionDep,
+    cache: CacheDep,
+    profiles: ProfilesDep,
+    signer: SignerDep,
+    edition: Annotated[str, Query(pattern=NAME_PATTERN, description="`{language}-{REGION}`.")] = "en-US",
+    cursor: Annotated[str | None, Query(max_length=512, description="`next_cursor` of the previous page.")] = None,
+    limit: Annotated[int, Query(ge=1, le=50)] = 20,
+) -> Response:
+    pools: PoolCache = request.app.state.pools
+    feed = build_feed(
+        cache=cache, pools=pools, profiles=profiles, signer=signer, session=session,
+        edition=edition, cursor=cursor, limit=limit,
+    )
+    return private_json(feed)

@@ -1,0 +1,225 @@
+"""Per-host politeness: one queue per host, a concurrency cap and an AIMD token bucket.
+
+Work for a host waits in that host's queue until the host has a free slot (at most
+``max_concurrency`` requests in flight) and a token. A dispatcher hands ready work to a shared
+thread pool, so no worker ever sleeps on a busy host and the limits hold however many workers
+run. Each response adjusts its host's rate: a 429, a 5xx, no response at all or a slow response
+halves it (multiplicative decrease); any other response adds a little back (additive increase),
+up to the configured rate.
+
+Within one ingest run the shards are already by host (``plan_due_feeds``), so one limiter per
+shard sees every request to its hosts: feeds, robots.txt and article pages.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+from urllib.parse import urlsplit
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class HostLimits:
+    """Politeness limits applied to every host."""
+
+    max_concurrency: int = 2
+    rate_per_second: float = 2.0  # the ceiling the additive increase climbs back to
+    burst: float = 4.0
+    min_rate_per_second: float = 0.05
+    increase_per_success: float = 0.1
+    slow_seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.max_concurrency < 1:
+            raise ValueError("max_concurrency must be >= 1")
+        if not 0 < self.min_rate_per_second <= self.rate_per_second:
+            raise ValueError("need 0 < min_rate_per_second <= rate_per_second")
+        if self.burst < 1:
+            raise ValueError("burst must be >= 1")
+
+
+@dataclass(slots=True)
+class HostStats:
+    """What one host saw during a run (for logs, tests and benchmarks)."""
+
+    requests: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    decreases: int = 0
+    rate_per_second: float = 0.0
+
+
+@dataclass(slots=True)
+class _Bucket:
+    rate: float
+    tokens: float
+    updated: float
+    stats: HostStats = field(default_factory=HostStats)
+
+
+def host_of_url(url: str) -> str:
+    """The politeness key of a URL: its lower-cased ``host[:port]``.
+
+    >>> host_of_url("http://News.Example:8080/feed"), host_of_url("https://a.example/x")
+    ('news.example:8080', 'a.example')
+    """
+    return urlsplit(url).netloc.lower()
+
+
+class HostLimiter:
+    """Concurrency slots and an AIMD token bucket per host; thread-safe."""
+
+    def __init__(self, limits: HostLimits, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits = limits
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._hosts: dict[str, _Bucket] = {}
+
+    def _bucket(self, host: str, now: float) -> _Bucket:
+        bucket = self._hosts.get(host)
+        if bucket is None:
+            bucket = _Bucket(self.limits.rate_per_second, self.limits.burst, now)
+            bucket.stats.rate_per_second = bucket.rate
+            self._hosts[host] = bucket
+        else:
+            bucket.tokens = min(self.limits.burst, bucket.tokens + (now - bucket.updated) * bucket.rate)
+            bucket.updated = now
+        return bucket
+
+    def try_acquire(self, host: str) -> float:
+        """Take a slot and a token for ``host``: 0.0 when taken, else seconds until worth retrying.
+
+        ``math.inf`` means every slot is busy: retry when a request of this host finishes.
+        """
+        with self._lock:
+            now = self._clock()
+            bucket = self._bucket(host, now)
+            if bucket.stats.in_flight >= self.limits.max_concurrency:
+                return math.inf
+            if bucket.tokens < 1.0:
+                return (1.0 - bucket.tokens) / bucket.rate
+            bucket.tokens -= 1.0
+            bucket.stats.in_flight += 1
+            bucket.stats.requests += 1
+            bucket.stats.max_in_flight = max(bucket.stats.max_in_flight, bucket.stats.in_flight)
+            return 0.0
+
+    def acquire(self, host: str) -> None:
+        """Block until ``host`` has a slot and a token (for callers outside a dispatcher)."""
+        while True:
+            wait = self.try_acquire(host)
+            if wait == 0.0:
+                return
+            time.sleep(min(wait, 0.05))
+
+    def release(self, host: str, status: int | None, elapsed_seconds: float) -> None:
+        """Free the slot and adapt the rate: ``status`` None means no response (timeout, reset)."""
+        with self._lock:
+            bucket = self._bucket(host, self._clock())
+            bucket.stats.in_flight -= 1
+            overloaded = status is None or status == 429 or status >= 500 or elapsed_seconds > self.limits.slow_seconds
+            if overloaded:
+                bucket.rate = max(self.limits.min_rate_per_second, bucket.rate / 2)
+                bucket.tokens = min(bucket.tokens, 0.0)  # no burst right after a sign of overload
+                bucket.stats.decreases += 1
+            else:
+                bucket.rate = min(self.limits.rate_per_second, bucket.rate + self.limits.increase_per_success)
+            bucket.stats.rate_per_second = bucket.rate
+
+    def stats(self) -> dict[str, HostStats]:
+        with self._lock:
+            return {h: HostStats(b.stats.requests, b.stats.in_flight, b.stats.max_in_flight, b.stats.decreases,
+                                 b.rate) for h, b in self._hosts.items()}
+
+
+class _Outcome(Generic[R]):
+    __slots__ = ("error", "value")
+
+    def __init__(self) -> None:
+        self.value: R | None = None
+        self.error: BaseException | None = None
+
+
+def run_per_host(
+    items: Sequence[T],
+    *,
+    host_of: Callable[[T], Hashable],
+    work: Callable[[T], R],
+    status_of: Callable[[R], int | None],
+    limiter: HostLimiter,
+    pool: ThreadPoolExecutor,
+    max_in_flight: int,
+) -> list[R]:
+    """Run ``work`` over ``items`` under the host limits; results come back in input order.
+
+    ``status_of`` reads the HTTP status from a result (None: no response) to feed the AIMD rate.
+    An exception from ``work`` is a bug (expected failures are results): it is re-raised once every
+    submitted item has finished.
+    """
+    queues: dict[str, deque[int]] = {}
+    for index, item in enumerate(items):
+        queues.setdefault(str(host_of(item)), deque()).append(index)
+    outcomes: list[_Outcome[R]] = [_Outcome() for _ in items]
+    done = threading.Condition()
+    running = 0
+    ready_at: dict[str, float] = {}
+
+    def run_one(index: int, host: str) -> None:
+        nonlocal running
+        started = time.monotonic()
+        status: int | None = None
+        try:
+            outcomes[index].value = work(items[index])
+            status = status_of(outcomes[index].value)  # type: ignore[arg-type]
+        except BaseException as e:  # noqa: B036 - re-raised by the dispatcher below
+            outcomes[index].error = e
+        finally:
+            limiter.release(host, status, time.monotonic() - started)
+            with done:
+                running -= 1
+                ready_at[host] = 0.0
+                done.notify()
+
+    futures: list[Future[None]] = []
+    with done:
+        while queues or running:
+            submitted = False
+            soonest = math.inf
+            now = time.monotonic()
+            for host in list(queues):
+                if running >= max_in_flight:
+                    break
+                if ready_at.get(host, 0.0) > now:
+                    soonest = min(soonest, ready_at[host] - now)
+                    continue
+                wait = limiter.try_acquire(host)
+                if wait > 0.0:
+                    ready_at[host] = now + wait  # inf: until one of this host's requests ends
+                    soonest = min(soonest, wait)
+                    continue
+                queue = queues[host]
+                index = queue.popleft()
+                if not queue:
+                    del queues[host]
+                running += 1
+                submitted = True
+                futures.append(pool.submit(run_one, index, host))
+            if submitted and running < max_in_flight:
+                continue  # another pass: a host may have a second slot
+            if queues or running:
+                done.wait(timeout=min(soonest, 0.5))
+    for future in futures:
+        future.result()
+    for outcome in outcomes:
+        if outcome.error is not None:
+            raise outcome.error
+    return [outcome.value for outcome in outcomes]  # type: ignore[misc]

@@ -1,0 +1,53 @@
+"""Markdown summaries of flow runs, published as Prefect artifacts for the UI."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from prefect.artifacts import create_markdown_artifact
+
+
+def _table(rows: Sequence[tuple[str, object]]) -> str:
+    lines = ["| metric | value |", "|---|---|"]
+    lines += [f"| {name} | {value} |" for name, value in rows]
+    return "\n".join(lines)
+
+
+def ingest_markdown(summary: Mapping[str, Any], now: str) -> str:
+    polled = int(summary.get("feeds_polled", 0))
+    not_modified = int(summary.get("not_modified", 0))
+    share = f"{not_modified / polled:.0%}" if polled else "n/a"
+    rows: list[tuple[str, object]] = [
+        ("feeds polled", polled), ("304 Not Modified", f"{not_modified} ({share})"),
+        ("new items", summary.get("new_items", 0)), ("new articles", summary.get("new_articles", 0)),
+    ]
+    for kind, count in sorted((summary.get("errors") or {}).items()):
+        rows.append((f"errors: {kind}", count))
+    for tier, lag in sorted((summary.get("lag_seconds_by_tier") or {}).items()):
+        rows.append((f"publish → first seen, tier {tier} (p50 / p95 s)", f"{lag['p50']:.0f} / {lag['p95']:.0f}"))
+    return f"## Ingest at {now}\n\n{_table(rows)}\n"
+
+
+def cluster_markdown(summaries: Sequence[Mapping[str, Any]], now: str) -> str:
+    lines = [f"## Cluster at {now}", "", "| language | articles | new stories | joined | copies | active stories |",
+             "|---|---|---|---|---|---|"]
+    for s in summaries:
+        lines.append(f"| {s.get('language')} | {s.get('articles', 0)} | {s.get('new_story', 0)} | "
+                     f"{s.get('assign', 0)} | {s.get('copy', 0)} | {s.get('stories', '')} |")
+    return "\n".join(lines) + "\n"
+
+
+def rank_markdown(summary: Mapping[str, Any], now: str) -> str:
+    rows: list[tuple[str, object]] = [
+        ("pages computed", summary.get("pages", 0)), ("pages published", len(summary.get("published", []))),
+        ("stories listed", summary.get("stories", 0)), ("story snapshot version", summary.get("stories_version")),
+    ]
+    for page, reason in sorted((summary.get("refused") or {}).items()):
+        rows.append((f"refused: {page}", reason))
+    return f"## Rank & publish at {now}\n\n{_table(rows)}\n"
+
+
+def publish_artifact(key: str, markdown: str, description: str) -> None:
+    """Attach a markdown artifact to the current flow run (a no-op outside a run)."""
+    create_markdown_artifact(markdown=markdown, key=key, description=description)
