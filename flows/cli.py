@@ -258,10 +258,19 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from tasks.sql import run_sql
+    from tasks.sql import example_query, run_sql
     from tasks.storage import configured_store
 
-    return run_sql(configured_store(), args.query)
+    return run_sql(configured_store(), example_query(args.example) if args.example else args.query)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from tasks.sql import export_tables
+    from tasks.storage import configured_store
+
+    counts = export_tables(configured_store(), args.date, Path(args.output))
+    _say(" ".join(f"{name}={rows}" for name, rows in counts.items()) + f" -> {args.output}")
+    return 0
 
 
 def cmd_publishers(args: argparse.Namespace) -> int:
@@ -328,7 +337,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     sql = sub.add_parser("sql", help="DuckDB over every table")
     sql.add_argument("query", nargs="?", help="one query; none reads queries from standard input")
+    sql.add_argument("--example", help="run a documented example query (see docs/queries.md)")
     sql.set_defaults(func=cmd_sql)
+
+    export = sub.add_parser("export", help="write one day's tables as Parquet")
+    export.add_argument("--date", required=True, help="UTC day, YYYY-MM-DD")
+    export.add_argument("--output", required=True, help="folder for the Parquet files")
+    export.set_defaults(func=cmd_export)
 
     pubs = sub.add_parser("publishers", help="import (CSV/OPML) or export (OPML) the registry")
     pubs.add_argument("action", choices=["import", "export"])

@@ -654,6 +654,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, doc.body, doc.content_type, doc)
 
     def _serve_fault(self, publisher: Publisher, fault: Fault, doc: _Cached) -> None:
+        try:
+            self._write_fault(publisher, fault, doc)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up (caps, timeouts): expected
+
+    def _write_fault(self, publisher: Publisher, fault: Fault, doc: _Cached) -> None:
         site = self.server.site
         if fault == "timeout":
             site._hang(publisher.publisher_id, fault, FAULT_HANG_SECONDS)
@@ -691,7 +697,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 time.sleep(DRIP_INTERVAL_SECONDS)
         except (BrokenPipeError, ConnectionResetError):
-            return
+            self.close_connection = True
 
     def _is_not_modified(self, doc: _Cached) -> bool:
         # RFC 9110 13.1.2-3: If-None-Match uses weak comparison; If-Modified-Since only counts

@@ -61,6 +61,7 @@ def create_app(
         click_ttl_seconds=settings.click_token_ttl_seconds,
         session_ttl_seconds=settings.session_ttl_seconds,
     )
+    owns_profiles = profiles is None
     profiles = profiles if profiles is not None else SqliteProfileStore(settings.profiles_path)
 
     @asynccontextmanager
@@ -77,6 +78,8 @@ def create_app(
             yield
         finally:
             await asyncio.to_thread(cache.stop)
+            if owns_profiles:
+                profiles.close()
 
     app = FastAPI(
         title="newsroom",

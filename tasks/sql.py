@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TextIO
 
 import duckdb
 
-from warehouse.duck import TABLE_VIEWS, connect
+from warehouse.duck import TABLE_VIEWS, connect, export_day, load_example_sql
 from warehouse.store import ObjectStore
 
 
@@ -53,3 +54,12 @@ def run_sql(store: ObjectStore, query: str | None, out: TextIO = sys.stdout, inp
         return 0
     finally:
         con.close()
+
+
+def example_query(name: str) -> str:
+    return load_example_sql(name)
+
+
+def export_tables(store: ObjectStore, day: str, output: Path) -> dict[str, int]:
+    """``newsroom export``: a day's tables as Parquet for other tools."""
+    return export_day(store, day, output)

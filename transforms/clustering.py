@@ -28,7 +28,7 @@ import hashlib
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 
@@ -109,7 +109,7 @@ class ClusterParams:
     link_threshold: float = 0.15
     link_min_shared: int = 2
     link_same_language_threshold: float | None = None
-    member_weight: float = 0.5
+    member_weight: float = 0.0
     member_sample: int = 16
     young_story_size: int = 2
     young_story_margin: float = 0.0
@@ -420,6 +420,107 @@ class LanguageClusterer:
             recent = _Recent(str(aid), str(sid), str(root), int(seen), [int(v) for v in minhash])
             out._index_recent(recent)
         return out
+
+    # ---------------------------------------------------------------- repair support
+
+    def story_members(self, story_id: str) -> list[Member]:
+        """The members of an active story, oldest first (a copy names its original)."""
+        return list(self._stories[story_id].members)
+
+    def story_ids(self) -> list[str]:
+        """Ids of the active stories, sorted."""
+        return sorted(self._stories)
+
+    def story_times(self, story_id: str) -> tuple[int, int, int | None]:
+        """``(first_seen_ms, last_seen_ms, repaired_ms)`` of an active story."""
+        story = self._stories[story_id]
+        return story.first_seen_ms, story.last_seen_ms, story.repaired_ms
+
+    def story_first_article(self, story_id: str) -> str:
+        """The article that started a story (its default representative)."""
+        return self._stories[story_id].first_article_id
+
+    def idf(self) -> Callable[[str], float]:
+        """The current online IDF (``e:<word>`` for entity words)."""
+        return self._idf_function()
+
+    def centroid_vector(self, story_id: str) -> dict[str, float]:
+        """A story's centroid weighted by the current IDF, L2-normalised."""
+        idf = self._idf_function()
+        story = self._stories[story_id]
+        return self._weighted_vector(tuple(story.centroid), tuple(story.centroid.values()), idf)
+
+    def apply_merge(self, survivor_id: str, merged_id: str, now: datetime) -> list[Member]:
+        """Move every member of ``merged_id`` into ``survivor_id`` and drop ``merged_id``.
+
+        Returns:
+            The moved members.
+        """
+        if survivor_id == merged_id:
+            raise ValueError("a story cannot be merged into itself")
+        survivor = self._stories[survivor_id]
+        merged = self._stories[merged_id]
+        self._unindex_story(merged)
+        del self._stories[merged_id]
+        moved = list(merged.members)
+        self._rebuild_story(survivor, survivor.members + moved, _to_ms(now))
+        self._restory_recent(moved, survivor_id)
+        return moved
+
+    def apply_split(self, story_id: str, moved_ids: Iterable[str], now: datetime) -> tuple[str, list[Member]]:
+        """Move ``moved_ids`` (and copies of them) out of ``story_id`` into a new story.
+
+        Returns:
+            The new story's id and its members.
+        """
+        story = self._stories[story_id]
+        moving = set(moved_ids)
+        moved = [m for m in story.members if m.article_id in moving or (m.copy_of in moving)]
+        kept = [m for m in story.members if m not in moved]
+        if not moved or not kept:
+            raise ValueError(f"a split of {story_id} must leave members on both sides")
+        first = min(moved, key=lambda m: (m.seen_ms, m.article_id))
+        new_id = make_story_id(datetime.fromtimestamp(first.seen_ms / 1000, tz=UTC), first.article_id)
+        if new_id in self._stories:
+            raise ValueError(f"story id {new_id} already exists")
+        now_ms = _to_ms(now)
+        self._rebuild_story(story, kept, now_ms)
+        new = _Story(new_id, first.article_id, first.seen_ms, first.seen_ms, 0, {}, {}, [])
+        self._stories[new_id] = new
+        self._rebuild_story(new, moved, now_ms)
+        self._restory_recent(moved, new_id)
+        return new_id, moved
+
+    def _rebuild_story(self, story: _Story, members: list[Member], now_ms: int) -> None:
+        """Recompute a story from its member rows: centroid, entities, years, counters."""
+        self._unindex_story(story)
+        members = sorted(members, key=lambda m: (m.seen_ms, m.article_id))
+        originals = [m for m in members if m.copy_of is None] or members
+        summed: dict[str, float] = defaultdict(float)
+        for member in originals:
+            for term, weight in zip(member.terms, member.weights, strict=True):
+                summed[term] += weight / len(originals)
+        top = sorted(summed.items(), key=lambda kv: (-kv[1], kv[0]))[: self.params.centroid_terms]
+        story.centroid = dict(top)
+        entities: dict[str, float] = defaultdict(float)
+        for member in originals:
+            for word in member.entities:
+                entities[word] += 1.0
+        story.entities = dict(entities)
+        story.years = _years(t for m in originals for t in m.terms)
+        story.members = members
+        story.size = len(members)
+        story.first_seen_ms = members[0].seen_ms
+        story.last_seen_ms = max(m.seen_ms for m in members)
+        story.first_article_id = members[0].article_id
+        story.repaired_ms = now_ms
+        self._index_story(story)
+
+    def _restory_recent(self, members: Iterable[Member], story_id: str) -> None:
+        for member in members:
+            recent = self._recent.get(member.article_id)
+            if recent is not None:
+                recent.story_id = story_id
 
     # ---------------------------------------------------------------- internals
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from warehouse import layout
 from warehouse.schemas import (
@@ -23,11 +25,45 @@ from warehouse.store import ObjectStore
 from warehouse.tables import list_segments, read_segments, read_table
 
 TABLE_VIEWS = ("articles", "stories", "story_changes", "feeds", "publishers", "pages", "clicks")
+EXAMPLE_QUERIES = ("first_reporter", "originality_rate", "syndication_chains", "story_lineage",
+                   "coverage_by_region")
+"""Documented analyst queries in ``warehouse/sql/examples`` (docs/queries.md), each tested."""
 
 
 def load_sql(name: str) -> str:
     """The text of ``warehouse/sql/<name>.sql``."""
     return resources.files("warehouse").joinpath("sql", f"{name}.sql").read_text(encoding="utf-8")
+
+
+def load_example_sql(name: str) -> str:
+    """The text of one documented example query."""
+    if name not in EXAMPLE_QUERIES:
+        raise ValueError(f"unknown example query {name!r}; choose from {', '.join(EXAMPLE_QUERIES)}")
+    return resources.files("warehouse").joinpath("sql", "examples", f"{name}.sql").read_text(encoding="utf-8")
+
+
+def export_day(store: ObjectStore, day: str, output: Path) -> dict[str, int]:
+    """Write one UTC day's rows of every log table, and the registry, as Parquet files in ``output``."""
+    con = connect(store)
+    output.mkdir(parents=True, exist_ok=True)
+    queries = {
+        "articles": "select * from articles where cast(first_seen_at as date) = cast($day as date)",
+        "story_changes": "select * from story_changes where cast(changed_at as date) = cast($day as date)",
+        "clicks": "select * from clicks where cast(clicked_at as date) = cast($day as date)",
+        "publishers": "select * from publishers",
+        "feeds": "select * from feeds",
+        "stories": "select * from stories",
+    }
+    counts = {}
+    try:
+        for name, query in queries.items():
+            params = {"day": day} if "$day" in query else None
+            table = con.sql(query, params=params).to_arrow_table()
+            pq.write_table(table, output / f"{name}.parquet", compression="zstd")
+            counts[name] = table.num_rows
+    finally:
+        con.close()
+    return counts
 
 
 def _pages_table(store: ObjectStore) -> pa.Table:

@@ -13,6 +13,26 @@ from warehouse.errors import ObjectNotFoundError, PreconditionFailedError, Schem
 from warehouse.store import ObjectStore
 
 
+def evolve_to_schema(table: pa.Table, schema: pa.Schema, *, key: str | None = None) -> pa.Table:
+    """Bring an object written under an older schema up to ``schema``.
+
+    Columns added since (always nullable) are filled with nulls; a column the schema does not know
+    is an error, so data is never silently dropped.
+    """
+    unknown = [n for n in table.schema.names if n not in schema.names]
+    if unknown:
+        raise SchemaMismatchError(f"columns {unknown} are not in the table schema", key=key)
+    columns = []
+    for field in schema:
+        if field.name in table.schema.names:
+            columns.append(table.column(field.name))
+        elif field.nullable:
+            columns.append(pa.nulls(table.num_rows, type=field.type))
+        else:
+            raise SchemaMismatchError(f"required column {field.name} is missing", key=key)
+    return check_schema(pa.Table.from_arrays(columns, names=schema.names), schema, key=key)
+
+
 def check_schema(table: pa.Table, schema: pa.Schema, *, key: str | None = None) -> pa.Table:
     """Return ``table`` cast to ``schema``; raise SchemaMismatchError when columns differ."""
     if table.schema.names != schema.names:
@@ -71,7 +91,7 @@ def read_table(store: ObjectStore, key: str, schema: pa.Schema) -> tuple[pa.Tabl
         obj = store.get(key)
     except ObjectNotFoundError:
         return schema.empty_table(), None
-    return check_schema(parquet_bytes_to_table(obj.data), schema, key=key), obj.etag
+    return evolve_to_schema(parquet_bytes_to_table(obj.data), schema, key=key), obj.etag
 
 
 def list_segments(store: ObjectStore, prefix: str) -> list[str]:
@@ -80,7 +100,7 @@ def list_segments(store: ObjectStore, prefix: str) -> list[str]:
 
 def read_segments(store: ObjectStore, keys: Iterable[str], schema: pa.Schema) -> pa.Table:
     """Concatenate segments (in the given key order) into one table of ``schema``."""
-    tables = [check_schema(parquet_bytes_to_table(store.get(k).data), schema, key=k) for k in keys]
+    tables = [evolve_to_schema(parquet_bytes_to_table(store.get(k).data), schema, key=k) for k in keys]
     if not tables:
         return schema.empty_table()
     return pa.concat_tables(tables)

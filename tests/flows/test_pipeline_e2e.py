@@ -13,6 +13,7 @@ from flows.cycle import pipeline_cycle
 from serving.app import create_app
 from tasks.registry import import_publishers
 from tasks.replay_control import download_publishers_csv
+from warehouse.duck import EXAMPLE_QUERIES, connect, load_example_sql
 from warehouse.snapshots import list_live_pages
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -72,3 +73,10 @@ def test_replay_to_api(prefect_harness: None, store_vars: dict[str, str], tmp_pa
         snippets = [a["snippet"] for k, v in before.items() if k.startswith("log/articles/")
                     for a in json.loads(object_text(k, v))]
         assert snippets and max(len(s) for s in snippets) <= 200
+
+        # Every documented example query runs and finds rows on a real pipeline's store.
+        con = connect(store)
+        for name in EXAMPLE_QUERIES:
+            rows = con.sql(load_example_sql(name)).fetchall()
+            assert rows, f"example query {name} found nothing"
+        con.close()

@@ -103,26 +103,40 @@ _STORIES: list[tuple[str, list[str], str, str, bool, list[tuple[str, str, str, i
 ALIASES = {"0196f1c2a3b40999": "0196f1c2a3b40001", "0196f1c2a3b40998": "0196f1c2a3b40999"}
 
 
+HMAC_KEY = "test-signing-key-0123456789abcdef-not-a-secret"
+"""Tests sign with this key (NEWSROOM_SERVING_HMAC_KEY); it protects nothing outside tests."""
+
+# Publisher regions (Full Coverage "local sources") and opinion pieces.
+REGIONS = {"harbor-times": "US", "daily-ledger": "US", "valley-post": "US", "civic-review": "GB",
+           "metro-business": "GB", "wire-service": "US", "tech-dispatch": "US", "science-weekly": "GB",
+           "sports-desk": "GB"}
+OPINION_PUBLISHERS = {"civic-review"}
+
+
 def _source(
-    article_id: str, pub_id: str, pub: str, title: str, seen: datetime, is_copy: bool
+    article_id: str, pub_id: str, pub: str, title: str, seen: datetime, is_copy: bool,
+    url_base: str | None = None,
 ) -> dict[str, Any]:
+    url = f"{url_base}/{pub_id}/news/{article_id}" if url_base else f"https://{pub_id}.example/news/{article_id}"
     return {
         "article_id": article_id,
         "publisher_id": pub_id,
         "publisher": pub,
         "title": title,
-        "url": f"https://{pub_id}.example/news/{article_id}",
+        "url": url,
         "first_seen_at": _iso(seen),
         "is_copy": is_copy,
+        "is_opinion": pub_id in OPINION_PUBLISHERS,
+        "region": REGIONS[pub_id],
     }
 
 
-def make_stories(now: datetime, image_base: str | None = None) -> list[dict[str, Any]]:
+def make_stories(now: datetime, image_base: str | None = None, url_base: str | None = None) -> list[dict[str, Any]]:
     """Page story objects (representative source first), ranked in list order."""
     stories = []
     for rank, (story_id, sections, title, snippet, has_image, sources) in enumerate(_STORIES, start=1):
         rows = [
-            _source(f"{story_id}-a{i}", pub_id, pub, headline, now - timedelta(minutes=ago), is_copy)
+            _source(f"{story_id}-a{i}", pub_id, pub, headline, now - timedelta(minutes=ago), is_copy, url_base)
             for i, (pub_id, pub, headline, ago, is_copy) in enumerate(sources)
         ]
         seen = sorted(r["first_seen_at"] for r in rows)
@@ -167,6 +181,8 @@ def stories_payload(
         item = copy.deepcopy(story)
         item["sources"] = sorted(item["sources"], key=lambda s: (s["first_seen_at"], s["article_id"]))
         item["editions"] = editions
+        if story["story_id"] == "0196f1c2a3b40003":
+            item["linked"] = [{"story_id": "0196f1c2a3b4f003", "language": "de"}]
         full[story["story_id"]] = item
     return {"schema": STORIES_SCHEMA, "version": 0, "as_of": _iso(now), "stories": full, "aliases": aliases}
 
@@ -179,11 +195,11 @@ class PublishedFixture:
 
 
 def publish_fixture(
-    store: ObjectStore, now: datetime | None = None, image_base: str | None = None
+    store: ObjectStore, now: datetime | None = None, image_base: str | None = None, url_base: str | None = None
 ) -> PublishedFixture:
     """Publish pages for en-US (top, world, business) and en-GB (top), and the story snapshot."""
     now = now or datetime.now(UTC).replace(microsecond=0)
-    stories = make_stories(now, image_base)
+    stories = make_stories(now, image_base, url_base)
     pages = {
         ("en-US", "top"): stories,
         ("en-US", "world"): [s for s in stories if "world" in s["sections"]],

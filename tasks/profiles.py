@@ -1,0 +1,138 @@
+"""The profiles fold: new click segments → decayed topic/source/term weights in the profile store.
+
+The profile store is serving's SQLite file (``NEWSROOM_SERVING_PROFILES_PATH``). This task owns
+two of its tables, ``weights`` and ``clicks_consumed``, and writes both in one transaction, so a
+segment's clicks count exactly once even if a run dies half way (the next run redoes it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from transforms.affinity import HALF_LIFE_HOURS, ClickSignal, StoredWeight, WeightKey, fold_weights, title_terms
+from warehouse import layout
+from warehouse.errors import SnapshotNotFoundError
+from warehouse.schemas import CLICKS_SCHEMA
+from warehouse.snapshots import read_live_stories
+from warehouse.store import ObjectStore
+from warehouse.tables import list_segments, read_segments
+
+log = logging.getLogger(__name__)
+
+# The same definitions as serving/profiles.py SCHEMA_SQL (tests/tasks/test_profiles.py checks).
+PROFILE_TABLES_SQL = """
+create table if not exists weights (
+    reader_hash text not null, kind text not null, key text not null, weight real not null,
+    as_of real not null, primary key (reader_hash, kind, key));
+create table if not exists clicks_consumed (segment_key text primary key, consumed_at real not null);
+"""
+
+
+class ProfilesSettings(BaseSettings):
+    """Where the profile store is and how fast interests fade."""
+
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_PROFILES_", extra="ignore", populate_by_name=True)
+
+    profiles_path: str = Field(
+        default="var/profiles.sqlite3",
+        validation_alias="NEWSROOM_SERVING_PROFILES_PATH",
+        description="The serving profile store (SQLite); the same variable serving reads.",
+    )
+    half_life_hours: float = Field(
+        default=HALF_LIFE_HOURS, gt=0, description="Hours for a click's weight to halve."
+    )
+
+
+def get_profiles_settings() -> ProfilesSettings:
+    return ProfilesSettings()
+
+
+def _story_index(store: ObjectStore) -> tuple[dict[str, Any], dict[str, str]]:
+    try:
+        raw = json.loads(read_live_stories(store).data)
+    except SnapshotNotFoundError:
+        return {}, {}
+    return dict(raw.get("stories") or {}), dict(raw.get("aliases") or {})
+
+
+def _resolve(story_id: str, aliases: dict[str, str]) -> str:
+    seen = {story_id}
+    while story_id in aliases and aliases[story_id] not in seen:
+        story_id = aliases[story_id]
+        seen.add(story_id)
+    return story_id
+
+
+def _signal(click: dict[str, Any], stories: dict[str, Any], aliases: dict[str, str]) -> ClickSignal:
+    story = stories.get(_resolve(str(click["story_id"]), aliases)) or {}
+    publisher = next(
+        (s.get("publisher_id") for s in story.get("sources") or [] if s.get("article_id") == click["article_id"]),
+        None,
+    )
+    topics = tuple(str(s) for s in story.get("sections") or [])
+    topics += tuple(str(e).lower() for e in story.get("entities") or [] if isinstance(e, str))
+    return ClickSignal(topics, publisher, title_terms(str(story.get("title") or "")), click["clicked_at"])
+
+
+def fold_clicks(store: ObjectStore, profiles_path: str, now: datetime, half_life_hours: float) -> dict[str, int]:
+    """Fold every click segment not yet consumed into its reader's weights.
+
+    Returns:
+        Counts: ``segments`` and ``clicks`` folded, ``readers`` updated.
+    """
+    if profiles_path != ":memory:":
+        Path(profiles_path).parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(profiles_path, timeout=30, isolation_level=None)
+    try:
+        db.execute("pragma journal_mode=wal")
+        db.executescript(PROFILE_TABLES_SQL)
+        consumed = {k for (k,) in db.execute("select segment_key from clicks_consumed")}
+        keys = sorted(k for k in list_segments(store, layout.CLICKS_PREFIX) if k not in consumed)
+        if not keys:
+            return {"segments": 0, "clicks": 0, "readers": 0}
+        clicks = read_segments(store, keys, CLICKS_SCHEMA).to_pylist()
+        stories, aliases = _story_index(store)
+        by_reader: dict[str, list[ClickSignal]] = defaultdict(list)
+        for click in clicks:
+            if click["reader_hash"]:  # anonymous clicks feed analytics, not profiles
+                by_reader[click["reader_hash"]].append(_signal(click, stories, aliases))
+        stamp = now.timestamp()
+        db.execute("begin immediate")
+        try:
+            for reader_hash, signals in sorted(by_reader.items()):
+                current: dict[WeightKey, StoredWeight] = {
+                    (kind, key): StoredWeight(weight, datetime.fromtimestamp(as_of, UTC))
+                    for kind, key, weight, as_of in db.execute(
+                        "select kind, key, weight, as_of from weights where reader_hash = ?", (reader_hash,)
+                    )
+                }
+                folded = fold_weights(current, signals, now, half_life_hours=half_life_hours)
+                db.execute("delete from weights where reader_hash = ?", (reader_hash,))
+                db.executemany(
+                    "insert into weights values (?, ?, ?, ?, ?)",
+                    [(reader_hash, kind, key, w, stamp) for (kind, key), w in sorted(folded.items())],
+                )
+            db.executemany("insert into clicks_consumed values (?, ?)", [(k, stamp) for k in keys])
+        except BaseException:
+            db.execute("rollback")
+            raise
+        db.execute("commit")
+    finally:
+        db.close()
+    return {"segments": len(keys), "clicks": len(clicks), "readers": len(by_reader)}
+
+
+@task(name="fold_clicks", retries=2, retry_delay_seconds=5, timeout_seconds=50, cache_policy=NO_CACHE)
+def fold_clicks_task(store: ObjectStore, profiles_path: str, now: datetime, half_life_hours: float) -> dict[str, int]:
+    return fold_clicks(store, profiles_path, now, half_life_hours)

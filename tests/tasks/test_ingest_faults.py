@@ -1,0 +1,217 @@
+"""The fault matrix: each replay fault against the real ingest functions, over loopback HTTP.
+
+For every fault: a readable error (or warning) in the feed state and the ingest summary, the next
+interval the fault calls for, no effect on the other feeds of the cycle, and no lost item once the
+fault clears: what was published during the fault is ingested in the cycle after it clears.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replay.site import RETRY_AFTER_429_SECONDS, RETRY_AFTER_503_SECONDS, Fault, ReplaySite
+from tasks.http import make_client
+from tasks.ingest import (
+    FeedJob,
+    commit_ingest,
+    empty_state,
+    load_feed_states,
+    plan_due_feeds,
+    poll_feed,
+    poll_shard,
+)
+from tasks.registry import feed_id_for, import_publishers
+from tasks.replay_control import download_publishers_csv
+from tasks.settings import IngestSettings
+from transforms.polling import PARK_AFTER_FAILURES, PARK_REPROBE_SECONDS
+from warehouse.store import LocalStore, ObjectStore
+from warehouse.tables import parquet_bytes_to_table
+
+pytestmark = pytest.mark.integration
+
+CORPORA = [Path("/work/shared/corpus/clustering") / n for n in ("ecbplus-dev.jsonl", "mmds-dev.jsonl")]
+START = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
+
+# fault -> (error kind recorded, is it a hard error?)
+EXPECTED: dict[Fault, tuple[str, bool]] = {
+    "timeout": ("timeout", True),
+    "slow_drip": ("timeout", True),
+    "http_500": ("http_status", True),
+    "http_503": ("http_status", True),
+    "http_429": ("http_status", True),
+    "redirect_loop": ("too_many_redirects", True),
+    "gzip_bomb": ("too_large", True),
+    "billion_laughs": ("rejected", True),
+    "huge_feed": ("too_large", True),
+    "wrong_charset": ("malformed", False),  # usable: items ingested, problem recorded
+    "garbage_dates": ("bad_dates", False),
+}
+
+
+def _settings() -> IngestSettings:
+    return IngestSettings(  # type: ignore[call-arg]
+        allow_private_addresses=True, connect_timeout_seconds=0.5, read_timeout_seconds=0.5,
+        total_timeout_seconds=1.5, host_rate_per_second=50.0, host_burst=50.0, max_workers=16,
+    )
+
+
+def _cycle(store: ObjectStore, settings: IngestSettings, now: datetime) -> dict[str, Any]:
+    shards = [poll_shard(jobs, settings, now) for jobs in plan_due_feeds(store, now, shards=4)]
+    return commit_ingest(store, shards, now)
+
+
+def _ingested_urls(store: ObjectStore) -> dict[str, set[str]]:
+    by_publisher: dict[str, set[str]] = {}
+    for key in store.list("log/articles/"):
+        for row in parquet_bytes_to_table(store.get(key).data).to_pylist():
+            by_publisher.setdefault(row["publisher_id"], set()).add(row["canonical_url"])
+    return by_publisher
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[tuple[ReplaySite, ObjectStore]]:
+    site = ReplaySite.from_corpora(CORPORA, seed=7, start=START, limit=300, span_hours=1.0)
+    site.start(port=0)
+    store = LocalStore(tmp_path / "store")
+    import_publishers(store, download_publishers_csv(site.control_url, tmp_path / "publishers.csv"))
+    try:
+        yield site, store
+    finally:
+        site.stop()
+
+
+def test_fault_matrix(world: tuple[ReplaySite, ObjectStore]) -> None:
+    site, store = world
+    settings = _settings()
+    english = [p for p in site.publishers if p.language == "en"]
+    assert len(english) >= len(EXPECTED)
+    faulted = {p.publisher_id: fault for p, fault in zip(english, EXPECTED, strict=False)}
+    publishers = {p.publisher_id: p for p in site.publishers}
+    feed_of = {pid: feed_id_for(p.rss_url) for pid, p in publishers.items()}
+
+    # Cycle 1: everything healthy.
+    t1 = START + timedelta(minutes=20)
+    site.set_clock(t1)
+    first = _cycle(store, settings, t1)
+    assert first["feeds_polled"] == len(site.publishers) and not first["errors"], first
+
+    # Cycle 2: the faults are on while the publishers keep publishing.
+    site.set_faults(faulted)  # type: ignore[arg-type]
+    states, _ = load_feed_states(store)
+    t2 = max(s["next_poll_at"] for s in states.values())
+    site.set_clock(t2)
+    summary = _cycle(store, settings, t2)
+    states, _ = load_feed_states(store)
+    reported = {f["feed_id"]: f for f in summary["failures"]}
+    published_during_fault = {}
+    for pid, fault in faulted.items():
+        kind, is_error = EXPECTED[fault]
+        state = states[feed_of[pid]]
+        assert state["last_error_kind"] == kind, (fault, state["last_error"])
+        assert state["last_error"] and reported[feed_of[pid]]["kind"] == kind, fault
+        assert reported[feed_of[pid]]["is_error"] is is_error
+        floor = 60 if publishers[pid].tier == 1 else 300
+        if is_error:
+            expected_interval = {
+                "http_429": max(2 * floor, RETRY_AFTER_429_SECONDS),
+                "http_503": max(2 * floor, RETRY_AFTER_503_SECONDS),
+            }.get(fault, 2 * floor)
+            assert state["error_streak"] == 1 and state["interval_seconds"] == expected_interval, (fault, state)
+            assert state["next_poll_at"] == t2 + timedelta(seconds=expected_interval)
+            published_during_fault[pid] = {a.url for a in site.released(pid, t2) if a.published_at > t1}
+        else:
+            assert state["error_streak"] == 0 and state["poll_reason"] in ("rate", "new_items", "ttl"), (fault, state)
+    assert summary["errors"].get("http_status") == 3 and summary["warnings"] == {"bad_dates": 1, "malformed": 1}
+    assert sum(summary["errors"].values()) == 9, summary["errors"]
+    assert "HTTP 429 (Retry-After: 600)" in reported[feed_of[next(p for p, f in faulted.items() if f == "http_429")]]["error"]
+    assert all(published_during_fault.values()), "every hard-faulted publisher published during the fault"
+
+    # The other feeds of the same cycle: no error, every released article ingested.
+    ingested = _ingested_urls(store)
+    for pid in publishers:
+        if faulted.get(pid) in (None, "wrong_charset", "garbage_dates"):
+            assert states[feed_of[pid]]["error_streak"] == 0
+            assert ingested.get(pid, set()) == {a.url for a in site.released(pid, t2)}, pid
+        else:
+            assert not published_during_fault[pid] & ingested.get(pid, set())
+
+    # The faults clear; at the next due time every item published during the fault is ingested.
+    site.set_faults(dict.fromkeys(faulted))
+    t3 = max(states[feed_of[pid]]["next_poll_at"] for pid in published_during_fault)
+    site.set_clock(t3)
+    after = _cycle(store, settings, t3)
+    assert not after["errors"], after["errors"]
+    states, _ = load_feed_states(store)
+    ingested = _ingested_urls(store)
+    for pid, urls in published_during_fault.items():
+        assert urls <= ingested.get(pid, set()), (faulted[pid], urls - ingested.get(pid, set()))
+        assert states[feed_of[pid]]["error_streak"] == 0
+
+
+def test_repeated_failures_park_the_feed_and_a_success_unparks_it(world: tuple[ReplaySite, ObjectStore]) -> None:
+    site, _ = world
+    settings = _settings()
+    publisher = site.publishers[0]
+    site.set_clock(START + timedelta(minutes=30))
+    site.set_faults({publisher.publisher_id: "http_500"})
+    state = {**empty_state(feed_id_for(publisher.rss_url)), "error_streak": PARK_AFTER_FAILURES - 1}
+    job = FeedJob(state["feed_id"], publisher.rss_url, publisher.publisher_id, "en", "US", "", state, publisher.tier)
+    now = START + timedelta(minutes=30)
+    with make_client(settings) as client:
+        parked, _, report = poll_feed(job, client, settings, now)
+        assert parked["is_parked"] and report.is_parked and report.poll_reason == "parked"
+        assert parked["parked_reason"] == f"{PARK_AFTER_FAILURES} failures in a row"
+        assert parked["interval_seconds"] == PARK_REPROBE_SECONDS
+        site.set_faults({publisher.publisher_id: None})
+        later = now + timedelta(seconds=PARK_REPROBE_SECONDS)
+        site.set_clock(later)
+        job = FeedJob(job.feed_id, job.url, job.publisher_id, "en", "US", "", parked, publisher.tier)
+        healthy, items, report = poll_feed(job, client, settings, later)
+    assert not healthy["is_parked"] and healthy["error_streak"] == 0 and items and report.error_kind is None
+    assert healthy["last_error_kind"] == "http_status"  # the history stays readable
+
+
+class _RotatingEtag(BaseHTTPRequestHandler):
+    """A feed whose ETag changes on every request though its items never do."""
+
+    requests: list[dict[str, str]] = []
+    BODY = (b'<?xml version="1.0"?><rss version="2.0"><channel><title>T</title>'
+            b"<item><guid>a</guid><title>A</title><link>http://127.0.0.1/a</link></item></channel></rss>")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (stdlib name)
+        _RotatingEtag.requests.append({k.lower(): v for k, v in self.headers.items()})
+        self.send_response(200)
+        self.send_header("ETag", f'"{len(_RotatingEtag.requests)}"')
+        self.send_header("Content-Length", str(len(self.BODY)))
+        self.end_headers()
+        self.wfile.write(self.BODY)
+
+
+def test_validators_that_change_on_every_poll_stop_being_sent() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _RotatingEtag)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings = _settings()
+    url = f"http://127.0.0.1:{server.server_address[1]}/feed"
+    state = empty_state("f")
+    now = START
+    try:
+        with make_client(settings) as client:
+            for _ in range(5):
+                job = FeedJob("f", url, "p", "en", "US", "", state, 1)
+                state, _, _ = poll_feed(job, client, settings, now)
+                now += timedelta(minutes=5)
+    finally:
+        server.shutdown()
+    sent = ["if-none-match" in h for h in _RotatingEtag.requests]
+    assert sent == [False, True, True, True, False]
+    assert state["is_validators_useless"]

@@ -1,0 +1,271 @@
+"""Story repair: merge two stories about one event, split a story fed two events (issue 4).
+
+The online pass decides each article once, from what it has seen so far; its errors come
+from early mixing (the 2nd or 3rd article of a story comes from another event of the same
+kind, and the mixed centroid then absorbs the rest). The repair pass looks again, over the
+stories active in the last ``lookback_hours``, with every member at hand:
+
+- **split**: the members are cut in two by 2-medoid average-link refinement over the
+  IDF-weighted member cosines; the cut is kept when both halves are cohesive and well apart
+  (mean within-half cosine minus mean across cosine at least ``split_margin``, across at most
+  ``split_max_across``) and each half has at least ``split_min_sources`` sources. The half
+  holding the representative keeps the story id; the other half gets a new id.
+- **merge**: two stories whose members are close on average (mean cross cosine at least
+  ``merge_threshold``), that share an entity word, whose dateline years do not conflict and
+  whose times overlap within ``merge_gap_hours``. The older story survives; the other becomes
+  its alias.
+
+A story is repaired at most once per ``cooldown_minutes``. Everything is pure: the clock is an
+argument, candidates and ties are ordered by story id.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from transforms.clustering import LanguageClusterer, Member, _years
+from transforms.features import DATE_TERM_PREFIX
+
+RepairKind = Literal["merge", "split"]
+
+
+@dataclass(frozen=True, slots=True)
+class RepairParams:
+    """Bars of the repair pass.
+
+    Attributes:
+        lookback_hours: Only stories with an article in this window are looked at.
+        cooldown_minutes: A story repaired less than this long ago is left alone.
+        merge_threshold: Least mean cross-story member cosine for a merge.
+        merge_min_shared_entities: Least entity words the two stories share.
+        merge_gap_hours: Most hours between the two stories' spans.
+        split_margin: Least (within-half mean cosine − across mean cosine) for a split.
+        split_max_across: Most mean across cosine for a split.
+        split_min_sources: Least sources (publishers; articles when unknown) per half.
+        max_split_members: Stories larger than this are split on their latest members only.
+    """
+
+    lookback_hours: float = 6.0
+    cooldown_minutes: float = 30.0
+    merge_threshold: float = 0.30
+    merge_min_shared_entities: int = 1
+    merge_gap_hours: float = 6.0
+    split_margin: float = 0.12
+    split_max_across: float = 0.25
+    split_min_sources: int = 3
+    max_split_members: int = 200
+
+    def __post_init__(self) -> None:
+        for name in ("merge_threshold", "split_margin", "split_max_across"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
+        if self.lookback_hours <= 0 or self.cooldown_minutes < 0 or self.merge_gap_hours < 0:
+            raise ValueError("lookback_hours must be > 0, cooldown_minutes and merge_gap_hours >= 0")
+        if self.split_min_sources < 1 or self.merge_min_shared_entities < 0 or self.max_split_members < 4:
+            raise ValueError("split_min_sources >= 1, merge_min_shared_entities >= 0, max_split_members >= 4")
+
+
+@dataclass(frozen=True, slots=True)
+class StoryRepair:
+    """One applied repair.
+
+    ``story_id`` keeps its id (the survivor of a merge, the half holding the representative of
+    a split); ``other_story_id`` is the merged-away story or the new half; ``moved`` are the
+    articles that changed story, each with its ``copy_of``.
+    """
+
+    kind: RepairKind
+    story_id: str
+    other_story_id: str
+    moved: tuple[tuple[str, str | None], ...]
+    score: float
+
+
+def member_vector(member: Member, idf: Callable[[str], float]) -> dict[str, float]:
+    """A member's terms weighted by ``idf``, L2-normalised (empty if it has no terms).
+
+    >>> member_vector(Member("a", 0, None, None, ("x", "y"), (3.0, 4.0), ()), lambda t: 1.0)
+    {'x': 0.6, 'y': 0.8}
+    """
+    raw = {t: w * idf(t) for t, w in zip(member.terms, member.weights, strict=True)}
+    norm = math.sqrt(sum(v * v for v in raw.values()))
+    return {t: v / norm for t, v in raw.items()} if norm > 0 else {}
+
+
+def _cosine(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    if len(a) > len(b):
+        a, b = b, a
+    return sum(w * b.get(t, 0.0) for t, w in a.items())
+
+
+def _sources(members: Sequence[Member]) -> int:
+    return len({m.publisher_id or f"article:{m.article_id}" for m in members})
+
+
+def split_members(
+    members: Sequence[Member], idf: Callable[[str], float]
+) -> tuple[list[str], list[str], float, float] | None:
+    """Cut the original members of a story in two (2-medoid average-link refinement).
+
+    Args:
+        members: Original (non-copy) members, oldest first.
+        idf: Term weights.
+
+    Returns:
+        ``(half_a_ids, half_b_ids, within, across)``: the two halves (``half_a`` holds the
+        oldest member), the mean within-half cosine and the mean across cosine; None when
+        fewer than two members have terms.
+    """
+    vectors = [(m.article_id, member_vector(m, idf)) for m in members]
+    vectors = [(aid, v) for aid, v in vectors if v]
+    n = len(vectors)
+    if n < 2:
+        return None
+    sim = [[_cosine(vectors[i][1], vectors[j][1]) if i != j else 1.0 for j in range(n)] for i in range(n)]
+    # Seeds: the pair farthest apart (ties by position, so the result is deterministic).
+    seed_a, seed_b = min(((i, j) for i in range(n) for j in range(i + 1, n)), key=lambda p: (sim[p[0]][p[1]], p))
+    side = [0 if sim[i][seed_a] >= sim[i][seed_b] else 1 for i in range(n)]
+    for _ in range(20):
+        changed = False
+        for i in range(n):
+            scores = []
+            for s in (0, 1):
+                others = [j for j in range(n) if side[j] == s and j != i]
+                scores.append(sum(sim[i][j] for j in others) / len(others) if others else -1.0)
+            best = 0 if scores[0] >= scores[1] else 1
+            if best != side[i] and sum(1 for x in side if x == side[i]) > 1:
+                side[i] = best
+                changed = True
+        if not changed:
+            break
+    within_pairs = [sim[i][j] for i in range(n) for j in range(i + 1, n) if side[i] == side[j]]
+    across_pairs = [sim[i][j] for i in range(n) for j in range(i + 1, n) if side[i] != side[j]]
+    if not across_pairs or not within_pairs:
+        return None
+    if side[0] != 0:
+        side = [1 - x for x in side]
+    half_a = [vectors[i][0] for i in range(n) if side[i] == 0]
+    half_b = [vectors[i][0] for i in range(n) if side[i] == 1]
+    return half_a, half_b, sum(within_pairs) / len(within_pairs), sum(across_pairs) / len(across_pairs)
+
+
+def _dates(members: Sequence[Member]) -> set[str]:
+    return {y for y in _years(t for m in members for t in m.terms) if y.startswith(DATE_TERM_PREFIX)}
+
+
+def _cooling(repaired_ms: int | None, now_ms: int, params: RepairParams) -> bool:
+    return repaired_ms is not None and now_ms - repaired_ms < params.cooldown_minutes * 60_000
+
+
+def repair_stories(
+    clusterer: LanguageClusterer,
+    now: datetime,
+    params: RepairParams | None = None,
+    representatives: Mapping[str, str] | None = None,
+) -> list[StoryRepair]:
+    """Plan and apply splits, then merges, over the clusterer's recently active stories.
+
+    Args:
+        clusterer: The language writer's clusterer; changed in place.
+        now: Stream time of the repair (timezone-aware).
+        params: Repair bars; the defaults if omitted.
+        representatives: Story id → representative article id (the page's choice); a story's
+            first article when not given.
+
+    Returns:
+        The repairs applied, in order.
+    """
+    params = params or RepairParams()
+    representatives = representatives or {}
+    now_ms = int(now.timestamp() * 1000)
+    since_ms = now_ms - int(params.lookback_hours * 3_600_000)
+    idf = clusterer.idf()
+    out: list[StoryRepair] = []
+    touched: set[str] = set()
+
+    def eligible(sid: str) -> bool:
+        _, last_ms, repaired_ms = clusterer.story_times(sid)
+        return sid not in touched and last_ms >= since_ms and not _cooling(repaired_ms, now_ms, params)
+
+    for sid in clusterer.story_ids():
+        if not eligible(sid):
+            continue
+        members = clusterer.story_members(sid)
+        originals = [m for m in members if m.copy_of is None][-params.max_split_members :]
+        if _sources(originals) < 2 * params.split_min_sources:
+            continue
+        cut = split_members(originals, idf)
+        if cut is None:
+            continue
+        half_a, half_b, within, across = cut
+        by_id = {m.article_id: m for m in originals}
+        if (within - across < params.split_margin or across > params.split_max_across
+                or _sources([by_id[a] for a in half_a]) < params.split_min_sources
+                or _sources([by_id[b] for b in half_b]) < params.split_min_sources):
+            continue
+        rep = representatives.get(sid) or clusterer.story_first_article(sid)
+        rep_root = next((m.copy_of or m.article_id for m in members if m.article_id == rep), rep)
+        moving = half_b if rep_root in half_a or rep_root not in half_b else half_a
+        new_id, moved = clusterer.apply_split(sid, moving, now)
+        touched.update((sid, new_id))
+        out.append(StoryRepair("split", sid, new_id, tuple((m.article_id, m.copy_of) for m in moved),
+                               round(within - across, 6)))
+
+    candidates = [sid for sid in clusterer.story_ids() if eligible(sid)]
+    vectors = {sid: [member_vector(m, idf) for m in clusterer.story_members(sid) if m.copy_of is None] for sid in candidates}
+    entity_sets = {sid: {e for m in clusterer.story_members(sid) for e in m.entities} for sid in candidates}
+    centroids = {sid: clusterer.centroid_vector(sid) for sid in candidates}
+    index: dict[str, list[str]] = {}
+    for sid in candidates:
+        for term in centroids[sid]:
+            index.setdefault(term, []).append(sid)
+    for sid in candidates:
+        if sid in touched or sid not in clusterer.story_ids():
+            continue
+        partial: dict[str, float] = {}
+        for term, weight in centroids[sid].items():
+            for other in index.get(term, ()):
+                if other > sid:
+                    partial[other] = partial.get(other, 0.0) + weight * centroids[other][term]
+        best: tuple[float, str] | None = None
+        for other in sorted(partial, key=lambda o: (-partial[o], o))[:10]:
+            if other in touched:
+                continue
+            if len(entity_sets[sid] & entity_sets[other]) < params.merge_min_shared_entities:
+                continue
+            first_a, last_a, _ = clusterer.story_times(sid)
+            first_b, last_b, _ = clusterer.story_times(other)
+            gap_ms = max(first_a, first_b) - min(last_a, last_b)
+            if gap_ms > params.merge_gap_hours * 3_600_000:
+                continue
+            dates_a = _dates(clusterer.story_members(sid))
+            dates_b = _dates(clusterer.story_members(other))
+            if dates_a and dates_b and not dates_a & dates_b:
+                continue
+            pairs = [_cosine(a, b) for a in vectors[sid] for b in vectors[other]]
+            mean = sum(pairs) / len(pairs) if pairs else 0.0
+            if mean >= params.merge_threshold and (best is None or (mean, other) > best):
+                best = (mean, other)
+        if best is None:
+            continue
+        mean, other = best
+        older, younger = sorted((sid, other), key=lambda s: (clusterer.story_times(s)[0], s))
+        moved = clusterer.apply_merge(older, younger, now)
+        touched.update((older, younger))
+        out.append(StoryRepair("merge", older, younger, tuple((m.article_id, m.copy_of) for m in moved), round(mean, 6)))
+    return out
+
+
+def repair_due(last_repair_at: datetime | None, now: datetime, interval: timedelta = timedelta(minutes=10)) -> bool:
+    """Whether a periodic repair is due at stream time ``now``.
+
+    >>> from datetime import UTC
+    >>> repair_due(None, datetime(2024, 1, 1, tzinfo=UTC))
+    True
+    """
+    return last_repair_at is None or now - last_repair_at >= interval
