@@ -298,6 +298,18 @@ def cmd_flow(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_health(args: argparse.Namespace) -> int:
+    import json
+
+    from tasks.clock import resolve_now
+    from tasks.health import check_health, health_report
+    from tasks.storage import configured_store
+
+    report = health_report(check_health(configured_store(), resolve_now(args.now)))
+    _say(json.dumps(report, indent=2))
+    return 0 if report["healthy"] else 2
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     api = serve_api(args.host, args.port)
     try:
@@ -366,6 +378,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     down = sub.add_parser("down", help="stop what `newsroom up` started")
     down.set_defaults(func=cmd_down)
+
+    health = sub.add_parser("health", help="run the monitoring checks; exit 2 when any flag is raised")
+    health.add_argument("--now", default=None, help="ISO instant to check as of (default: now)")
+    health.set_defaults(func=cmd_health)
 
     serve = sub.add_parser("serve", help="serve the API and reader page")
     serve.add_argument("--host", default="127.0.0.1")

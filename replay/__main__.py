@@ -1,7 +1,8 @@
 """Command line: ``python -m replay --corpus A.jsonl [--corpus B.jsonl] --port P --seed 7 --start ISO``.
 
 Prints one line ``replay listening control=http://127.0.0.1:P publishers=N`` once every host is
-bound, then serves until SIGINT or SIGTERM.
+bound, then serves until SIGINT or SIGTERM. ``--synthetic-hosts N`` serves the synthetic farm of
+``replay.synthetic`` instead (no corpus; the line then ends ``feeds=M``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from types import FrameType
 
 from replay.site import ReplaySite
+from replay.synthetic import SyntheticSite
 
 DEFAULT_START = "2026-12-02T06:00:00Z"
 
@@ -30,8 +32,12 @@ def _utc(value: str) -> datetime:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m replay", description="Serve a corpus as local publishers.")
-    parser.add_argument("--corpus", action="append", required=True, type=Path,
-                        help="clustering JSONL file; repeat for several")
+    parser.add_argument("--corpus", action="append", type=Path,
+                        help="clustering JSONL file; repeat for several (required unless --synthetic-hosts)")
+    parser.add_argument("--synthetic-hosts", type=int, default=0, help="serve a synthetic farm of this many hosts")
+    parser.add_argument("--feeds-per-host", type=int, default=25)
+    parser.add_argument("--changed-share", type=float, default=0.2, help="share of feeds changing on every request")
+    parser.add_argument("--items-per-feed", type=int, default=20)
     parser.add_argument("--port", type=int, default=0, help="port shared by every host (0 picks one)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--start", type=_utc, default=_utc(DEFAULT_START), help="simulated start time (ISO, UTC)")
@@ -40,14 +46,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="simulated seconds per wall second; default is a manual clock set via POST")
     parser.add_argument("--limit", type=int, default=None, help="use at most this many corpus articles")
     parser.add_argument("--log-level", default="WARNING")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not args.corpus and not args.synthetic_hosts:
+        parser.error("--corpus is required (or --synthetic-hosts)")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    site = ReplaySite.from_corpora(args.corpus, seed=args.seed, start=args.start, span_hours=args.span_hours,
-                                   limit=args.limit, speed=args.speed)
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -55,9 +62,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    site.start(port=args.port)
+    site: ReplaySite | SyntheticSite
+    if args.synthetic_hosts:
+        site = SyntheticSite(hosts=args.synthetic_hosts, feeds_per_host=args.feeds_per_host,
+                             changed_share=args.changed_share, items_per_feed=args.items_per_feed, seed=args.seed)
+        site.start(port=args.port)
+        line = f"replay listening control={site.control_url} feeds={len(site.feed_urls())}\n"
+    else:
+        site = ReplaySite.from_corpora(args.corpus, seed=args.seed, start=args.start, span_hours=args.span_hours,
+                                       limit=args.limit, speed=args.speed)
+        site.start(port=args.port)
+        line = f"replay listening control={site.control_url} publishers={len(site.publishers)}\n"
     try:
-        sys.stdout.write(f"replay listening control={site.control_url} publishers={len(site.publishers)}\n")
+        sys.stdout.write(line)
         sys.stdout.flush()
         while not stop.wait(0.5):
             pass

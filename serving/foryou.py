@@ -182,16 +182,18 @@ def rerank_for_you(
                 if not reason and w >= 0.5:
                     reason = f"Because you read about {section_label(t)}"
         if f_sources or source_w:
-            best_source = 0.0
-            for p in c.publisher_ids:
+            best_source, best_publisher = 0.0, ""
+            for p in sorted(c.publisher_ids) if source_w else c.publisher_ids:
                 if p in f_sources:
                     affinity += 1.0
                     if not reason:
                         reason = f"Because you follow {c.publisher_names[p]}"
                 w = source_w.get(p, 0.0)
                 if w > best_source:
-                    best_source = w
+                    best_source, best_publisher = w, p
             affinity += best_source
+            if not reason and best_source >= 0.5:
+                reason = f"Because you read {c.publisher_names[best_publisher]}"
         if term_w:
             overlap = 0.0
             for term in c.terms:

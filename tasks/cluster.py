@@ -11,6 +11,8 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
+import signal
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +26,13 @@ from warehouse import layout
 from warehouse.errors import NewsroomError, ObjectNotFoundError, PreconditionFailedError
 from warehouse.schemas import ARTICLES_SCHEMA, STORY_CHANGES_SCHEMA
 from warehouse.store import ObjectStore
-from warehouse.tables import list_segments, read_segments, rows_to_table, write_segment
+from warehouse.tables import (
+    list_segments,
+    parquet_bytes_to_table,
+    read_segments,
+    rows_to_table,
+    write_segment,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +51,7 @@ def _load_checkpoint(store: ObjectStore, language: str) -> tuple[dict[str, Any],
     return json.loads(obj.data), obj.etag
 
 
-def _load_writer_state(store: ObjectStore, language: str, checkpoint: dict[str, Any]
+def load_writer_state(store: ObjectStore, language: str, checkpoint: dict[str, Any]
                        ) -> tuple[LanguageClusterer, dict[str, str]]:
     if checkpoint["state_key"] is None:
         return LanguageClusterer(language), {}
@@ -60,12 +68,104 @@ def languages_in_log(store: ObjectStore) -> list[str]:
     return sorted({v for v in table.column("language").to_pylist() if v})
 
 
-def cluster_language(store: ObjectStore, language: str, now: datetime) -> dict[str, Any]:
-    """Assign this language's unconsumed articles to stories and commit, fenced. Returns a summary."""
-    checkpoint, etag = _load_checkpoint(store, language)
+def _orphan_changes(store: ObjectStore, language: str, checkpoint: dict[str, Any]) -> int | None:
+    """Rows of a change segment written at the checkpoint's offset by a run that died before its
+    checkpoint (its state blob was written first, so it can be rolled forward); None if none."""
+    try:
+        obj = store.get(layout.story_changes_key(language, checkpoint["offset"]))
+    except ObjectNotFoundError:
+        return None
+    return int(parquet_bytes_to_table(obj.data).num_rows)
+
+
+def open_writer(store: ObjectStore, language: str) -> tuple[dict[str, Any], str | None]:
+    """Load a language writer's checkpoint, first rolling forward a run that died between its
+    change segment and its checkpoint (so none of its decisions is lost or made twice)."""
+    for _ in range(3):
+        checkpoint, etag = _load_checkpoint(store, language)
+        rows = _orphan_changes(store, language, checkpoint)
+        if rows is None:
+            return checkpoint, etag
+        state_key = layout.story_state_key(language, checkpoint["offset"] + rows)
+        blob = json.loads(gzip.decompress(store.get(state_key).data))
+        rolled = {"offset": checkpoint["offset"] + rows, "state_key": state_key, "consumed": blob["consumed"],
+                  "updated_at": blob["updated_at"]}
+        try:
+            _put_checkpoint(store, language, rolled, etag)
+            log.info("cluster_rolled_forward language=%s offset=%d", language, rolled["offset"])
+        except WriterFencedError:
+            continue  # another run moved it first; read it again
+    raise WriterFencedError(f"checkpoint of {language} keeps moving", key=layout.story_checkpoint_key(language))
+
+
+def _put_checkpoint(store: ObjectStore, language: str, checkpoint: dict[str, Any], etag: str | None) -> None:
+    data = json.dumps(checkpoint, sort_keys=True).encode()
+    try:
+        if etag is None:
+            store.put(layout.story_checkpoint_key(language), data, if_none_match=True)
+        else:
+            store.put(layout.story_checkpoint_key(language), data, if_match=etag)
+    except PreconditionFailedError as e:
+        raise WriterFencedError(f"checkpoint of {language} moved by another writer",
+                                key=layout.story_checkpoint_key(language)) from e
+
+
+def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: int, changes: list[dict[str, Any]],
+                  clusterer: LanguageClusterer, seen: dict[str, str], consumed: list[str], now: datetime,
+                  kill_before_checkpoint: bool = False) -> int:
+    """Commit a writer's decisions, fenced: state blob, then change segment, then the checkpoint
+    with If-Match. A writer that loses any of the three puts to another writer with other
+    decisions raises :class:`WriterFencedError` and nothing of its own becomes visible.
+
+    Returns:
+        The new offset.
+    """
+    new_offset = offset + len(changes)
+    if len(seen) > SEEN_ARTICLES_KEPT:
+        seen = dict(list(seen.items())[-SEEN_ARTICLES_KEPT:])
+    updated_at = now.astimezone(UTC).isoformat()
+    state_key = layout.story_state_key(language, new_offset)
+    blob = gzip.compress(json.dumps({"clusterer": clusterer.to_state(), "seen": seen, "consumed": consumed,
+                                     "updated_at": updated_at}, sort_keys=True).encode(), mtime=0)
+    try:
+        store.put(state_key, blob, if_none_match=True)
+    except PreconditionFailedError as e:
+        if store.get(state_key).data != blob:
+            raise WriterFencedError(f"state of {language} at {new_offset} written by another writer",
+                                    key=state_key) from e
+    if changes:
+        try:
+            write_segment(store, layout.story_changes_key(language, offset),
+                          rows_to_table(changes, STORY_CHANGES_SCHEMA), STORY_CHANGES_SCHEMA)
+        except PreconditionFailedError as e:
+            raise WriterFencedError(f"changes of {language} at {offset} written by another writer",
+                                    key=layout.story_changes_key(language, offset)) from e
+    if kill_before_checkpoint:
+        os.kill(os.getpid(), signal.SIGKILL)
+    _put_checkpoint(store, language, {"offset": new_offset, "state_key": state_key, "consumed": consumed,
+                                      "updated_at": updated_at}, etag)
+    return new_offset
+
+
+def change_row(language: str, offset: int, kind: str, story_id: str, article_id: str | None, copy_of: str | None,
+               other_story_id: str | None, score: float, changed_at: datetime) -> dict[str, Any]:
+    """One ``log/story_changes`` row; its change id is ``<language>:<offset>``."""
+    return {"change_id": f"{language}:{offset}", "offset": offset, "language": language, "kind": kind,
+            "story_id": story_id, "article_id": article_id, "copy_of": copy_of, "other_story_id": other_story_id,
+            "score": score, "changed_at": changed_at}
+
+
+def cluster_language(store: ObjectStore, language: str, now: datetime,
+                     kill_before_checkpoint: bool = False) -> dict[str, Any]:
+    """Assign this language's unconsumed articles to stories and commit, fenced. Returns a summary.
+
+    ``kill_before_checkpoint`` (crash tests only) makes the process SIGKILL itself after its
+    change segment is written and before its checkpoint moves.
+    """
+    checkpoint, etag = open_writer(store, language)
     consumed = set(checkpoint["consumed"])
     pending = [k for k in list_segments(store, layout.ARTICLES_PREFIX) if k not in consumed]
-    clusterer, seen = _load_writer_state(store, language, checkpoint)
+    clusterer, seen = load_writer_state(store, language, checkpoint)
     rows: list[dict[str, Any]] = []
     ready: list[str] = []
     for key in pending:
@@ -86,39 +186,14 @@ def cluster_language(store: ObjectStore, language: str, now: datetime) -> dict[s
         decision = clusterer.assign(features_from_row(row))
         kind = "copy" if decision.copy_of else ("new_story" if decision.is_new_story else "assign")
         kinds[kind] += 1
-        changes.append({
-            "change_id": f"{language}:{offset + len(changes)}", "offset": offset + len(changes),
-            "language": language, "kind": kind, "story_id": decision.story_id, "article_id": row["article_id"],
-            "copy_of": decision.copy_of, "other_story_id": None, "score": decision.score,
-            "changed_at": row["first_seen_at"],
-        })
+        changes.append(change_row(language, offset + len(changes), kind, decision.story_id, row["article_id"],
+                                  decision.copy_of, None, decision.score, row["first_seen_at"]))
     clusterer.expire(now)
     new_consumed = sorted(consumed | set(ready))
     if not changes and new_consumed == sorted(consumed):
         return {"language": language, "articles": 0, "committed": False, **dict(kinds)}
-    if changes:
-        write_segment(store, layout.story_changes_key(language, offset), rows_to_table(changes, STORY_CHANGES_SCHEMA),
-                      STORY_CHANGES_SCHEMA)
-    new_offset = offset + len(changes)
-    if len(seen) > SEEN_ARTICLES_KEPT:
-        seen = dict(list(seen.items())[-SEEN_ARTICLES_KEPT:])
-    state_key = layout.story_state_key(language, new_offset)
-    blob = gzip.compress(json.dumps({"clusterer": clusterer.to_state(), "seen": seen}, sort_keys=True).encode(), mtime=0)
-    try:
-        store.put(state_key, blob, if_none_match=True)
-    except PreconditionFailedError:
-        pass  # the same offset's state, written by a run that died before its checkpoint
-    new_checkpoint = {"offset": new_offset, "state_key": state_key, "consumed": new_consumed,
-                      "updated_at": now.astimezone(UTC).isoformat()}
-    data = json.dumps(new_checkpoint, sort_keys=True).encode()
-    try:
-        if etag is None:
-            store.put(layout.story_checkpoint_key(language), data, if_none_match=True)
-        else:
-            store.put(layout.story_checkpoint_key(language), data, if_match=etag)
-    except PreconditionFailedError as e:
-        raise WriterFencedError(f"checkpoint of {language} moved by another writer",
-                                key=layout.story_checkpoint_key(language)) from e
+    new_offset = commit_writer(store, language, etag, offset, changes, clusterer, seen, new_consumed, now,
+                               kill_before_checkpoint=kill_before_checkpoint)
     log.info("cluster_committed language=%s articles=%d offset=%d", language, len(changes), new_offset)
     return {"language": language, "articles": len(changes), "committed": True, "offset": new_offset,
             "stories": clusterer.active_story_count, **dict(kinds)}

@@ -18,8 +18,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from transforms.clustering import ClusterParams, cluster_articles, link_languages
+from transforms.clustering import ClusterParams, link_languages
 from transforms.features import ArticleFeatures, features_from_text
+from transforms.repair import RepairParams, cluster_and_repair
 
 SYNTHETIC_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
@@ -64,20 +65,23 @@ def read_eval_articles(input_path: Path) -> list[ArticleFeatures]:
     return out
 
 
-def run_cluster_eval(input_path: Path, output_path: Path, params: ClusterParams | None = None) -> int:
+def run_cluster_eval(
+    input_path: Path, output_path: Path, params: ClusterParams | None = None, repair_params: RepairParams | None = None
+) -> int:
     """Cluster the articles of ``input_path`` and write the assignments to ``output_path``.
 
     Args:
         input_path: JSONL with ``id, title, text, language, published_at, source`` per line.
         output_path: Where to write ``{"id", "story_id", "copy_of", "linked_id"}`` lines.
         params: Clusterer parameters; the tuned defaults if omitted.
+        repair_params: Repair bars (merges and splits, as the repair flow runs them).
 
     Returns:
         The number of articles written.
     """
     params = params or ClusterParams()
     articles = read_eval_articles(input_path)
-    assignments = cluster_articles(articles, params)
+    assignments = cluster_and_repair(articles, params, repair_params)
     links = link_languages(articles, assignments, params)
     by_id = {a.article_id: a for a in assignments}
     input_order = [f.article_id for f in articles]

@@ -51,3 +51,11 @@ def rank_markdown(summary: Mapping[str, Any], now: str) -> str:
 def publish_artifact(key: str, markdown: str, description: str) -> None:
     """Attach a markdown artifact to the current flow run (a no-op outside a run)."""
     create_markdown_artifact(markdown=markdown, key=key, description=description)
+
+
+def health_markdown(report: Mapping[str, Any], now: str) -> str:
+    if report["healthy"]:
+        return f"## Health at {now}\n\nAll checks pass.\n"
+    lines = [f"## Health at {now}", "", "| check | subject | detail |", "|---|---|---|"]
+    lines += [f"| {f['check']} | {f['subject']} | {f['detail']} |" for f in report["flags"]]
+    return "\n".join(lines) + "\n"

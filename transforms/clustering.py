@@ -371,6 +371,11 @@ class LanguageClusterer:
         return len(dropped)
 
     @property
+    def clock(self) -> datetime | None:
+        """The latest first-seen time this clusterer has seen (its stream time)."""
+        return None if self._clock_ms is None else _EPOCH + timedelta(milliseconds=self._clock_ms)
+
+    @property
     def active_story_count(self) -> int:
         """Stories currently in memory."""
         return len(self._stories)

@@ -22,13 +22,13 @@ argument, candidates and ties are ordered by story id.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from transforms.clustering import LanguageClusterer, Member, _years
-from transforms.features import DATE_TERM_PREFIX
+from transforms.clustering import Assignment, ClusterParams, LanguageClusterer, Member, _years
+from transforms.features import DATE_TERM_PREFIX, ArticleFeatures
 
 RepairKind = Literal["merge", "split"]
 
@@ -54,8 +54,8 @@ class RepairParams:
     merge_threshold: float = 0.30
     merge_min_shared_entities: int = 1
     merge_gap_hours: float = 6.0
-    split_margin: float = 0.12
-    split_max_across: float = 0.25
+    split_margin: float = 0.10
+    split_max_across: float = 0.40
     split_min_sources: int = 3
     max_split_members: int = 200
 
@@ -269,3 +269,55 @@ def repair_due(last_repair_at: datetime | None, now: datetime, interval: timedel
     True
     """
     return last_repair_at is None or now - last_repair_at >= interval
+
+
+REPAIR_INTERVAL = timedelta(minutes=10)
+
+
+def cluster_and_repair(
+    articles: Iterable[ArticleFeatures],
+    params: ClusterParams | None = None,
+    repair_params: RepairParams | None = None,
+    interval: timedelta = REPAIR_INTERVAL,
+) -> list[Assignment]:
+    """The pipeline in one pass: online clustering per language, with the repair pass run every
+    ``interval`` of stream time (as the repair flow runs every 10 minutes) and once more
+    ``interval`` after the last article.
+
+    Returns:
+        One assignment per article, in input order, with the story each article is in after
+        every repair (``is_new_story``/``score`` are the online decision's).
+    """
+    params = params or ClusterParams()
+    clusterers: dict[str, LanguageClusterer] = {}
+    decided: dict[str, Assignment] = {}
+    story_of: dict[str, str] = {}
+    order: list[str] = []
+    started: datetime | None = None
+    last_repair: datetime | None = None
+
+    def repair_all(at: datetime) -> None:
+        for language in sorted(clusterers):
+            for r in repair_stories(clusterers[language], at, repair_params):
+                target = r.story_id if r.kind == "merge" else r.other_story_id
+                for article_id, _ in r.moved:
+                    story_of[article_id] = target
+
+    for features in articles:
+        at = features.first_seen_at
+        started = started or at
+        if last_repair is None and at - started >= interval or last_repair is not None and repair_due(last_repair, at, interval):
+            repair_all(at)
+            last_repair = at
+        clusterer = clusterers.get(features.language)
+        if clusterer is None:
+            clusterer = clusterers[features.language] = LanguageClusterer(features.language, params)
+        a = clusterer.assign(features)
+        decided[a.article_id] = a
+        story_of[a.article_id] = a.story_id
+        order.append(a.article_id)
+    if order:
+        end = max(d for d in (last_repair, *(c.clock for c in clusterers.values())) if d is not None)
+        repair_all(end + interval)
+    return [Assignment(aid, story_of[aid], decided[aid].copy_of, decided[aid].is_new_story, decided[aid].score)
+            for aid in order]

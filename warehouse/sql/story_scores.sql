@@ -10,7 +10,8 @@ with assignments as (
         story_id,
         copy_of
     from story_changes_log
-    where kind in ('new_story', 'assign', 'copy') and changed_at <= $now
+    -- merges and splits move articles: an article's latest change names its story (issue 4)
+    where kind in ('new_story', 'assign', 'copy', 'merge', 'split') and changed_at <= $now
     qualify row_number() over (partition by article_id order by "offset" desc) = 1
 ),
 

@@ -43,7 +43,8 @@ with assignments as (
         copy_of,
         changed_at
     from story_changes_log
-    where kind in ('new_story', 'assign', 'copy')
+    -- merges and splits move articles: an article's latest change names its story (issue 4)
+    where kind in ('new_story', 'assign', 'copy', 'merge', 'split')
     qualify row_number() over (partition by article_id order by "offset" desc) = 1
 ),
 

@@ -1,0 +1,24 @@
+"""Health flow: the monitoring checks, as a scheduled run with a summary artifact."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from tasks.clock import resolve_now
+from tasks.health import check_health_task
+from tasks.reports import health_markdown, publish_artifact
+from tasks.storage import configured_store
+
+
+@flow(name="check_health")
+def check_health(now: str | None = None) -> dict[str, Any]:
+    """Flag freshness lag, silent tier-1 feeds, stale snapshots, duplicates and stalled writers."""
+    at = resolve_now(now)
+    report = check_health_task(configured_store(), at)
+    logger = get_run_logger()
+    for flag in report["flags"]:
+        logger.warning("health_flag check=%s subject=%s detail=%s", flag["check"], flag["subject"], flag["detail"])
+    publish_artifact("health", health_markdown(report, at.isoformat()), "health checks")
+    return report

@@ -1,0 +1,96 @@
+"""``newsroom health``: the checks a data engineer wants paged about.
+
+Flags: freshness lag p95 above 5 minutes; a tier-1 publisher silent for more than twice its usual
+gap; no page published for 3 cycles; the same article twice in a top 10; a language writer whose
+checkpoint stopped moving while articles wait for it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from warehouse import layout
+from warehouse.duck import connect, load_sql
+from warehouse.snapshots import list_live_pages, read_live_page, read_pointer
+from warehouse.store import ObjectStore
+from warehouse.tables import list_segments
+
+
+@dataclass(frozen=True, slots=True)
+class HealthFlag:
+    check: str
+    subject: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class HealthLimits:
+    cycle_seconds: int = 60
+    lag_p95_seconds: float = 300.0
+    stale_cycles: int = 3
+
+
+def _parse(ts: str) -> datetime:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00"))
+
+
+def check_health(store: ObjectStore, now: datetime, limits: HealthLimits | None = None) -> list[HealthFlag]:
+    """Every failing check, as flags; an empty list means healthy."""
+    limits = limits or HealthLimits()
+    stale = timedelta(seconds=limits.cycle_seconds * limits.stale_cycles)
+    flags: list[HealthFlag] = []
+    con = connect(store)
+    try:
+        for tier, count, _p50, p95 in con.sql(load_sql("health_freshness"), params={"now": now}).fetchall():
+            if p95 is not None and p95 > limits.lag_p95_seconds:
+                flags.append(HealthFlag("freshness_lag", f"tier {tier}",
+                                        f"p95 publish->first-seen {p95:.0f}s over {count} articles"))
+        for publisher_id, last_seen, gap, silent in con.sql(load_sql("health_silent_publishers"),
+                                                           params={"now": now}).fetchall():
+            flags.append(HealthFlag("silent_tier1_feed", publisher_id,
+                                    f"silent {silent:.0f}s, usual gap {gap:.0f}s, last article {last_seen}"))
+    finally:
+        con.close()
+
+    pages = list_live_pages(store)
+    newest = max((p.published_at for p in (read_pointer(store, e, s) for e, s in pages) if p), default=None)
+    if pages and newest is not None and now - _parse(newest) > stale:
+        flags.append(HealthFlag("stale_snapshot", "pages", f"newest page published {newest}"))
+    for edition, section in pages:
+        if section != "top":
+            continue
+        stories = json.loads(read_live_page(store, edition, section).data)["stories"][:10]
+        seen: dict[str, str] = {}
+        for story in stories:
+            for source in story["sources"]:
+                other = seen.setdefault(source["article_id"], story["story_id"])
+                if other != story["story_id"]:
+                    flags.append(HealthFlag("duplicate_in_top10", f"{edition}/top",
+                                            f"article {source['article_id']} in {other} and {story['story_id']}"))
+
+    segments = set(list_segments(store, layout.ARTICLES_PREFIX))
+    for key in store.list(layout.STORY_STATE_PREFIX):
+        if not key.endswith("/checkpoint.json"):
+            continue
+        checkpoint = json.loads(store.get(key).data)
+        waiting = [k for k in segments - set(checkpoint.get("consumed", [])) if "/compact-" not in k]
+        updated = checkpoint.get("updated_at")
+        if waiting and updated and now - _parse(updated) > stale:
+            flags.append(HealthFlag("writer_stalled", key.split("/")[2],
+                                    f"checkpoint last moved {updated}; {len(waiting)} segments waiting"))
+    return flags
+
+
+def health_report(flags: list[HealthFlag]) -> dict[str, Any]:
+    return {"healthy": not flags, "flags": [asdict(f) for f in flags]}
+
+
+@task(name="check_health", retries=1, retry_delay_seconds=2, timeout_seconds=300, cache_policy=NO_CACHE)
+def check_health_task(store: ObjectStore, now: datetime) -> dict[str, Any]:
+    return health_report(check_health(store, now))
