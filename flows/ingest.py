@@ -9,11 +9,12 @@ from prefect import flow, get_run_logger, unmapped
 from tasks.clock import resolve_now
 from tasks.ingest import commit_ingest_task, plan_due_feeds_task, poll_shard_task
 from tasks.reports import ingest_markdown, publish_artifact
+from tasks.runners import ingest_task_runner
 from tasks.settings import get_ingest_settings
 from tasks.storage import configured_store
 
 
-@flow(name="ingest_feeds", log_prints=False)
+@flow(name="ingest_feeds", log_prints=False, task_runner=ingest_task_runner())
 def ingest_feeds(now: str | None = None, shards: int = 4) -> dict[str, Any]:
     """One ingest cycle at ``now`` (ISO; default: the current time)."""
     logger = get_run_logger()

@@ -20,7 +20,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from transforms.clustering import LanguageClusterer
+from transforms.clustering import ClusterParams, LanguageClusterer
 from transforms.features import features_from_row
 from warehouse import layout
 from warehouse.errors import NewsroomError, ObjectNotFoundError, PreconditionFailedError
@@ -42,6 +42,10 @@ SEEN_ARTICLES_KEPT = 200_000
 class WriterFencedError(NewsroomError):
     """Another writer moved this language's checkpoint first; this run's decisions are dropped."""
 
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
 
 def _load_checkpoint(store: ObjectStore, language: str) -> tuple[dict[str, Any], str | None]:
     try:
@@ -51,10 +55,11 @@ def _load_checkpoint(store: ObjectStore, language: str) -> tuple[dict[str, Any],
     return json.loads(obj.data), obj.etag
 
 
-def load_writer_state(store: ObjectStore, language: str, checkpoint: dict[str, Any]
-                       ) -> tuple[LanguageClusterer, dict[str, str]]:
+def load_writer_state(store: ObjectStore, language: str, checkpoint: dict[str, Any],
+                      params: ClusterParams | None = None) -> tuple[LanguageClusterer, dict[str, str]]:
+    """The writer's clusterer and seen-article map; a fresh one (with ``params``) before the first commit."""
     if checkpoint["state_key"] is None:
-        return LanguageClusterer(language), {}
+        return LanguageClusterer(language, params), {}
     blob = json.loads(gzip.decompress(store.get(checkpoint["state_key"]).data))
     return LanguageClusterer.from_state(blob["clusterer"]), dict(blob["seen"])
 
@@ -155,17 +160,18 @@ def change_row(language: str, offset: int, kind: str, story_id: str, article_id:
             "score": score, "changed_at": changed_at}
 
 
-def cluster_language(store: ObjectStore, language: str, now: datetime,
-                     kill_before_checkpoint: bool = False) -> dict[str, Any]:
+def cluster_language(store: ObjectStore, language: str, now: datetime, kill_before_checkpoint: bool = False,
+                     params: ClusterParams | None = None) -> dict[str, Any]:
     """Assign this language's unconsumed articles to stories and commit, fenced. Returns a summary.
 
     ``kill_before_checkpoint`` (crash tests only) makes the process SIGKILL itself after its
-    change segment is written and before its checkpoint moves.
+    change segment is written and before its checkpoint moves. ``params`` apply to a language's
+    first run only; later runs keep the parameters stored in the state.
     """
     checkpoint, etag = open_writer(store, language)
     consumed = set(checkpoint["consumed"])
     pending = [k for k in list_segments(store, layout.ARTICLES_PREFIX) if k not in consumed]
-    clusterer, seen = load_writer_state(store, language, checkpoint)
+    clusterer, seen = load_writer_state(store, language, checkpoint, params)
     rows: list[dict[str, Any]] = []
     ready: list[str] = []
     for key in pending:

@@ -20,7 +20,14 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from transforms.affinity import HALF_LIFE_HOURS, ClickSignal, StoredWeight, WeightKey, fold_weights, title_terms
+from transforms.affinity import (
+    HALF_LIFE_HOURS,
+    ClickSignal,
+    StoredWeight,
+    WeightKey,
+    fold_weights,
+    title_terms,
+)
 from warehouse import layout
 from warehouse.errors import SnapshotNotFoundError
 from warehouse.schemas import CLICKS_SCHEMA

@@ -59,3 +59,8 @@ def health_markdown(report: Mapping[str, Any], now: str) -> str:
     lines = [f"## Health at {now}", "", "| check | subject | detail |", "|---|---|---|"]
     lines += [f"| {f['check']} | {f['subject']} | {f['detail']} |" for f in report["flags"]]
     return "\n".join(lines) + "\n"
+
+
+def maintenance_markdown(report: Mapping[str, Any], now: str) -> str:
+    rows = [(k.replace("_", " "), v) for k, v in report.items() if k != "notes"]
+    return f"## Maintenance at {now}\n\n{_table(rows)}\n"

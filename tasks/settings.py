@@ -73,6 +73,35 @@ class RankSettings(BaseSettings):
     max_story_loss: float = Field(
         0.5, description="Refuse a version that loses more than this share of the live page's stories."
     )
+    coverage_weight: float = Field(1.0, description="Weight of coverage, log(1 + sum of publishers' authority).")
+    velocity_weight: float = Field(0.5, description="Weight of velocity (last 30 min against the story's own rate).")
+    freshness_weight: float = Field(1.0, description="Exponent of the freshness decay on the score.")
+    velocity_window_minutes: float = Field(30.0, description="Window of the velocity part.")
+    cycle_seconds: int = Field(60, description="Rank cadence; smoothing recomputes raw scores this far apart.")
+    smoothing_cycles: int = Field(5, description="Scores are averaged over this many cycles (1 turns smoothing off).")
+    swap_margin: float = Field(0.10, description="Two stories swap places only when the gap exceeds this share.")
+    burst_window_minutes: float = Field(5.0, description="Window in which a burst is counted.")
+    burst_min_articles: int = Field(10, description="Originals within the burst window that make a burst.")
+    burst_min_publishers: int = Field(5, description="Publishers above the authority floor within the burst window.")
+    burst_authority_floor: float = Field(0.3, description="Authority a publisher needs to count towards a burst.")
+    burst_max_tail: float = Field(1e-6, description="Poisson tail against the new-story baseline below which a burst is real.")
+    burst_baseline_floor: float = Field(0.5, description="Least expected originals per burst window for a new story.")
+    breaking_new_story_minutes: float = Field(60.0, description="A burst makes a story Breaking only this soon after it appears.")
+    breaking_hours: float = Field(2.0, description="How long a Breaking story stays pinned.")
+    breaking_min_regional_share: float = Field(
+        0.2, description="A Breaking story is pinned in editions whose region has at least this share of its coverage."
+    )
+    boost_hours: float = Field(1.0, description="Feeds of a Breaking story's publishers are polled faster this long.")
+    max_section_share_top10: int = Field(3, description="At most this many of an edition's top 10 from one section.")
+    max_centroid_cosine: float = Field(0.85, description="Never list two stories whose centroids are closer than this.")
+    fresh_slot_rank: int = Field(8, description="Rank of the slot kept for a fresh unproven story (0: none).")
+    fresh_slot_minutes: float = Field(60.0, description="A story younger than this may take the fresh slot.")
+    publisher_daily_share_cap: float = Field(
+        0.10, description="Cap on a publisher's share of representative impressions per edition per day."
+    )
+    representative_tie_margin: float = Field(0.05, description="Representatives within this share rotate hourly.")
+    supporting_links: int = Field(4, description="Supporting links per story on a page (MMR).")
+    pool_stories: int = Field(1000, description="Stories in an edition's candidate pool.")
 
 
 @lru_cache
@@ -83,3 +112,19 @@ def get_ingest_settings() -> IngestSettings:
 @lru_cache
 def get_rank_settings() -> RankSettings:
     return RankSettings()
+
+
+class ScaleSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_SCALE_", env_file=".env", extra="ignore")
+
+    dask_scheduler_address: str | None = Field(
+        None,
+        description="A Dask scheduler (tcp://host:8786) for the fetch and extract fan-out; unset runs it "
+        "in-process on threads.",
+    )
+    ingest_threads: int = Field(4, description="In-process ingest shards run at once (no Dask).")
+
+
+@lru_cache
+def get_scale_settings() -> ScaleSettings:
+    return ScaleSettings()

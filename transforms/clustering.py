@@ -485,7 +485,10 @@ class LanguageClusterer:
         if not moved or not kept:
             raise ValueError(f"a split of {story_id} must leave members on both sides")
         first = min(moved, key=lambda m: (m.seen_ms, m.article_id))
-        new_id = make_story_id(datetime.fromtimestamp(first.seen_ms / 1000, tz=UTC), first.article_id)
+        first_at = datetime.fromtimestamp(first.seen_ms / 1000, tz=UTC)
+        new_id = make_story_id(first_at, first.article_id)
+        if new_id in self._stories:  # the moved half holds the founding article: derive another id
+            new_id = make_story_id(first_at, f"{first.article_id}#split-of-{story_id}")
         if new_id in self._stories:
             raise ValueError(f"story id {new_id} already exists")
         now_ms = _to_ms(now)

@@ -102,8 +102,14 @@ def build_pages(
     members: Iterable[Mapping[str, Any]],
     now: datetime,
     limits: PageLimits,
+    aliases: Mapping[str, str] | None = None,
 ) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, Any]]:
-    """Edition pages keyed by (edition, section), and the story snapshot covering every listed story."""
+    """Edition pages keyed by (edition, section), and the story snapshot covering every listed story.
+
+    ``aliases`` maps a merged-away story id to the story that absorbed it (from the repair's
+    ``merge`` changes); chains are followed, and an alias is kept only when its final survivor
+    is in the snapshot, so serving answers 301 only to a page that exists (issue 4).
+    """
     by_story: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for m in members:
         by_story[m["story_id"]].append(m)
@@ -132,8 +138,25 @@ def build_pages(
         story = build_story(sid, by_story[sid], full=True)
         story["editions"] = sorted(listed[sid])
         full[sid] = story
-    stories = {"schema": "newsroom.stories/1", "as_of": iso(now), "stories": full, "aliases": {}}
+    stories = {"schema": "newsroom.stories/1", "as_of": iso(now), "stories": full,
+               "aliases": resolve_aliases(aliases or {}, full)}
     return pages, stories
+
+
+def resolve_aliases(aliases: Mapping[str, str], live: Mapping[str, Any]) -> dict[str, str]:
+    """Each merged id mapped to its final survivor, kept only when that survivor is live.
+
+    >>> resolve_aliases({"a": "b", "b": "c", "x": "y"}, {"c": {}})
+    {'a': 'c', 'b': 'c'}
+    """
+    out: dict[str, str] = {}
+    for merged in sorted(aliases):
+        target, hops = aliases[merged], 0
+        while target in aliases and hops < len(aliases):
+            target, hops = aliases[target], hops + 1
+        if target in live and merged not in live:
+            out[merged] = target
+    return out
 
 
 def _page(edition: str, section: str, rows: list[Mapping[str, Any]], cards: Mapping[str, dict[str, Any]],

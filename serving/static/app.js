@@ -1,6 +1,10 @@
 // newsroom reader: renders the shared JSON of /v1/editions, /v1/editions/{e}/{s} and
-// /v1/stories/{id}. Every piece of data goes into the DOM through textContent or checked
-// attributes, never by parsing data as HTML.
+// /v1/stories/{id}, and the personal JSON of /v1/feed (For you). Every piece of data goes into
+// the DOM through textContent or checked attributes, never by parsing data as HTML.
+//
+// Clicks: shared pages hold the publishers' own URLs (the same bytes for everyone). Following a
+// link asks POST /v1/click-token for a signed /r/{token} and goes there (the click is logged,
+// then the server redirects to the publisher); For-you cards already carry signed click URLs.
 "use strict";
 
 (() => {
@@ -17,9 +21,26 @@
     coverage: $("coverage"),
     asOf: $("as-of"),
     cardTemplate: $("story-card"),
+    account: $("account"),
+    pill: $("new-stories"),
   };
 
-  const state = { editions: [], edition: null, section: null, pageKey: null };
+  const SESSION_KEY = "newsroom.session";
+  const pollParam = Number(new URLSearchParams(window.location.search).get("poll_ms"));
+  const VERSION_POLL_MS = pollParam >= 200 ? pollParam : 60_000;
+
+  const state = {
+    editions: [], edition: null, section: null, pageKey: null, shownVersion: null, session: loadSession(),
+    profile: null,
+  };
+
+  function loadSession() {
+    try {
+      const saved = JSON.parse(window.localStorage.getItem(SESSION_KEY) || "null");
+      if (saved && saved.token && saved.expires_at * 1000 > Date.now()) return saved;
+    } catch { /* a damaged entry is the same as none */ }
+    return null;
+  }
 
   // ---- small helpers ---------------------------------------------------------------------
 
@@ -102,6 +123,19 @@
     return response.json();
   }
 
+  // Personal calls send the session as a bearer token; shared calls above never do.
+  async function personal(method, path, body) {
+    const headers = { Accept: "application/json" };
+    if (state.session) headers.Authorization = `Bearer ${state.session.token}`;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const response = await fetch(path, {
+      method, headers, credentials: "omit", body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    if (response.status === 401) { signOut(); throw new Error("signed out"); }
+    if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
+    return response.json();
+  }
+
   const enc = encodeURIComponent;
 
   // ---- routing ---------------------------------------------------------------------------
@@ -112,12 +146,17 @@
   function parseHash() {
     const parts = window.location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
     if (parts[0] === "story" && parts[1]) return { view: "story", storyId: parts[1] };
+    if (parts[0] === "foryou") return { view: "foryou", edition: parts[1] || null };
     if (parts[0] === "e" && parts[1]) return { view: "page", edition: parts[1], section: parts[2] || null };
     return { view: "page", edition: null, section: null };
   }
 
   function pageHash(edition, section) {
     return `#/e/${enc(edition)}/${enc(section)}`;
+  }
+
+  function forYouHash(edition) {
+    return `#/foryou/${enc(edition || "")}`;
   }
 
   function storyHash(storyId) {
@@ -175,21 +214,95 @@
       li.append(a);
       return li;
     });
+    const li = el("li");
+    const forYou = el("a", "section-tab for-you", "For you");
+    forYou.href = forYouHash(state.edition);
+    if (activeSection === "@foryou") forYou.setAttribute("aria-current", "page");
+    li.append(forYou);
+    items.splice(Math.min(1, items.length), 0, li);
     els.tabs.replaceChildren(...items);
+  }
+
+  // ---- account (demo sign-in: a signed session token from POST /v1/session) ----------------
+
+  function renderAccount() {
+    if (state.session) {
+      const who = el("span", "who", `Signed in as ${state.session.reader}`);
+      const out = el("button", null, "Sign out");
+      out.type = "button";
+      out.id = "sign-out";
+      out.addEventListener("click", () => { signOut(); route(); });
+      els.account.replaceChildren(who, out);
+      return;
+    }
+    const input = el("input");
+    input.id = "reader-name";
+    input.placeholder = "Your name";
+    input.setAttribute("aria-label", "Reader name");
+    input.autocomplete = "username";
+    const go = el("button", "primary", "Sign in");
+    go.type = "button";
+    go.id = "sign-in";
+    const submit = async () => {
+      const reader = input.value.trim();
+      if (!reader) return;
+      try {
+        state.session = await personal("POST", "/v1/session", { reader });
+        window.localStorage.setItem(SESSION_KEY, JSON.stringify(state.session));
+      } catch (error) {
+        console.error(error);
+        return;
+      }
+      renderAccount();
+      route();
+    };
+    go.addEventListener("click", submit);
+    input.addEventListener("keydown", (e) => { if (e.key === "Enter") submit(); });
+    els.account.replaceChildren(input, go);
+  }
+
+  function signOut() {
+    state.session = null;
+    state.profile = null;
+    window.localStorage.removeItem(SESSION_KEY);
+    renderAccount();
   }
 
   // ---- edition page ----------------------------------------------------------------------
 
-  function sourceItem(source) {
+  function trackClicks(a, source, surface, position) {
+    if (a.tagName !== "A") return a;
+    a.dataset.articleId = source.article_id || "";
+    a.dataset.surface = surface;
+    a.dataset.position = String(position);
+    if (typeof source.click_url === "string" && source.click_url.startsWith("/r/")) a.dataset.clickUrl = source.click_url;
+    return a;
+  }
+
+  function sourceItem(source, ctx) {
     const li = el("li", source.is_copy ? "source is-copy" : "source");
+    li.dataset.publisherId = source.publisher_id || "";
     li.append(el("span", "publisher", source.publisher));
     if (source.first_seen_at) li.append(timeEl(source.first_seen_at, "source-time"));
     if (source.is_copy) li.append(el("span", "copy-badge", "syndicated copy"));
-    li.append(externalLink(source.url, source.title, "source-title"));
+    if (source.is_opinion) li.append(el("span", "opinion-badge", "Opinion"));
+    if (ctx.controls && source.publisher_id) {
+      const hide = el("button", "hide-source", "Hide");
+      hide.type = "button";
+      hide.setAttribute("aria-label", `Hide ${source.publisher} from For you`);
+      hide.addEventListener("click", () => hideSource(source.publisher_id));
+      li.append(hide);
+    }
+    li.append(trackClicks(externalLink(source.url, source.title, "source-title"), source, ctx.surface, ctx.position));
     return li;
   }
 
-  function storyCard(story, index) {
+  function storyCard(story, index, options = {}) {
+    const ctx = {
+      surface: options.surface || (state.section === "top" ? "top" : "section"),
+      position: index,
+      controls: Boolean(options.controls),
+    };
     const node = els.cardTemplate.content.firstElementChild.cloneNode(true);
     node.dataset.storyId = story.story_id;
     if (index === 0) node.classList.add("lead");
@@ -219,7 +332,10 @@
     const headline = node.querySelector(".headline a");
     headline.textContent = story.title;
     const href = safeUrl(representative.url);
-    if (href) { headline.href = href; headline.rel = "noopener noreferrer"; }
+    if (href) { headline.href = href; headline.rel = "noopener noreferrer"; trackClicks(headline, representative, ctx.surface, index); }
+
+    const reason = node.querySelector(".reason");
+    if (story.reason && options.controls) { reason.textContent = story.reason; reason.hidden = false; } else reason.remove();
 
     const meta = node.querySelector(".meta");
     const count = story.source_count ?? sources.filter((s) => !s.is_copy).length;
@@ -234,12 +350,23 @@
 
     const list = node.querySelector(".sources");
     list.setAttribute("aria-label", "Sources");
-    list.append(...sources.slice(0, MAX_SOURCES_ON_CARD).map(sourceItem));
+    list.append(...sources.slice(0, MAX_SOURCES_ON_CARD).map((s) => sourceItem(s, ctx)));
 
     const more = node.querySelector(".full-coverage");
     more.href = storyHash(story.story_id);
     const hidden = sources.length - MAX_SOURCES_ON_CARD;
     more.textContent = hidden > 0 ? `Full Coverage · ${hidden} more` : "Full Coverage";
+    if (options.controls && story.topic) {
+      const following = Boolean(state.profile && state.profile.follows.topic.includes(story.topic));
+      const follow = el("button", "follow-topic", following ? `Following ${sectionLabel(story.topic)}` : `Follow ${sectionLabel(story.topic)}`);
+      follow.type = "button";
+      follow.dataset.topic = story.topic;
+      follow.setAttribute("aria-pressed", following ? "true" : "false");
+      follow.addEventListener("click", () => toggleFollow(story.topic, following));
+      const controls = el("div", "story-controls");
+      more.replaceWith(controls);
+      controls.append(more, follow);
+    }
     return node;
   }
 
@@ -269,11 +396,13 @@
     const key = `${edition}/${section}/${page.version}`;
     if (quiet && key === state.pageKey && !els.front.hidden) return;
     state.pageKey = key;
+    state.shownVersion = { edition, section, version: page.version };
+    els.pill.hidden = true;
 
     const stories = Array.isArray(page.stories) ? page.stories : [];
     const heading = el("h2", "page-heading", sectionLabel(section));
     const grid = el("div", "story-grid");
-    grid.append(...stories.map(storyCard));
+    grid.append(...stories.map((story, i) => storyCard(story, i)));
     els.front.replaceChildren(heading, grid);
     els.coverage.hidden = true;
     els.front.hidden = false;
@@ -282,6 +411,101 @@
     setStatus(stories.length ? "" : "No stories in this section yet.");
   }
 
+  // ---- For you ---------------------------------------------------------------------------
+
+  async function showForYou(wantedEdition) {
+    const edition = pickEdition(wantedEdition);
+    state.edition = edition;
+    state.shownVersion = null;
+    els.pill.hidden = true;
+    renderEditionPicker();
+    renderTabs("@foryou");
+    els.coverage.hidden = true;
+    const heading = el("h2", "page-heading", "For you");
+    if (!state.session) {
+      const notice = el("p", "notice", "Sign in (top right) to get stories picked for you, follow topics and hide sources.");
+      els.front.replaceChildren(heading, notice);
+      els.front.hidden = false;
+      setStatus("");
+      return;
+    }
+    setStatus("Loading your stories…");
+    const [feed, profile] = await Promise.all([
+      personal("GET", `/v1/feed?edition=${enc(edition)}`),
+      personal("GET", "/v1/me"),
+    ]);
+    state.profile = profile;
+    const parts = [heading];
+    if (feed.mode === "top_stories_fallback") {
+      parts.push(el("p", "notice", "Personalisation is unavailable right now, so these are the top stories."));
+    } else if (feed.mode === "top_stories") {
+      parts.push(el("p", "notice", "Follow a topic or read a few stories, and this page learns what you like."));
+    }
+    const grid = el("div", "story-grid for-you-grid");
+    grid.append(...feed.stories.map((story, i) => storyCard(story, i, { surface: "for_you", controls: true })));
+    parts.push(grid);
+    els.front.replaceChildren(...parts);
+    els.front.hidden = false;
+    state.pageKey = null;
+    document.title = `For you · ${editionLabel(edition)} · newsroom`;
+    setStatus(feed.stories.length ? "" : "Nothing new for you right now.");
+  }
+
+  async function toggleFollow(topic, following) {
+    try {
+      await personal(following ? "DELETE" : "PUT", `/v1/me/follows/topic/${enc(topic)}`);
+      await showForYou(state.edition);
+    } catch (error) {
+      console.error(error);
+    }
+  }
+
+  async function hideSource(publisherId) {
+    try {
+      await personal("POST", "/v1/me/hide", { source: publisherId });
+      await showForYou(state.edition);
+    } catch (error) {
+      console.error(error);
+    }
+  }
+
+  // ---- clicks ----------------------------------------------------------------------------
+
+  document.addEventListener("click", async (event) => {
+    const a = event.target.closest && event.target.closest("a[data-article-id]");
+    if (!a || event.defaultPrevented || event.button !== 0) return;
+    if (event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+    event.preventDefault();
+    if (a.dataset.clickUrl) { window.location.assign(a.dataset.clickUrl); return; }
+    try {
+      const minted = await personal("POST", "/v1/click-token", {
+        article_id: a.dataset.articleId, surface: a.dataset.surface, position: Number(a.dataset.position) || 0,
+      });
+      window.location.assign(minted.click_url);
+    } catch (error) {
+      window.location.assign(a.href);  // never strand a reader because logging failed
+    }
+  });
+
+  // ---- new stories pill ------------------------------------------------------------------
+
+  async function checkVersion() {
+    const shown = state.shownVersion;
+    if (!shown || document.hidden) return;
+    try {
+      const live = await getJson(`/v1/editions/${enc(shown.edition)}/${enc(shown.section)}/version`);
+      if (live && state.shownVersion === shown && live.version > shown.version) els.pill.hidden = false;
+    } catch (error) {
+      console.error(error);
+    }
+  }
+
+  els.pill.addEventListener("click", async () => {
+    els.pill.hidden = true;
+    await route({ quiet: true });
+    window.scrollTo(0, 0);
+  });
+
   // ---- Full Coverage ---------------------------------------------------------------------
 
   function timelineItem(source) {
@@ -289,8 +513,9 @@
     li.append(timeEl(source.first_seen_at, "timeline-time"));
     const body = el("div", "timeline-body");
     body.append(el("span", "publisher", source.publisher));
-    body.append(externalLink(source.url, source.title, "timeline-title"));
+    body.append(trackClicks(externalLink(source.url, source.title, "timeline-title"), source, "story", 0));
     if (source.is_copy) body.append(el("span", "copy-badge", "syndicated copy"));
+    if (source.is_opinion) body.append(el("span", "opinion-badge", "Opinion"));
     li.append(body);
     return li;
   }
@@ -342,8 +567,49 @@
     const timelineHeading = el("h3", "timeline-heading", "Timeline");
     const timeline = el("ol", "timeline");
     timeline.setAttribute("aria-label", "Every article, oldest first");
-    timeline.append(...sources.map(timelineItem));
+    const timelineSources = Array.isArray(story.timeline) ? story.timeline : sources;
+    timeline.append(...timelineSources.map(timelineItem));
     parts.push(timelineHeading, timeline);
+
+    const aside = el("section", "coverage-aside");
+    if (Array.isArray(story.publishers) && story.publishers.length) {
+      const box = el("div", "coverage-publishers");
+      const list = el("ul");
+      list.append(...story.publishers.map((p) => {
+        const li = el("li", null, p.publisher || p.publisher_id);
+        li.append(el("span", "count", `${p.article_count}`));
+        return li;
+      }));
+      box.append(el("h3", null, "Who covered it"), list);
+      aside.append(box);
+    }
+    const local = story.local_sources && state.edition ? story.local_sources[state.edition] : null;
+    if (Array.isArray(local) && local.length) {
+      const byId = new Map(sources.map((s) => [s.article_id, s]));
+      const box = el("div", "coverage-local");
+      const list = el("ul");
+      list.append(...local.map((id) => byId.get(id)).filter(Boolean).map((s) => {
+        const li = el("li");
+        li.append(trackClicks(externalLink(s.url, `${s.publisher}: ${s.title}`, "local-title"), s, "story", 0));
+        return li;
+      }));
+      box.append(el("h3", null, `Local sources · ${editionLabel(state.edition)}`), list);
+      aside.append(box);
+    }
+    if (Array.isArray(story.linked) && story.linked.length) {
+      const box = el("div", "coverage-linked");
+      const list = el("ul");
+      list.append(...story.linked.map((l) => {
+        const li = el("li");
+        const a = el("a", null, l.language ? editionLabel(l.language) : l.story_id);
+        a.href = storyHash(l.story_id);
+        li.append(a);
+        return li;
+      }));
+      box.append(el("h3", null, "In other languages"), list);
+      aside.append(box);
+    }
+    if (aside.childElementCount) parts.push(aside);
 
     els.coverage.replaceChildren(...parts);
     els.front.hidden = true;
@@ -364,6 +630,7 @@
     const where = parseHash();
     try {
       if (where.view === "story") await showStory(where.storyId);
+      else if (where.view === "foryou") await showForYou(where.edition);
       else await showPage(where.edition, where.section, { quiet });
     } catch (error) {
       if (!quiet) setStatus("The news could not be loaded. Check your connection and try again.");
@@ -374,12 +641,15 @@
   els.editionSelect.addEventListener("change", () => {
     const edition = els.editionSelect.value;
     const sections = sectionsOf(edition);
+    if (parseHash().view === "foryou") { window.location.hash = forYouHash(edition); return; }
     window.location.hash = pageHash(edition, sections.includes(state.section) ? state.section : "top");
   });
   window.addEventListener("hashchange", () => route());
 
   async function start() {
     renderDateline();
+    renderAccount();
+    setInterval(checkVersion, VERSION_POLL_MS);
     try {
       await loadEditions();
     } catch (error) {
@@ -388,12 +658,12 @@
       return;
     }
     await route();
-    // Pages are republished every few minutes; pick up a new version while the reader stays.
+    // New sections appear over time; the page itself is refreshed only when the reader asks
+    // (the "new stories" pill), so stories never jump under a reader's finger.
     setInterval(async () => {
-      if (document.hidden || parseHash().view !== "page") return;
+      if (document.hidden) return;
       try {
         await loadEditions();
-        await route({ quiet: true });
       } catch (error) {
         console.error(error);
       }

@@ -14,17 +14,22 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import uvicorn
-from conftest import PublishedFixture, publish_fixture
+from conftest import HMAC_KEY, PublishedFixture, accept, page_payload, publish_fixture
 
 from serving.app import create_app
 from serving.settings import ServingSettings
+from warehouse import layout
+from warehouse.schemas import CLICKS_SCHEMA
+from warehouse.snapshots import publish_page
 from warehouse.store import LocalStore
+from warehouse.tables import list_segments, read_segments
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -74,24 +79,52 @@ class _ImageHandler(BaseHTTPRequestHandler):
         pass
 
 
+class _PublisherHandler(BaseHTTPRequestHandler):
+    """A stand-in for publishers' sites: every article URL answers with a small page."""
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        body = (
+            "<!doctype html><html><head><title>Publisher article</title></head>"
+            f"<body><h1 id='publisher-article'>Publisher page for {self.path}</h1></body></html>"
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 @dataclass(frozen=True, slots=True)
 class RunningSite:
     base_url: str
     fixture: PublishedFixture
+    store: LocalStore
+    publisher_url: str
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[RunningSite]:
     images = ThreadingHTTPServer((LOOPBACK, 0), _ImageHandler)
     threading.Thread(target=images.serve_forever, daemon=True).start()
+    publishers = ThreadingHTTPServer((LOOPBACK, 0), _PublisherHandler)
+    threading.Thread(target=publishers.serve_forever, daemon=True).start()
+    publisher_url = f"http://{LOOPBACK}:{publishers.server_address[1]}"
     store = LocalStore(tmp_path / "store")
-    fixture = publish_fixture(store, image_base=f"http://{LOOPBACK}:{images.server_address[1]}/img")
+    fixture = publish_fixture(
+        store, image_base=f"http://{LOOPBACK}:{images.server_address[1]}/img", url_base=publisher_url
+    )
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((LOOPBACK, 0))  # the kernel picks a free port and we keep it: no race
     port = sock.getsockname()[1]
-    settings = ServingSettings(host=LOOPBACK, port=port)
+    settings = ServingSettings(
+        host=LOOPBACK, port=port, refresh_seconds=0.2, hmac_key=HMAC_KEY,
+        profiles_path=str(tmp_path / "profiles.sqlite3"),
+    )
     server = uvicorn.Server(uvicorn.Config(create_app(store, settings), log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -100,13 +133,15 @@ def site(tmp_path: Path) -> Iterator[RunningSite]:
         assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.05)
     try:
-        yield RunningSite(f"http://{LOOPBACK}:{port}", fixture)
+        yield RunningSite(f"http://{LOOPBACK}:{port}", fixture, store, publisher_url)
     finally:
         server.should_exit = True
         thread.join(10)
         sock.close()
         images.shutdown()
         images.server_close()
+        publishers.shutdown()
+        publishers.server_close()
 
 
 def test_reader_renders_stories_sources_and_full_coverage(site: RunningSite, tmp_path: Path) -> None:
@@ -185,5 +220,95 @@ def test_reader_renders_stories_sources_and_full_coverage(site: RunningSite, tmp
         finally:
             browser.close()
 
+    assert blocked == [], "the reader page must not fetch anything from outside"
+    assert errors == [], json.dumps(errors)
+
+
+def test_reader_for_you_follow_hide_new_stories_and_click_through(site: RunningSite, tmp_path: Path) -> None:
+    from playwright.sync_api import Route, expect, sync_playwright
+
+    shots = Path(os.environ.get("NEWSROOM_SCREENSHOT_DIR") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    blocked: list[str] = []
+    errors: list[str] = []
+
+    def only_loopback(route: Route) -> None:
+        if urlsplit(route.request.url).hostname == LOOPBACK:
+            route.continue_()
+        else:
+            blocked.append(route.request.url)
+            route.abort()
+
+    top = site.fixture.pages[("en-US", "top")]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+            context.route("**/*", only_loopback)
+            page = context.new_page()
+            page.on("pageerror", lambda e: errors.append(str(e)))
+
+            # An edition, then Full Coverage with publishers, local sources and opinion labels.
+            page.goto(f"{site.base_url}/?poll_ms=300#/e/en-US/top")
+            expect(page.locator("article.story")).to_have_count(len(top))
+            page.locator(f'article.story[data-story-id="{top[0]["story_id"]}"] .full-coverage').click()
+            expect(page.locator(".coverage-title")).to_have_text(top[0]["title"])
+            expect(page.locator(".coverage-publishers li")).to_have_count(5)
+            expect(page.locator(".coverage-local li")).to_have_count(4)  # US publishers for en-US
+            expect(page.locator(".timeline .opinion-badge")).to_have_count(1)
+            page.locator(".back-link").click()
+
+            # Sign in, open For you.
+            page.locator("#reader-name").fill("alice")
+            page.locator("#sign-in").click()
+            expect(page.locator("#account .who")).to_have_text("Signed in as alice")
+            page.locator(".section-tab", has_text="For you").click()
+            cards = page.locator(".for-you-grid article.story")
+            expect(cards).to_have_count(len(top))
+
+            # Follow a topic: the button flips and the reason names it.
+            page.locator('.follow-topic[data-topic="technology"]').click()
+            expect(page.locator('.follow-topic[data-topic="technology"]')).to_have_text("Following Technology")
+            tech = page.locator('.for-you-grid article.story[data-story-id="0196f1c2a3b40005"]')
+            expect(tech.locator(".reason")).to_have_text("Because you follow Technology")
+
+            # Hide a source: it vanishes from For you.
+            valley = page.locator('.for-you-grid .source[data-publisher-id="valley-post"]')
+            assert valley.count() > 0
+            valley.first.locator(".hide-source").click()
+            expect(valley).to_have_count(0)
+            page.wait_for_function("[...document.images].every((i) => i.complete)")
+            page.screenshot(path=str(shots / "reader-for-you.png"), full_page=True)
+
+            # New stories: publish a new version of the front page; the pill appears.
+            page.locator(".section-tab", has_text="Top stories").click()
+            expect(page.locator("article.story").first).to_have_attribute("data-story-id", top[0]["story_id"])
+            now = datetime.now(UTC)
+            newer = page_payload("en-US", "top", list(reversed(top)), now)
+            assert publish_page(site.store, "en-US", "top", newer, now=now, validate=accept).published
+            expect(page.locator("#new-stories")).to_be_visible(timeout=15_000)
+            page.screenshot(path=str(shots / "reader-new-stories.png"), full_page=False)
+            page.locator("#new-stories").click()
+            expect(page.locator("article.story").first).to_have_attribute("data-story-id", top[-1]["story_id"])
+            expect(page.locator("#new-stories")).to_be_hidden()
+
+            # Click a story from For you: through /r/{token} to the publisher's page.
+            page.locator(".section-tab", has_text="For you").click()
+            first = page.locator(".for-you-grid article.story").first
+            story_id = first.get_attribute("data-story-id")
+            target = first.locator(".headline a").get_attribute("href")
+            assert target and target.startswith(site.publisher_url)
+            with page.expect_navigation():
+                first.locator(".headline a").click()
+            expect(page.locator("#publisher-article")).to_be_visible()
+            assert page.url == target
+            page.screenshot(path=str(shots / "reader-publisher.png"), full_page=False)
+        finally:
+            browser.close()
+
+    keys = list_segments(site.store, layout.CLICKS_PREFIX)
+    rows = read_segments(site.store, keys, CLICKS_SCHEMA).to_pylist()
+    assert [(r["story_id"], r["surface"], r["position"]) for r in rows] == [(story_id, "for_you", 0)]
+    assert rows[0]["reader_hash"]
     assert blocked == [], "the reader page must not fetch anything from outside"
     assert errors == [], json.dumps(errors)

@@ -16,7 +16,8 @@ from (
 where rn = 1;
 
 create or replace view story_changes as
-select * from story_changes_log;
+select * from story_changes_log
+qualify row_number() over (partition by change_id order by "offset") = 1;
 
 create or replace view publishers as
 select * from publishers_raw;

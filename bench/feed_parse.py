@@ -1,0 +1,108 @@
+"""Parse time per 50-item feed: feedparser, our parse_feed (feedparser + safety gate), fastfeedparser.
+
+Usage:
+    .venv/bin/python bench/feed_parse.py [--feeds 20] [--repeat 5]
+
+The feeds are the replay site's own RSS 2.0 and Atom renderings of the dev corpus (50 items each,
+en/ms/zh). Every parser runs in this process on the same bytes; the best of ``--repeat`` runs per
+feed is kept, and the median and p90 over feeds are printed. The agreement columns compare each
+parser's item count and titles with feedparser's (the correctness reference).
+fastfeedparser is optional (``pip install fastfeedparser``); it is not a project dependency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import feedparser
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from replay.corpus import build_publishers, build_schedule, load_corpus, sample_corpus  # noqa: E402
+from replay.render import FEED_SIZE, render_atom, render_rss  # noqa: E402
+from transforms.feeds import parse_feed  # noqa: E402
+
+CORPORA = [Path("/work/shared/corpus/clustering") / n for n in ("ecbplus-dev.jsonl", "mmds-dev.jsonl")]
+START = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
+
+
+def build_feeds(count: int) -> list[tuple[str, bytes]]:
+    """Up to ``count`` (format, body) pairs of 50-item feeds, alternating RSS and Atom."""
+    corpus = sample_corpus(load_corpus(CORPORA), seed=7, limit=None)
+    publishers = build_publishers(7, 8000, {a.language for a in corpus})
+    articles = build_schedule(corpus, publishers, seed=7, start=START, span_hours=6)
+    feeds: list[tuple[str, bytes]] = []
+    for p in publishers:
+        items = [a for a in articles if a.publisher_id == p.publisher_id]
+        for start in range(0, len(items) - FEED_SIZE + 1, 10):  # overlapping windows
+            window = list(reversed(items[start : start + FEED_SIZE]))
+            updated = window[0].published_at + timedelta(minutes=1)
+            if len(feeds) % 2 == 0:
+                feeds.append(("rss", render_rss(p, window, updated)))
+            else:
+                feeds.append(("atom", render_atom(p, window, updated)))
+            if len(feeds) >= count:
+                return feeds
+    return feeds
+
+
+def _feedparser(body: bytes) -> list[str]:
+    return [e.get("title", "") for e in feedparser.parse(io.BytesIO(body)).entries]
+
+
+def _ours(body: bytes) -> list[str]:
+    return [i.title for i in parse_feed(body, "http://127.0.1.1/feeds/rss.xml").items]
+
+
+def _parsers() -> dict[str, Callable[[bytes], list[str]]]:
+    parsers: dict[str, Callable[[bytes], list[str]]] = {"feedparser": _feedparser, "parse_feed (ours)": _ours}
+    try:
+        import fastfeedparser
+    except ImportError:
+        print("fastfeedparser not installed: skipped")
+    else:
+        parsers["fastfeedparser"] = lambda body: [e.get("title", "") for e in fastfeedparser.parse(body).entries]
+    return parsers
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--feeds", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    feeds = build_feeds(args.feeds)
+    kinds = {k: sum(1 for f, _ in feeds if f == k) for k in ("rss", "atom")}
+    print(f"feeds: {len(feeds)} of {FEED_SIZE} items ({kinds['rss']} RSS 2.0, {kinds['atom']} Atom), "
+          f"mean {statistics.mean(len(b) for _, b in feeds) / 1024:.0f} KiB, best of {args.repeat} runs")
+    reference = {i: _feedparser(body) for i, (_, body) in enumerate(feeds)}
+    print(f"{'parser':<20} {'fmt':<5} {'median ms':>10} {'p90 ms':>8} {'items agree':>12} {'titles agree':>13}")
+    for name, parse in _parsers().items():
+        for fmt in ("rss", "atom"):
+            times, same_count, same_titles = [], 0, 0
+            for i, (kind, body) in enumerate(feeds):
+                if kind != fmt:
+                    continue
+                best = float("inf")
+                for _ in range(args.repeat):
+                    started = time.perf_counter()
+                    titles = parse(body)
+                    best = min(best, time.perf_counter() - started)
+                times.append(best * 1000)
+                same_count += len(titles) == len(reference[i])
+                same_titles += [t.strip() for t in titles] == [t.strip() for t in reference[i]]
+            times.sort()
+            p90 = times[min(len(times) - 1, int(0.9 * len(times)))]
+            print(f"{name:<20} {fmt:<5} {statistics.median(times):>10.2f} {p90:>8.2f} "
+                  f"{same_count:>6}/{len(times):<5} {same_titles:>7}/{len(times):<5}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

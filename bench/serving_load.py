@@ -1,0 +1,222 @@
+"""Serving load bench: an edition page through the API vs the same bytes as a static file.
+
+Starts the real app under uvicorn in a child process on 127.0.0.1 (one worker), publishes a
+30-story en-US front page with the warehouse code into a temporary store, writes the very same
+bytes to a folder the same server mounts with StaticFiles, then drives both URLs with keep-alive
+HTTP/1.1 clients (threads, stdlib ``http.client``), alternating rounds so both see the same
+machine state. Bounded by ``--seconds`` per round and ``--max-requests`` in total. Also times the
+For-you re-rank of a 1,000-story pool in process.
+
+    .venv/bin/python bench/serving_load.py            # defaults: 4 rounds x 3 s, 8 connections
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+SECTIONS = ["world", "business", "technology", "science", "sports", "health", "politics", "culture",
+            "climate", "travel", "education", "media"]
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def make_story(i: int, now: datetime, rng: random.Random) -> dict[str, Any]:
+    section = SECTIONS[i % len(SECTIONS)]
+    sources = []
+    for j in range(rng.randint(2, 6)):
+        pub = f"publisher-{rng.randint(0, 39):02d}"
+        sources.append({
+            "article_id": f"s{i:05d}-a{j}", "publisher_id": pub, "publisher": pub.replace("-", " ").title(),
+            "title": f"Headline {i} from {pub} about {section} matters and regional battery budgets",
+            "url": f"https://{pub}.example/news/{i}/{j}", "first_seen_at": _iso(now - timedelta(minutes=10 * j + i)),
+            "is_copy": j == 5, "is_opinion": False, "region": "US",
+        })
+    return {
+        "story_id": f"story{i:06d}", "rank": i + 1, "score": round(5.0 - i * 0.004, 4),
+        "score_parts": {"coverage": 1.2, "freshness": 0.8}, "title": f"Story {i}: {section} leaders weigh new plan",
+        "snippet": "A snippet of at most two hundred characters that says what happened and why it matters. " * 2,
+        "image_url": f"https://img.example/{i}.jpg", "sections": [section], "language": "en",
+        "first_seen_at": sources[-1]["first_seen_at"], "updated_at": sources[0]["first_seen_at"],
+        "source_count": len(sources), "article_count": len(sources), "sources": sources,
+    }
+
+
+# -- server side (child process) -----------------------------------------------------------------
+
+
+def serve(root: Path, port: int) -> None:
+    import uvicorn
+    from fastapi.staticfiles import StaticFiles
+
+    from serving.app import create_app
+    from serving.settings import ServingSettings
+    from warehouse.store import LocalStore
+
+    app = create_app(LocalStore(root / "store"), ServingSettings(
+        refresh_seconds=3600, profiles_path=str(root / "profiles.sqlite3"), hmac_key="b" * 32))
+    app.mount("/bench-static", StaticFiles(directory=root / "static"), name="bench-static")
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def prepare(root: Path) -> bytes:
+    from warehouse import layout
+    from warehouse.snapshots import PAGE_SCHEMA, publish_page
+    from warehouse.store import LocalStore
+
+    store = LocalStore(root / "store")
+    now = datetime.now(UTC).replace(microsecond=0)
+    rng = random.Random(7)
+    stories = [make_story(i, now, rng) for i in range(30)]
+    payload = {"schema": PAGE_SCHEMA, "edition": "en-US", "section": "top", "version": 0, "as_of": _iso(now),
+               "stories": stories}
+    result = publish_page(store, "en-US", "top", payload, now=now, validate=lambda new, prev: None)
+    data = store.get(layout.page_version_key("en-US", "top", result.version)).data
+    (root / "static").mkdir()
+    (root / "static" / "en-US-top.json").write_bytes(data)
+    return data
+
+
+# -- client side --------------------------------------------------------------------------------
+
+
+def drive(port: int, path: str, seconds: float, connections: int, budget: int) -> tuple[list[float], float, int]:
+    """Hit ``path`` from ``connections`` keep-alive clients for ``seconds``; latencies in ms."""
+    latencies: list[list[float]] = [[] for _ in range(connections)]
+    sizes: list[int] = [0] * connections
+    stop_at = time.perf_counter() + seconds
+    per_client = max(budget // connections, 1)
+
+    def run(k: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        mine = latencies[k]
+        while time.perf_counter() < stop_at and len(mine) < per_client:
+            t0 = time.perf_counter()
+            conn.request("GET", path)
+            response = conn.getresponse()
+            body = response.read()
+            mine.append((time.perf_counter() - t0) * 1000)
+            if response.status != 200:
+                raise RuntimeError(f"{path}: HTTP {response.status}")
+            sizes[k] = len(body)
+        conn.close()
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(connections)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    flat = [x for xs in latencies for x in xs]
+    return flat, len(flat) / elapsed, max(sizes)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+
+
+def bench_rerank(n: int = 1000, repeats: int = 300) -> dict[str, float]:
+    from serving.foryou import build_pool, rerank_for_you
+    from serving.profiles import Profile
+
+    rng = random.Random(11)
+    now = datetime.now(UTC)
+    stories = [make_story(i, now, rng) for i in range(n)]
+    pool = build_pool([stories])
+    profile = Profile(
+        "bench",
+        followed_topics=frozenset({"technology", "science"}),
+        followed_sources=frozenset({"publisher-03"}),
+        hidden_sources=frozenset({"publisher-07", "publisher-08", "publisher-09"}),
+        hidden_stories=frozenset(f"story{i:06d}" for i in range(0, n, 97)),
+        reads={f"story{i:06d}": now.timestamp() for i in range(0, n, 20)},
+        topic_weights={s: rng.random() for s in SECTIONS[:10]},
+        source_weights={f"publisher-{i:02d}": rng.random() for i in range(20)},
+        term_weights={w: rng.random() for w in ["battery", "budgets", "regional", "leaders", "plan", "matters"]
+                      + [f"term{i}" for i in range(58)]},
+    )
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        picks = rerank_for_you(pool, profile)
+        times.append((time.perf_counter() - t0) * 1000)
+    return {"pool": len(pool), "picked": len(picks), "p50_ms": statistics.median(times), "p99_ms": pct(times, 0.99)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of each round")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds per URL, alternating")
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--max-requests", type=int, default=200_000, help="cap per round")
+    parser.add_argument("--serve", nargs=2, metavar=("ROOT", "PORT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(Path(args.serve[0]), int(args.serve[1]))
+        return
+
+    with tempfile.TemporaryDirectory(prefix="newsroom-bench-") as tmp:
+        root = Path(tmp)
+        data = prepare(root)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        server = subprocess.Popen([sys.executable, __file__, "--serve", str(root), str(port)], cwd=REPO)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+            api, static = "/v1/editions/en-US/top", "/bench-static/en-US-top.json"
+            drive(port, api, 0.5, args.connections, 10_000)  # warm up both
+            drive(port, static, 0.5, args.connections, 10_000)
+            results: dict[str, dict[str, list[float]]] = {api: {"lat": [], "rps": []}, static: {"lat": [], "rps": []}}
+            for _ in range(args.rounds):
+                for path in (api, static):
+                    lat, rps, size = drive(port, path, args.seconds, args.connections, args.max_requests)
+                    assert size == len(data), (path, size, len(data))
+                    results[path]["lat"] += lat
+                    results[path]["rps"].append(rps)
+        finally:
+            server.terminate()
+            server.wait(10)
+
+    summary: dict[str, Any] = {"page_bytes": len(data), "connections": args.connections,
+                               "rounds": args.rounds, "seconds_per_round": args.seconds}
+    for name, path in (("api_edition_page", api), ("static_same_bytes", static)):
+        lat = results[path]["lat"]
+        summary[name] = {"requests": len(lat), "p50_ms": round(pct(lat, 0.5), 3), "p99_ms": round(pct(lat, 0.99), 3),
+                         "req_per_s": round(statistics.mean(results[path]["rps"]), 1)}
+    summary["api_vs_static_rate"] = round(summary["api_edition_page"]["req_per_s"]
+                                          / summary["static_same_bytes"]["req_per_s"], 3)
+    summary["for_you_rerank"] = {k: round(v, 4) for k, v in bench_rerank().items()}
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+"""Maintenance flow (hourly): compaction, retention, page-version pruning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from tasks.clock import resolve_now
+from tasks.maintenance import run_maintenance_task
+from tasks.reports import maintenance_markdown, publish_artifact
+from tasks.storage import configured_store
+
+
+@flow(name="maintain_store")
+def maintain_store(now: str | None = None, keep_page_versions: int = 20) -> dict[str, Any]:
+    """Compact small log segments, apply retention and prune page versions beyond ``keep_page_versions``."""
+    at = resolve_now(now)
+    report = run_maintenance_task(configured_store(), at, keep_page_versions)
+    get_run_logger().info("maintenance_done %s", " ".join(f"{k}={v}" for k, v in report.items()))
+    publish_artifact("maintenance", maintenance_markdown(report, at.isoformat()), "maintenance summary")
+    return report

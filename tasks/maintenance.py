@@ -1,0 +1,26 @@
+"""The maintenance job: compact small segments, apply retention, prune old page versions."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from warehouse.maintenance import apply_retention, compact_logs, prune_page_versions
+from warehouse.store import ObjectStore
+
+
+def run_maintenance(store: ObjectStore, now: datetime, *, article_days: int = 30, click_days: int = 90,
+                    keep_page_versions: int = 20, article_min_age_hours: float = 48.0) -> dict[str, Any]:
+    report = compact_logs(store, now, article_min_age=timedelta(hours=article_min_age_hours))
+    apply_retention(store, now, article_days=article_days, click_days=click_days, report=report)
+    prune_page_versions(store, keep=keep_page_versions, report=report)
+    return asdict(report)
+
+
+@task(name="maintain_store", retries=1, retry_delay_seconds=5, timeout_seconds=1800, cache_policy=NO_CACHE)
+def run_maintenance_task(store: ObjectStore, now: datetime, keep_page_versions: int) -> dict[str, Any]:
+    return run_maintenance(store, now, keep_page_versions=keep_page_versions)

@@ -1,0 +1,46 @@
+"""Small two-event news corpora for the repair and writer tests (written for these tests).
+
+Two events of one kind: a heavyweight title fight in Mannheim (Klitschko v Rahman) and one in
+Bern (Klitschko v Thompson) four years apart, each told by several outlets in its own words.
+"""
+
+from __future__ import annotations
+
+_MANNHEIM = [
+    "Wladimir Klitschko stopped Hasim Rahman in the seventh round in Mannheim on Saturday, {d}. "
+    "Rahman, the former champion, barely landed a punch at the SAP Arena as Klitschko kept his IBF title.",
+    "Hasim Rahman was outclassed by Wladimir Klitschko at the SAP Arena in Mannheim. The referee waved it off "
+    "in round seven after Rahman took a left-right-left combination, {d}.",
+    "Klitschko retained his IBF and WBO belts against substitute Hasim Rahman in Mannheim, {d}. "
+    "Rahman, 36, never threatened and the SAP Arena crowd cheered the seventh-round stoppage.",
+    "In Mannheim, Klitschko dismantled Rahman. The American substitute Hasim Rahman was stopped in the "
+    "seventh round at the SAP Arena, {d}, and Klitschko extended his streak.",
+    "Substitute Hasim Rahman lasted into the seventh round before Wladimir Klitschko stopped him in Mannheim, "
+    "{d}. Rahman complained about the stoppage at the SAP Arena.",
+    "The SAP Arena in Mannheim saw Klitschko stop Rahman, {d}. Hasim Rahman had replaced an injured challenger "
+    "and Klitschko punished him until the seventh round.",
+]
+_BERN = [
+    "Wladimir Klitschko stopped Tony Thompson in the sixth round at the Stade de Suisse in Bern, {d}. "
+    "Thompson, 40, was down twice before the referee ended the rematch.",
+    "Tony Thompson lost the rematch to Wladimir Klitschko in Bern. The Stade de Suisse crowd watched Thompson "
+    "go down in the fifth and sixth rounds, {d}.",
+    "Klitschko kept his WBA, IBF and WBO titles by beating Tony Thompson again in Bern, {d}. "
+    "Thompson had no answer at the Stade de Suisse and was stopped in round six.",
+    "In Bern, Klitschko beat Thompson for a second time. Tony Thompson, the 40-year-old American, was stopped "
+    "in the sixth round at the Stade de Suisse, {d}.",
+    "The Stade de Suisse in Bern hosted the Klitschko-Thompson rematch, {d}. Tony Thompson was knocked down "
+    "twice and stopped in the sixth round.",
+    "Thompson was stopped by Klitschko in Bern, {d}, in a rematch at the Stade de Suisse. Tony Thompson said "
+    "he had trained for a year for the fight.",
+]
+
+
+def mannheim(i: int) -> str:
+    """Article ``i`` (0–5) about the Mannheim fight."""
+    return _MANNHEIM[i].format(d="December 13, 2008")
+
+
+def bern(i: int) -> str:
+    """Article ``i`` (0–5) about the Bern fight."""
+    return _BERN[i].format(d="July 7, 2012")
