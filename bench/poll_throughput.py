@@ -11,6 +11,9 @@ so unchanged feeds answer 304 and changed ones 200 with one new item.
 
 * ours: ``tasks.ingest.poll_shard`` (conditional GET, parse_feed, interval decision, per-host
   queues with 2 requests in flight and a token bucket per host) over every feed;
+* ``--parser fastfeedparser`` (a what-if, not the product): the same run with ``parse_feed`` swapped
+  for a bench-only fastfeedparser adapter (no safety gate, fewer fields), to show how much of our
+  time is feedparser;
 * baseline: a plain loop, one httpx.Client, GET with If-None-Match, feedparser on 200s, over an
   evenly spaced sample of the feeds (same 304/200 mix), measured in the same run.
 """
@@ -18,6 +21,7 @@ so unchanged feeds answer 304 and changed ones 200 with one new item.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import subprocess
@@ -62,6 +66,26 @@ def _steady_state(url: str, items_per_feed: int) -> dict[str, object]:
     return state
 
 
+def _fast_parse_feed(body: bytes, url: str, **_: object) -> object:
+    """Bench-only adapter: fastfeedparser output in the ParsedFeed shape poll_feed reads."""
+    import fastfeedparser
+
+    from transforms.feeds import FeedItem, ParsedFeed
+
+    feed = fastfeedparser.parse(body)
+    items = []
+    for e in feed.entries[:200]:
+        published = e.get("published")
+        items.append(FeedItem(
+            guid=e.get("id") or e.get("link") or e.get("title", ""), link=e.get("link") or None,
+            title=e.get("title", ""), summary=e.get("description", ""),
+            published_at=datetime.fromisoformat(published) if published else None, updated_at=None,
+            categories=(), author=None, image_url=None, language=None))
+    return ParsedFeed(title=feed.feed.get("title"), link=None, language=None, items=tuple(items), ttl_minutes=None,
+                      skip_hours=frozenset(), skip_days=frozenset(), hub_url=None, self_url=None,
+                      is_malformed=False, error=None)
+
+
 def _ours(urls: list[str], args: argparse.Namespace) -> tuple[float, Counter[int | None], float]:
     settings = IngestSettings(  # type: ignore[call-arg]
         allow_private_addresses=True, max_workers=args.workers, host_rate_per_second=args.host_rate,
@@ -84,8 +108,6 @@ def _baseline(urls: list[str], args: argparse.Namespace) -> tuple[float, Counter
         for url in urls:
             response = client.get(url, headers={"If-None-Match": etags[url]})
             if response.status_code == 200:
-                import io
-
                 feedparser.parse(io.BytesIO(response.content))
                 etags[url] = response.headers.get("etag", etags[url])
             statuses[response.status_code] += 1
@@ -98,11 +120,17 @@ def main() -> int:
     parser.add_argument("--feeds-per-host", type=int, default=25)
     parser.add_argument("--changed-share", type=float, default=0.2)
     parser.add_argument("--items-per-feed", type=int, default=20)
-    parser.add_argument("--workers", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--host-rate", type=float, default=5.0, help="token-bucket rate per host (req/s)")
     parser.add_argument("--host-burst", type=float, default=5.0)
     parser.add_argument("--baseline-sample", type=int, default=1000)
+    parser.add_argument("--parser", choices=("feedparser", "fastfeedparser"), default="feedparser",
+                        help="fastfeedparser: bench-only what-if adapter in place of parse_feed")
     args = parser.parse_args()
+    if args.parser == "fastfeedparser":
+        import tasks.ingest
+
+        tasks.ingest.parse_feed = _fast_parse_feed  # type: ignore[assignment]
     proc, control = _start_farm(args)
     try:
         with httpx.Client(trust_env=False, timeout=30) as client:
@@ -112,7 +140,7 @@ def main() -> int:
             elapsed, statuses, client_peak = _ours(urls, args)
             server = client.get(f"{control}/_replay/stats").json()
             print(f"ours:     {len(urls)} polls in {elapsed:.2f} s = {len(urls) / elapsed:.0f} polls/s  "
-                  f"statuses={dict(sorted(statuses.items(), key=str))}  workers={args.workers} "
+                  f"statuses={dict(sorted(statuses.items(), key=str))}  parser={args.parser} workers={args.workers} "
                   f"per-host limit=2 in flight, {args.host_rate:g} req/s (burst {args.host_burst:g})")
             print(f"          max in flight per host: server-side {server['max_in_flight_per_host']}, "
                   f"client-side {client_peak}; server saw {server['requests']} requests; "

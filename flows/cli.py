@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -118,12 +119,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if args.no_serve:
             _say(f"[4/4] pages written under {store_dir}/pages")
             return 0
+        # Readers' sessions and click tokens are signed; the demo makes a key for this run.
+        os.environ.setdefault("NEWSROOM_SERVING_HMAC_KEY", secrets.token_urlsafe(32))
+        os.environ.setdefault("NEWSROOM_SERVING_PROFILES_PATH", str(store_dir.parent / "profiles.sqlite3"))
         api = serve_api(args.host, args.port)
         base = f"http://{args.host}:{args.port}"
         _say(f"[4/4] serving\n      reader page: {base}/\n      edition API: {base}/v1/editions\n"
-             f"      e.g.         {base}/v1/editions/en-US/top\n      (Ctrl-C to stop)")
+             f"      e.g.         {base}/v1/editions/en-US/top\n"
+             "      the profiles flow folds readers' clicks every minute (Ctrl-C to stop)")
+        from flows.profiles import fold_profiles
+
+        next_fold = time.monotonic() + 60
         while api.poll() is None:
             time.sleep(0.5)
+            if time.monotonic() >= next_fold:
+                fold_profiles()
+                next_fold = time.monotonic() + 60
         return api.returncode or 0
     except KeyboardInterrupt:
         return 0
@@ -310,6 +321,34 @@ def cmd_health(args: argparse.Namespace) -> int:
     return 0 if report["healthy"] else 2
 
 
+def cmd_rank(args: argparse.Namespace) -> int:
+    """``newsroom rank``: one cycle, or with ``--as-of`` a rebuild of the pages live then (issue 5)."""
+    if not args.as_of:
+        return cmd_flow(args)
+    from tasks.clock import resolve_now
+    from tasks.rank import rebuild_as_of
+    from tasks.settings import get_rank_settings
+    from tasks.storage import configured_store
+
+    output = Path(args.output) if args.output else None
+    report = rebuild_as_of(configured_store(), resolve_now(args.as_of), get_rank_settings(), output)
+    for row in report:
+        _say(f"{row['key']} as_of={row['as_of']} version={row['version']} "
+             f"{'identical' if row['identical'] else 'DIFFERENT'} sha256={row['sha256'][:16]}")
+    return 0 if report and all(r["identical"] for r in report) else 1
+
+
+def cmd_pages_rollback(args: argparse.Namespace) -> int:
+    """``newsroom pages rollback EDITION SECTION VERSION``."""
+    from tasks.clock import resolve_now
+    from tasks.rank import rollback_pointer
+    from tasks.storage import configured_store
+
+    result = rollback_pointer(configured_store(), args.edition, args.section, args.version, resolve_now(None))
+    _say(f"{args.edition}/{args.section}: {result.reason} (live version {result.version if result.published else '-'})")
+    return 0 if result.published else 1
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     api = serve_api(args.host, args.port)
     try:
@@ -367,6 +406,19 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text)
         p.add_argument("--now", default=None, help="ISO instant for the cycle (default: now)")
         p.set_defaults(func=cmd_flow)
+        if name == "rank":
+            p.add_argument("--as-of", default=None,
+                           help="rebuild the pages live at this past instant from the logs; writes nothing to the store")
+            p.add_argument("--output", default=None, help="with --as-of: a folder for the rebuilt page files")
+            p.set_defaults(func=cmd_rank)
+
+    pages = sub.add_parser("pages", help="page pointers: roll a page back to an earlier version")
+    pages_sub = pages.add_subparsers(dest="pages_action", required=True)
+    rollback = pages_sub.add_parser("rollback", help="point EDITION/SECTION back at VERSION (conditional put)")
+    rollback.add_argument("edition")
+    rollback.add_argument("section")
+    rollback.add_argument("version", type=int)
+    rollback.set_defaults(func=cmd_pages_rollback)
 
     up = sub.add_parser("up", help="start the Prefect server and UI, a worker, every deployment and the API")
     up.add_argument("--prefect-port", type=int, default=4200)

@@ -25,7 +25,6 @@ from warehouse.schemas import CLICKS_SCHEMA
 from warehouse.store import ObjectStore
 from warehouse.tables import check_schema, rows_to_table, table_to_parquet_bytes
 
-
 logger = logging.getLogger(__name__)
 
 

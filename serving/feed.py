@@ -17,7 +17,7 @@ from typing import Any, Literal
 from serving.cache import SnapshotCache
 from serving.cursors import decode_cursor, encode_cursor
 from serving.errors import CursorExpiredError, ProfileStoreError
-from serving.foryou import Candidate, Pick, build_pool, rerank_for_you
+from serving.foryou import TOP_STORIES_REASON, CandidatePool, Pick, build_pool, rank_for_you
 from serving.profiles import Profile, ProfileStore
 from serving.signing import Session, Signer
 
@@ -25,14 +25,13 @@ logger = logging.getLogger(__name__)
 
 FeedMode = Literal["for_you", "top_stories", "top_stories_fallback"]
 CARD_SOURCES = 4
-TOP_STORIES_REASON = "Top story in your edition"
 
 
 @dataclass(frozen=True, slots=True)
 class Pool:
     key: str
     top_version: int
-    candidates: tuple[Candidate, ...]
+    candidates: CandidatePool
 
 
 class PoolCache:
@@ -110,11 +109,13 @@ def build_feed(
     else:
         mode = "top_stories" if profile.is_empty else "for_you"
     if profile is None or profile.is_empty:
-        picks = [Pick(c, c.importance, TOP_STORIES_REASON) for c in pool.candidates]
+        total = len(pool.candidates)
+        chunk = [Pick(c, c.importance, TOP_STORIES_REASON) for c in pool.candidates.candidates[offset : offset + limit]]
     else:
-        picks = rerank_for_you(pool.candidates, profile)
-    chunk = picks[offset : offset + limit]
-    more = offset + limit < len(picks)
+        ranking = rank_for_you(pool.candidates, profile)
+        total = len(ranking)
+        chunk = ranking.picks(offset, offset + limit)
+    more = offset + limit < total
     return {
         "mode": mode,
         "edition": edition,

@@ -15,14 +15,17 @@ import ``transforms``; ``title_terms`` must stay equal to ``transforms.affinity.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from serving.profiles import Profile
 
 MAX_RUN = 2
+TOP_STORIES_REASON = "Top story in your edition"
 TERM_WEIGHT = 0.5
 _WORD = re.compile(r"[^\W\d_]{4,}")
 _STOPWORDS = frozenset(
@@ -68,15 +71,17 @@ class Candidate:
     importance: float
     topic: str
     topics: tuple[str, ...]
+    topic_labels: tuple[str, ...]
     publisher_ids: frozenset[str]
     publisher_names: Mapping[str, str]
-    terms: tuple[str, ...]
+    terms: frozenset[str]
     updated_at: float
     story: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Pick:
+class Pick(NamedTuple):
+    """A ranked story and why it is there. (A NamedTuple: a thousand are made per request.)"""
+
     candidate: Candidate
     score: float
     reason: str
@@ -100,19 +105,85 @@ def candidate_of(story: Mapping[str, Any]) -> Candidate:
         importance=max(importance, 0.0),
         topic=topics[0] if topics else f"story:{story['story_id']}",
         topics=topics,
+        topic_labels=tuple(section_label(t) for t in topics),
         publisher_ids=frozenset(str(s["publisher_id"]) for s in sources),
         publisher_names={str(s["publisher_id"]): str(s.get("publisher") or s["publisher_id"]) for s in sources},
-        terms=title_terms(str(story.get("title") or "")),
+        terms=frozenset(title_terms(str(story.get("title") or ""))),
         updated_at=_epoch(story.get("updated_at")),
         story=story,
     )
 
 
-def build_pool(pages: Iterable[Sequence[Mapping[str, Any]]]) -> tuple[Candidate, ...]:
-    """One candidate per story over the given pages; a story on several pages keeps its best score.
+class _Incidence:
+    """Which stories carry which keys (topics, publishers or terms), as COO arrays."""
 
-    The order is by importance, then story id, so the pool (and the no-profile answer) is stable.
+    __slots__ = ("ids", "rows", "cols")
+
+    def __init__(self, per_story: Sequence[Iterable[str]]) -> None:
+        ids: dict[str, int] = {}
+        rows: list[int] = []
+        cols: list[int] = []
+        for row, keys in enumerate(per_story):
+            for key in keys:
+                rows.append(row)
+                cols.append(ids.setdefault(key, len(ids)))
+        self.ids = ids
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.cols = np.asarray(cols, dtype=np.int64)
+
+    def vector(self, weights: Mapping[str, float]) -> np.ndarray:
+        """A per-key weight vector from ``{key: weight}``; unknown keys are ignored."""
+        out = np.zeros(len(self.ids) + 1)
+        for key, w in weights.items():
+            i = self.ids.get(key)
+            if i is not None:
+                out[i] = w
+        return out
+
+    def per_story_sum(self, vector: np.ndarray, n: int) -> np.ndarray:
+        return np.bincount(self.rows, weights=vector[self.cols], minlength=n)
+
+    def per_story_max(self, vector: np.ndarray, n: int) -> np.ndarray:
+        out = np.zeros(n)
+        np.maximum.at(out, self.rows, vector[self.cols])
+        return out
+
+
+class CandidatePool:
+    """An edition's candidates, with the arrays the re-rank needs built once per page version.
+
+    Candidates are ordered by importance, then story id, which is also the no-profile order.
     """
+
+    def __init__(self, candidates: Sequence[Candidate]) -> None:
+        self.candidates = tuple(sorted(candidates, key=lambda c: (-c.importance, c.story_id)))
+        n = len(self.candidates)
+        self.n = n
+        self.index = {c.story_id: i for i, c in enumerate(self.candidates)}
+        self.importance = np.asarray([c.importance for c in self.candidates], dtype=np.float64)
+        self.updated_at = np.asarray([c.updated_at for c in self.candidates], dtype=np.float64)
+        # Tie-break equal scores by story id: candidates are sorted by id within equal importance
+        # only, so rank the ids separately.
+        order = sorted(range(n), key=lambda i: self.candidates[i].story_id)
+        self.id_rank = np.empty(n, dtype=np.int64)
+        self.id_rank[order] = np.arange(n)
+        self.topics = _Incidence([c.topics for c in self.candidates])
+        self.publishers = _Incidence([sorted(c.publisher_ids) for c in self.candidates])
+        self.terms = _Incidence([sorted(c.terms) for c in self.candidates])
+        topic_ids: dict[str, int] = {}
+        self.run_topic = np.asarray([topic_ids.setdefault(c.topic, len(topic_ids)) for c in self.candidates],
+                                    dtype=np.int64)
+        self.source_count = np.bincount(self.publishers.rows, minlength=n)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[Candidate]:
+        return iter(self.candidates)
+
+
+def build_pool(pages: Iterable[Sequence[Mapping[str, Any]]]) -> CandidatePool:
+    """One candidate per story over the given pages; a story on several pages keeps its best score."""
     best: dict[str, Candidate] = {}
     for stories in pages:
         for story in stories:
@@ -120,7 +191,7 @@ def build_pool(pages: Iterable[Sequence[Mapping[str, Any]]]) -> tuple[Candidate,
             old = best.get(c.story_id)
             if old is None or c.importance > old.importance:
                 best[c.story_id] = c
-    return tuple(sorted(best.values(), key=lambda c: (-c.importance, c.story_id)))
+    return CandidatePool(list(best.values()))
 
 
 def _relative(weights: Mapping[str, float]) -> dict[str, float]:
@@ -130,76 +201,113 @@ def _relative(weights: Mapping[str, float]) -> dict[str, float]:
     return {k: v / top for k, v in weights.items() if v > 0}
 
 
-def _limit_runs(ranked: list[Pick], max_run: int) -> list[Pick]:
-    """Reorder greedily so that no topic appears more than ``max_run`` times in a row."""
-    out: list[Pick] = []
-    queue = ranked
-    while queue:
-        banned = None
-        if len(out) >= max_run:
-            last = out[-1].candidate.topic
-            if all(p.candidate.topic == last for p in out[-max_run:]):
-                banned = last
-        index = 0
-        if banned is not None:
-            index = next((i for i, p in enumerate(queue) if p.candidate.topic != banned), 0)
-        out.append(queue.pop(index))
+def _limit_runs(order: list[int], topics: list[int], max_run: int) -> list[int]:
+    """Reorder greedily so that no topic appears more than ``max_run`` times in a row.
+
+    One pass: a pick that would extend a full run waits in ``deferred`` and goes in as soon as
+    the run is broken, so the result stays as close to score order as the rule allows.
+    """
+    out: list[int] = []
+    deferred: list[int] = []
+    last, run = -1, 0
+
+    def take(i: int) -> None:
+        nonlocal last, run
+        out.append(i)
+        t = topics[i]
+        run = run + 1 if t == last else 1
+        last = t
+
+    for i in order:
+        while deferred and not (run >= max_run and topics[deferred[0]] == last):
+            take(deferred.pop(0))
+        if run >= max_run and topics[i] == last:
+            deferred.append(i)
+        else:
+            take(i)
+    while deferred:  # only one topic is left: nothing can break the run
+        take(deferred.pop(0))
     return out
 
 
-def rerank_for_you(
-    pool: Sequence[Candidate], profile: Profile, *, max_run: int = MAX_RUN
-) -> list[Pick]:
-    """The pool ordered for ``profile``, with a reason per pick. Deterministic for equal inputs."""
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """A reader's order over a pool. Reasons are worded only for the picks a page shows."""
+
+    pool: CandidatePool
+    profile: Profile
+    order: tuple[int, ...]
+    scores: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def picks(self, start: int = 0, stop: int | None = None) -> list[Pick]:
+        out = []
+        for i in self.order[start:stop]:
+            c = self.pool.candidates[i]
+            out.append(Pick(c, float(self.scores[i]), reason_for(c, self.profile)))
+        return out
+
+
+def reason_for(c: Candidate, profile: Profile) -> str:
+    """Why ``c`` is in this reader's For you, in the order the re-rank weighs things."""
     topic_w = _relative(profile.topic_weights)
+    for t, label in zip(c.topics, c.topic_labels, strict=True):
+        if t in profile.followed_topics:
+            return f"Because you follow {label}"
+    for p in sorted(c.publisher_ids):
+        if p in profile.followed_sources:
+            return f"Because you follow {c.publisher_names[p]}"
+    for t, label in zip(c.topics, c.topic_labels, strict=True):
+        if topic_w.get(t, 0.0) >= 0.5:
+            return f"Because you read about {label}"
     source_w = _relative(profile.source_weights)
-    term_w = _relative(profile.term_weights)
-    f_topics = profile.followed_topics
-    f_sources = profile.followed_sources
-    hidden_sources = profile.hidden_sources
-    hidden_stories = profile.hidden_stories
-    reads = profile.reads
-    picks: list[Pick] = []
-    for c in pool:
-        sid = c.story_id
-        if sid in hidden_stories:
-            continue
-        if hidden_sources and c.publisher_ids <= hidden_sources:
-            continue
-        read_at = reads.get(sid)
-        if read_at is not None and c.updated_at <= read_at:
-            continue
-        affinity = 0.0
-        reason = ""
-        for t in c.topics:
-            if t in f_topics:
-                affinity += 1.0
-                if not reason:
-                    reason = f"Because you follow {section_label(t)}"
-            w = topic_w.get(t)
-            if w:
-                affinity += w
-                if not reason and w >= 0.5:
-                    reason = f"Because you read about {section_label(t)}"
-        if f_sources or source_w:
-            best_source, best_publisher = 0.0, ""
-            for p in sorted(c.publisher_ids) if source_w else c.publisher_ids:
-                if p in f_sources:
-                    affinity += 1.0
-                    if not reason:
-                        reason = f"Because you follow {c.publisher_names[p]}"
-                w = source_w.get(p, 0.0)
-                if w > best_source:
-                    best_source, best_publisher = w, p
-            affinity += best_source
-            if not reason and best_source >= 0.5:
-                reason = f"Because you read {c.publisher_names[best_publisher]}"
-        if term_w:
-            overlap = 0.0
-            for term in c.terms:
-                overlap += term_w.get(term, 0.0)
-            if overlap:
-                affinity += TERM_WEIGHT * min(overlap, 1.0)
-        picks.append(Pick(c, c.importance * (1.0 + affinity), reason or "Top story in your edition"))
-    picks.sort(key=lambda p: (-p.score, p.candidate.story_id))
-    return _limit_runs(picks, max_run)
+    strong = [p for p in c.publisher_ids if source_w.get(p, 0.0) >= 0.5]
+    if strong:
+        best = max(strong, key=lambda p: (source_w[p], p))
+        return f"Because you read {c.publisher_names[best]}"
+    return TOP_STORIES_REASON
+
+
+def rank_for_you(pool: CandidatePool, profile: Profile, *, max_run: int = MAX_RUN) -> Ranking:
+    """The pool ordered for ``profile``. Deterministic for equal inputs; vectorised over the pool."""
+    n = pool.n
+    if n == 0:
+        return Ranking(pool, profile, (), np.zeros(0))
+    topic_vec = pool.topics.vector(_relative(profile.topic_weights))
+    topic_vec += pool.topics.vector(dict.fromkeys(profile.followed_topics, 1.0))
+    affinity = pool.topics.per_story_sum(topic_vec, n)
+    if profile.followed_sources:
+        affinity += pool.publishers.per_story_sum(
+            pool.publishers.vector(dict.fromkeys(profile.followed_sources, 1.0)), n
+        )
+    if profile.source_weights:
+        affinity += pool.publishers.per_story_max(pool.publishers.vector(_relative(profile.source_weights)), n)
+    if profile.term_weights:
+        overlap = pool.terms.per_story_sum(pool.terms.vector(_relative(profile.term_weights)), n)
+        affinity += TERM_WEIGHT * np.minimum(overlap, 1.0)
+    scores = pool.importance * (1.0 + affinity)
+
+    keep = np.ones(n, dtype=bool)
+    for sid in profile.hidden_stories:
+        i = pool.index.get(sid)
+        if i is not None:
+            keep[i] = False
+    if profile.hidden_sources:
+        hidden = pool.publishers.vector(dict.fromkeys(profile.hidden_sources, 1.0))
+        keep &= pool.publishers.per_story_sum(hidden, n) < pool.source_count
+    for sid, read_at in profile.reads.items():
+        i = pool.index.get(sid)
+        if i is not None and pool.updated_at[i] <= read_at:
+            keep[i] = False
+
+    kept = np.flatnonzero(keep)
+    ranked = kept[np.lexsort((pool.id_rank[kept], -scores[kept]))]
+    order = _limit_runs(ranked.tolist(), pool.run_topic.tolist(), max_run)
+    return Ranking(pool, profile, tuple(order), scores)
+
+
+def rerank_for_you(pool: CandidatePool, profile: Profile, *, max_run: int = MAX_RUN) -> list[Pick]:
+    """Every pick of ``rank_for_you``, each with its reason."""
+    return rank_for_you(pool, profile, max_run=max_run).picks()

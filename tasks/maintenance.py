@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from warehouse.maintenance import apply_retention, compact_logs, prune_page_versions
+from warehouse.maintenance import apply_retention, compact_logs, prune_page_versions, prune_writer_states
 from warehouse.store import ObjectStore
 
 
 def run_maintenance(store: ObjectStore, now: datetime, *, article_days: int = 30, click_days: int = 90,
-                    keep_page_versions: int = 20, article_min_age_hours: float = 48.0) -> dict[str, Any]:
-    report = compact_logs(store, now, article_min_age=timedelta(hours=article_min_age_hours))
+                    keep_page_versions: int = 20) -> dict[str, Any]:
+    report = compact_logs(store, now)
     apply_retention(store, now, article_days=article_days, click_days=click_days, report=report)
     prune_page_versions(store, keep=keep_page_versions, report=report)
+    prune_writer_states(store, report=report)
     return asdict(report)
 
 

@@ -161,63 +161,63 @@ def run_per_host(
 ) -> list[R]:
     """Run ``work`` over ``items`` under the host limits; results come back in input order.
 
-    ``status_of`` reads the HTTP status from a result (None: no response) to feed the AIMD rate.
-    An exception from ``work`` is a bug (expected failures are results): it is re-raised once every
-    submitted item has finished.
+    ``max_in_flight`` workers each take the next item of a host that has a free slot and a token
+    (hosts in round robin), so one busy or throttled host never holds a worker idle while another
+    host has work. ``status_of`` reads the HTTP status from a result (None: no response) to feed the
+    AIMD rate. An exception from ``work`` is a bug (expected failures are results): it is re-raised
+    once every item has finished.
     """
     queues: dict[str, deque[int]] = {}
     for index, item in enumerate(items):
         queues.setdefault(str(host_of(item)), deque()).append(index)
+    hosts = deque(queues)  # hosts with items not yet started, in round-robin order
     outcomes: list[_Outcome[R]] = [_Outcome() for _ in items]
-    done = threading.Condition()
-    running = 0
-    ready_at: dict[str, float] = {}
+    changed = threading.Condition()
 
-    def run_one(index: int, host: str) -> None:
-        nonlocal running
-        started = time.monotonic()
-        status: int | None = None
-        try:
-            outcomes[index].value = work(items[index])
-            status = status_of(outcomes[index].value)  # type: ignore[arg-type]
-        except BaseException as e:  # noqa: B036 - re-raised by the dispatcher below
-            outcomes[index].error = e
-        finally:
-            limiter.release(host, status, time.monotonic() - started)
-            with done:
-                running -= 1
-                ready_at[host] = 0.0
-                done.notify()
-
-    futures: list[Future[None]] = []
-    with done:
-        while queues or running:
-            submitted = False
-            soonest = math.inf
-            now = time.monotonic()
-            for host in list(queues):
-                if running >= max_in_flight:
-                    break
-                if ready_at.get(host, 0.0) > now:
-                    soonest = min(soonest, ready_at[host] - now)
-                    continue
-                wait = limiter.try_acquire(host)
-                if wait > 0.0:
-                    ready_at[host] = now + wait  # inf: until one of this host's requests ends
-                    soonest = min(soonest, wait)
-                    continue
+    def take() -> tuple[str, int] | float | None:
+        """The next (host, index) allowed to start, else seconds worth waiting; None when all started."""
+        if not hosts:
+            return None
+        soonest = math.inf
+        for _ in range(len(hosts)):
+            host = hosts[0]
+            hosts.rotate(-1)  # the host is now last
+            wait = limiter.try_acquire(host)
+            if wait == 0.0:
                 queue = queues[host]
                 index = queue.popleft()
                 if not queue:
+                    hosts.pop()
                     del queues[host]
-                running += 1
-                submitted = True
-                futures.append(pool.submit(run_one, index, host))
-            if submitted and running < max_in_flight:
-                continue  # another pass: a host may have a second slot
-            if queues or running:
-                done.wait(timeout=min(soonest, 0.5))
-    for future in futures:
+                return host, index
+            soonest = min(soonest, wait)
+        return soonest
+
+    def worker() -> None:
+        while True:
+            with changed:
+                while True:
+                    taken = take()
+                    if taken is None:
+                        return
+                    if isinstance(taken, tuple):
+                        break
+                    changed.wait(timeout=min(taken, 0.5))
+            host, index = taken
+            started = time.monotonic()
+            status: int | None = None
+            try:
+                outcomes[index].value = work(items[index])
+                status = status_of(outcomes[index].value)  # type: ignore[arg-type]
+            except BaseException as e:  # noqa: B036 - re-raised once every item has finished
+                outcomes[index].error = e
+            finally:
+                limiter.release(host, status, time.monotonic() - started)
+                with changed:
+                    changed.notify()
+
+    workers: list[Future[None]] = [pool.submit(worker) for _ in range(max(1, min(max_in_flight, len(items))))]
+    for future in workers:
         future.result()
     for outcome in outcomes:
         if outcome.error is not None:

@@ -1,61 +1,327 @@
-"""Rank & publish: score stories per edition in DuckDB, assemble pages, validate, publish."""
+"""Rank & publish: score stories per edition (DuckDB SQL + polars), assemble pages, validate, publish.
+
+Everything a page depends on is read from the store as it was at ``now``: the logs (articles,
+story changes), the registry, and earlier published page versions (for stability and the daily
+representative impressions). So ``rebuild_as_of`` can recompute a past minute byte for byte.
+
+Side effects of a cycle besides pages (issue 5, documented in docs/snapshots.md):
+- ``log/events/story.breaking/<story_id>.json``: one event when a story first turns Breaking;
+- ``state/boosts/feeds.json``: ``{publisher_id: until}`` for the publishers of Breaking stories,
+  for ingest to poll their feeds faster until then (conditional put).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-from datetime import datetime
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import polars as pl
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.settings import RankSettings
-from transforms.pages import PageLimits, build_pages, validate_page
+from transforms.diversity import DiversityRule
+from transforms.pages import (
+    POOL_SECTION,
+    TOP_SECTION,
+    EditionRules,
+    PageLimits,
+    build_ranked_pages,
+    build_story_snapshot,
+    impressions_from_versions,
+    iso,
+    member_sections,
+    story_sections_of,
+    validate_page,
+    validate_pool,
+)
+from transforms.ranking import BreakingRule, ScoreWeights, rank_editions, score_stories
+from transforms.representative import RepresentativeWeights
+from warehouse import layout
 from warehouse.duck import connect, load_sql
-from warehouse.snapshots import publish_page, publish_stories
+from warehouse.errors import ObjectNotFoundError, PreconditionFailedError
+from warehouse.snapshots import (
+    PublishResult,
+    dump_snapshot,
+    list_versions,
+    publish_page,
+    publish_stories,
+    rollback_page,
+)
 from warehouse.store import ObjectStore
 
 log = logging.getLogger(__name__)
 
+Pages = dict[tuple[str, str], dict[str, Any]]
 
-def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings
-                  ) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, Any]]:
-    """Every edition page and the story snapshot as of ``now``, from the logs alone."""
+
+@dataclass(frozen=True, slots=True)
+class RankOutput:
+    pages: Pages
+    stories: dict[str, Any]
+    breaking: list[dict[str, Any]]
+
+
+def score_params(now: datetime, s: RankSettings) -> dict[str, Any]:
+    return {
+        "now": now, "coverage_window_hours": s.coverage_window_hours, "half_life_hours": s.freshness_half_life_hours,
+        "active_hours": s.active_hours, "velocity_window_minutes": s.velocity_window_minutes,
+        "cycle_seconds": s.cycle_seconds, "smoothing_cycles": s.smoothing_cycles,
+        "burst_window_minutes": s.burst_window_minutes, "burst_min_articles": s.burst_min_articles,
+        "burst_min_publishers": s.burst_min_publishers, "burst_authority_floor": s.burst_authority_floor,
+        "breaking_hours": s.breaking_hours, "breaking_new_story_minutes": s.breaking_new_story_minutes,
+    }
+
+
+def score_weights(s: RankSettings) -> ScoreWeights:
+    return ScoreWeights(coverage=s.coverage_weight, velocity=s.velocity_weight, freshness=s.freshness_weight,
+                        regional=s.regional_weight, smoothing_cycles=s.smoothing_cycles)
+
+
+def breaking_rule(s: RankSettings) -> BreakingRule:
+    return BreakingRule(max_tail=s.burst_max_tail, baseline_floor=s.burst_baseline_floor,
+                        breaking_hours=s.breaking_hours, min_regional_share=s.breaking_min_regional_share)
+
+
+def edition_rules(s: RankSettings) -> EditionRules:
+    return EditionRules(
+        limits=PageLimits(s.top_stories, s.section_stories, s.min_section_stories),
+        swap_margin=s.swap_margin,
+        diversity=DiversityRule(s.max_section_share_top10, s.max_centroid_cosine, s.fresh_slot_rank),
+        fresh_minutes=s.fresh_slot_minutes,
+        representative=RepresentativeWeights(half_life_hours=s.freshness_half_life_hours,
+                                             window_hours=s.coverage_window_hours,
+                                             tie_margin=s.representative_tie_margin,
+                                             daily_share_cap=s.publisher_daily_share_cap,
+                                             supporting=s.supporting_links),
+        pool_stories=s.pool_stories,
+    )
+
+
+class PageHistory:
+    """Published page versions read from the store; versions are immutable, so they are cached."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+        self._payloads: dict[str, dict[str, Any]] = {}
+        self._versions: dict[tuple[str, str], list[tuple[int, str]]] = {}
+
+    def pages(self) -> list[tuple[str, str]]:
+        found = set()
+        for key in self._store.list(layout.PAGES_PREFIX):
+            parts = key.split("/")
+            if len(parts) == 4 and parts[1] != layout.STORIES_PAGE and parts[3].startswith("v"):
+                found.add((parts[1], parts[2]))
+        return sorted(found)
+
+    def versions(self, edition: str, section: str) -> list[tuple[int, str]]:
+        if (edition, section) not in self._versions:
+            self._versions[(edition, section)] = list_versions(self._store, edition, section)
+        return self._versions[(edition, section)]
+
+    def payload(self, key: str) -> dict[str, Any]:
+        if key not in self._payloads:
+            self._payloads[key] = json.loads(self._store.get(key).data)
+        return self._payloads[key]
+
+    def live_at(self, edition: str, section: str, at: datetime, *, strict: bool) -> dict[str, Any] | None:
+        """The newest version with ``as_of`` before ``at`` (or at it, when not ``strict``)."""
+        limit = iso(at)
+        assert limit is not None
+        for _, key in reversed(self.versions(edition, section)):
+            payload = self.payload(key)
+            if payload["as_of"] < limit or (not strict and payload["as_of"] == limit):
+                return payload
+        return None
+
+    def day_representatives(self, edition: str, at: datetime) -> list[tuple[str, list[str]]]:
+        """(as_of, representative publishers) of the day's top-page versions before ``at``."""
+        day = at.strftime("%Y-%m-%d")
+        out = []
+        for _, key in reversed(self.versions(edition, TOP_SECTION)):
+            payload = self.payload(key)
+            if payload["as_of"][:10] < day:
+                break
+            out.append((payload["as_of"], [s["sources"][0]["publisher_id"] for s in payload["stories"]]))
+        return out
+
+
+def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
+                  history: PageHistory | None = None) -> RankOutput:
+    """Every edition page, pool and the story snapshot as of ``now``, from the store alone."""
+    history = history or PageHistory(store)
     con = connect(store)
     try:
-        params = {"now": now, "coverage_window_hours": settings.coverage_window_hours,
-                  "half_life_hours": settings.freshness_half_life_hours,
-                  "regional_weight": settings.regional_weight, "active_hours": settings.active_hours}
-        scores = con.sql(load_sql("story_scores"), params=params).to_arrow_table().to_pylist()
+        parts = pl.from_arrow(con.sql(load_sql("story_scores"), params=score_params(now, settings)).to_arrow_table())
         members = con.sql(load_sql("story_members"), params={"now": now}).to_arrow_table().to_pylist()
+        editions = pl.from_arrow(con.sql(load_sql("editions")).to_arrow_table())
     finally:
         con.close()
-    limits = PageLimits(settings.top_stories, settings.section_stories, settings.min_section_stories)
-    return build_pages(scores, members, now, limits)
+    assert isinstance(parts, pl.DataFrame) and isinstance(editions, pl.DataFrame)
+    by_story: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for m in members:
+        by_story[m["story_id"]].append(m)
+    sections_of = story_sections_of(by_story, member_sections(members))
+    story_sections = pl.LazyFrame(
+        [(sid, sec) for sid, secs in sorted(sections_of.items()) for sec in secs],
+        schema={"story_id": pl.String, "section": pl.String}, orient="row",
+    )
+    weights, rule = score_weights(settings), breaking_rule(settings)
+    scored = score_stories(parts.lazy(), now=now, weights=weights, rule=rule)
+    ranked = rank_editions(scored, story_sections, editions.lazy(), weights=weights, rule=rule,
+                           top_k={TOP_SECTION: max(settings.pool_stories, settings.top_stories * 3)},
+                           default_k=settings.section_stories * 3).collect()
+    edition_names = editions["edition"].to_list()
+    previous = {}
+    for edition, section in history.pages():
+        if edition in edition_names:
+            page = history.live_at(edition, section, now, strict=True)
+            if page is not None:
+                previous[(edition, section)] = [s["story_id"] for s in page["stories"]]
+    impressions = {e: impressions_from_versions(history.day_representatives(e, now), now) for e in edition_names}
+    regions = dict(zip(editions["edition"].to_list(), editions["region"].to_list(), strict=True))
+    pages, listed, by_story_pages = build_ranked_pages(ranked.to_dicts(), members, now, edition_rules(settings),
+                                                       previous=previous, impressions=impressions, regions=regions)
+    stories = build_story_snapshot(listed, by_story_pages, now)
+    pinned = ranked.filter(pl.col("is_pinned") & (pl.col("section") == TOP_SECTION))
+    breaking = [
+        {"story_id": r["story_id"], "breaking_since": iso(r["breaking_since"]),
+         "editions": sorted(pinned.filter(pl.col("story_id") == r["story_id"])["edition"].to_list()),
+         "publisher_ids": sorted({m["publisher_id"] for m in by_story[r["story_id"]] if not m["is_copy"]})}
+        for r in scored.filter(pl.col("is_breaking")).select("story_id", "breaking_since").collect().to_dicts()
+    ]
+    return RankOutput(pages, stories, sorted(breaking, key=lambda b: b["story_id"]))
 
 
-def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> dict[str, Any]:
-    """Publish every page whose content changed; a refused version leaves the live one in place."""
-    pages, stories = compute_pages(store, now, settings)
+def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, settings: RankSettings) -> dict[str, Any]:
+    """Publish every page whose content changed; a refused version leaves the live one in place and
+    its reason is recorded (the summary, a warning, and ``log/events/page.refused/``)."""
 
-    def validate(new: dict[str, Any], previous: dict[str, Any] | None) -> str | None:
-        return validate_page(new, previous, min_stories=settings.min_page_stories, max_loss=settings.max_story_loss)
+    def check(validator: Callable[..., str | None]) -> Callable[[dict[str, Any], dict[str, Any] | None], str | None]:
+        return lambda new, prev: validator(new, prev, min_stories=settings.min_page_stories,
+                                           max_loss=settings.max_story_loss)
 
     results = {}
     # The story snapshot goes first, so every story a new page lists can already be opened.
-    story_result = publish_stories(store, stories, now=now, validate=lambda new, prev: None)
-    for (edition, section), payload in sorted(pages.items()):
-        result = publish_page(store, edition, section, payload, now=now, validate=validate)
+    story_result = publish_stories(store, output.stories, now=now, validate=lambda new, prev: None)
+    for (edition, section), payload in sorted(output.pages.items()):
+        validator = validate_pool if section == POOL_SECTION else validate_page
+        result = publish_page(store, edition, section, payload, now=now, validate=check(validator))
         results[f"{edition}/{section}"] = result
         if result.reason.startswith("invalid"):
             log.warning("page_refused edition=%s section=%s reason=%s", edition, section, result.reason)
+            _write_event(store, "page.refused", f"{edition}.{section}.{now:%Y%m%dT%H%M%S}",
+                         {"kind": "page.refused", "edition": edition, "section": section, "at": iso(now),
+                          "version": result.version, "reason": result.reason})
     return {
-        "pages": len(pages),
+        "pages": len(output.pages),
         "published": sorted(k for k, r in results.items() if r.published),
         "refused": {k: r.reason for k, r in results.items() if r.reason.startswith("invalid")},
-        "stories": len(stories["stories"]),
+        "stories": len(output.stories["stories"]),
         "stories_version": story_result.version,
+        "breaking": [b["story_id"] for b in output.breaking],
     }
+
+
+def _write_event(store: ObjectStore, kind: str, event_id: str, payload: dict[str, Any]) -> bool:
+    try:
+        store.put(layout.event_key(kind, event_id), dump_snapshot(payload), if_none_match=True,
+                  content_type="application/json")
+    except PreconditionFailedError:
+        return False
+    return True
+
+
+def record_breaking(store: ObjectStore, breaking: list[dict[str, Any]], now: datetime,
+                    settings: RankSettings) -> dict[str, Any]:
+    """Write one ``story.breaking`` event per newly Breaking story and extend the feed boosts."""
+    new_events = [b["story_id"] for b in breaking
+                  if _write_event(store, "story.breaking", b["story_id"],
+                                  {"kind": "story.breaking", "detected_at": iso(now), **b})]
+    wanted: dict[str, str] = {}
+    for b in breaking:
+        until = iso(datetime.fromisoformat(b["breaking_since"].replace("Z", "+00:00"))
+                    + timedelta(hours=settings.boost_hours))
+        assert until is not None
+        for p in b["publisher_ids"]:
+            wanted[p] = max(wanted.get(p, ""), until)
+    now_s = iso(now)
+    assert now_s is not None
+    for _ in range(3):
+        try:
+            obj = store.get(layout.FEED_BOOSTS_KEY)
+            current, etag = dict(json.loads(obj.data)), obj.etag
+        except ObjectNotFoundError:
+            current, etag = {}, None
+        merged = {p: u for p, u in current.items() if u > now_s}
+        for p, u in wanted.items():
+            if u > now_s:
+                merged[p] = max(merged.get(p, ""), u)
+        if merged == current:
+            break
+        try:
+            store.put(layout.FEED_BOOSTS_KEY, dump_snapshot(merged), if_match=etag, if_none_match=etag is None,
+                      content_type="application/json")
+            break
+        except PreconditionFailedError:
+            continue
+    return {"events": new_events, "boosted": sorted(wanted)}
+
+
+def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> dict[str, Any]:
+    """One rank & publish cycle: compute, publish what changed, record Breaking stories."""
+    output = compute_pages(store, now, settings)
+    summary = publish_computed(store, output, now, settings)
+    summary["breaking_events"] = record_breaking(store, output.breaking, now, settings)["events"]
+    return summary
+
+
+def rebuild_as_of(store: ObjectStore, at: datetime, settings: RankSettings,
+                  output_dir: Path | None = None) -> list[dict[str, Any]]:
+    """Rebuild every page version that was live at ``at`` from the logs, and compare the bytes.
+
+    For each page, the version live at ``at`` is the newest with ``as_of <= at``; it is recomputed
+    at its own ``as_of`` with its own version number. Nothing in the store is written; with
+    ``output_dir`` the rebuilt bytes go there under the same keys.
+    """
+    history = PageHistory(store)
+    targets: dict[datetime, list[tuple[tuple[str, str], int, str]]] = defaultdict(list)
+    limit = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    for edition, section in history.pages():
+        for version, key in reversed(history.versions(edition, section)):
+            as_of = history.payload(key)["as_of"]
+            if as_of <= limit:
+                targets[datetime.fromisoformat(as_of.replace("Z", "+00:00"))].append(
+                    ((edition, section), version, key))
+                break
+    report = []
+    for when, pages in sorted(targets.items()):
+        output = compute_pages(store, when, settings, history)
+        for page, version, key in pages:
+            rebuilt = output.pages.get(page)
+            data = dump_snapshot(dict(rebuilt, version=version)) if rebuilt is not None else b""
+            published = store.get(key).data
+            if output_dir is not None and data:
+                target = output_dir / key
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            report.append({"key": key, "as_of": iso(when), "version": version, "identical": data == published,
+                           "sha256": hashlib.sha256(data).hexdigest()})
+    return report
+
+
+def rollback_pointer(store: ObjectStore, edition: str, section: str, version: int, now: datetime) -> PublishResult:
+    """Move a page's pointer back to an earlier version (``newsroom pages rollback``)."""
+    result = rollback_page(store, edition, section, version, now=now)
+    log.warning("page_rollback edition=%s section=%s version=%d reason=%s", edition, section, version, result.reason)
+    return result
 
 
 @task(name="publish_snapshot", retries=2, retry_delay_seconds=2, timeout_seconds=600, cache_policy=NO_CACHE)

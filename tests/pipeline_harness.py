@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from s3server import S3Server
 
 from replay.site import ReplaySite
-from s3server import S3Server
 from tasks.storage import configured_store, reset_configured_store
 from warehouse.store import ObjectStore
 
@@ -25,9 +25,9 @@ START = datetime(2026, 12, 1, 6, 0, tzinfo=UTC)
 
 
 @contextmanager
-def replay_site(limit: int = 90, seed: int = 7, span_hours: float = 2.0) -> Iterator[ReplaySite]:
+def replay_site(limit: int = 90, seed: int = 7, span_hours: float = 2.0, port: int = 0) -> Iterator[ReplaySite]:
     site = ReplaySite.from_corpora(CORPORA, seed=seed, start=START, span_hours=span_hours, limit=limit)
-    site.start(port=0)
+    site.start(port=port)
     try:
         yield site
     finally:

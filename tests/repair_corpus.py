@@ -6,6 +6,16 @@ Bern (Klitschko v Thompson) four years apart, each told by several outlets in it
 
 from __future__ import annotations
 
+import hashlib
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from transforms.features import features_from_text, features_to_row
+from warehouse import layout
+from warehouse.schemas import ARTICLES_SCHEMA, STORY_CHANGES_SCHEMA
+from warehouse.store import ObjectStore
+from warehouse.tables import list_segments, read_segments, rows_to_table, write_segment
+
 _MANNHEIM = [
     "Wladimir Klitschko stopped Hasim Rahman in the seventh round in Mannheim on Saturday, {d}. "
     "Rahman, the former champion, barely landed a punch at the SAP Arena as Klitschko kept his IBF title.",
@@ -44,3 +54,44 @@ def mannheim(i: int) -> str:
 def bern(i: int) -> str:
     """Article ``i`` (0–5) about the Bern fight."""
     return _BERN[i].format(d="July 7, 2012")
+
+
+T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
+PUBLISHERS = [f"pub{i}" for i in range(8)]
+
+
+def write_articles(store: ObjectStore, articles: list[tuple[str, str, int, str]]) -> None:
+    """One article segment per (article_id, text, minute, publisher), as the ingest writes them."""
+    for article_id, text, minute, publisher in articles:
+        seen = T0 + timedelta(minutes=minute)
+        features = features_from_text(article_id, text.split(". ")[0][:80], text, "en", seen, publisher)
+        row = {**features_to_row(features), "version": 1,
+               "content_hash": hashlib.sha1(text.encode()).hexdigest(), "url": f"http://{publisher}.test/{article_id}",
+               "canonical_url": f"http://{publisher}.test/{article_id}", "feed_id": f"feed-{publisher}",
+               "region": "US", "snippet": text[:120], "image_url": None, "author": None, "section": "sport",
+               "categories": [], "is_opinion": False, "published_at": seen}
+        write_segment(store, layout.article_segment_key(seen, article_id), rows_to_table([row], ARTICLES_SCHEMA),
+                      ARTICLES_SCHEMA)
+
+
+def two_event_stream() -> list[tuple[str, str, int, str]]:
+    out = []
+    for i in range(6):
+        out.append((f"m{i}", mannheim(i), 2 * i, PUBLISHERS[i]))
+        out.append((f"b{i}", bern(i), 2 * i + 1, PUBLISHERS[(i + 3) % 8]))
+    return out
+
+
+def changes_of(store: ObjectStore) -> list[dict[str, Any]]:
+    keys = list_segments(store, layout.STORY_CHANGES_PREFIX)
+    return read_segments(store, keys, STORY_CHANGES_SCHEMA).to_pylist() if keys else []
+
+
+def final_story(changes: list[dict[str, Any]]) -> dict[str, str]:
+    latest: dict[str, dict[str, Any]] = {}
+    for c in sorted(changes, key=lambda c: c["offset"]):
+        if c["article_id"]:
+            latest[c["article_id"]] = c
+    return {a: c["story_id"] for a, c in latest.items()}
+
+

@@ -13,6 +13,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from transforms.diversity import DiversityRule, diversify, stabilize_order
+from transforms.representative import (
+    RepresentativeWeights,
+    centroid,
+    choose_edition_representative,
+    cosine,
+    supporting_links,
+    term_vector,
+)
+from transforms.sections import article_sections, story_sections_from_votes
+
 TOP_SECTION = "top"
 PAGE_SOURCES = 6
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -188,6 +199,202 @@ def validate_page(new: Mapping[str, Any], previous: Mapping[str, Any] | None, *,
     ids = [s["story_id"] for s in stories]
     if len(set(ids)) != len(ids):
         return "a story is listed twice"
+    if previous is not None:
+        before = len(previous.get("stories") or [])
+        if before >= 4 and len(stories) < before * (1 - max_loss):
+            return f"{len(stories)} stories after {before}: more than {max_loss:.0%} lost in one cycle"
+    return None
+
+
+# --- Ranked editions (issue 5): per-edition representatives, stability, diversity, pool ---------
+
+POOL_SECTION = "pool"
+"""The edition's candidate pool is published as ``pages/{edition}/pool/v{n}.json`` (not a page)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EditionRules:
+    """Everything page assembly needs besides the rows; tasks fill it from RankSettings."""
+
+    limits: PageLimits
+    swap_margin: float = 0.10
+    diversity: DiversityRule = DiversityRule()
+    fresh_minutes: float = 60.0
+    fresh_max_sources: int = 2
+    representative: RepresentativeWeights = RepresentativeWeights()
+    pool_stories: int = 1000
+
+
+def member_sections(members: list[Mapping[str, Any]]) -> dict[str, str | None]:
+    """Each article's section: feed hint, RSS categories, then the seed-vocabulary classifier."""
+    ordered = sorted(members, key=lambda m: m["article_id"])
+    found = article_sections([m["section"] for m in ordered], [m.get("categories") for m in ordered],
+                             [f"{m['title'] or ''} {m['snippet'] or ''}" for m in ordered])
+    return {m["article_id"]: s for m, s in zip(ordered, found, strict=True)}
+
+
+def story_sections_of(by_story: Mapping[str, list[Mapping[str, Any]]], sections: Mapping[str, str | None]
+                      ) -> dict[str, list[str]]:
+    """The sections most of each story's articles agree on."""
+    return {sid: story_sections_from_votes(sections[m["article_id"]] for m in ms) for sid, ms in by_story.items()}
+
+
+def impressions_from_versions(versions: Iterable[tuple[str, list[str]]], now: datetime) -> dict[str, float]:
+    """Representative impressions per publisher today, in story-slot minutes, from the day's
+    published top-page versions (``as_of`` ISO string, the representatives' publisher ids).
+
+    A version counts from its ``as_of`` until the next version (or ``now``).
+    """
+    now_s = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    rows = sorted((a, pubs) for a, pubs in versions if a[:10] == now_s[:10] and a < now_s)
+    counts: dict[str, float] = {}
+    for i, (at, pubs) in enumerate(rows):
+        until = rows[i + 1][0] if i + 1 < len(rows) else now_s
+        minutes = (_parse_iso(until) - _parse_iso(at)).total_seconds() / 60
+        for p in pubs:
+            counts[p] = counts.get(p, 0.0) + minutes
+    return counts
+
+
+def _parse_iso(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _parts(r: Mapping[str, Any]) -> dict[str, float]:
+    return {k: round(float(r[k]), 4) for k in ("coverage", "velocity", "freshness", "regional_share")}
+
+
+def build_ranked_pages(
+    ranked: Iterable[Mapping[str, Any]],
+    members: Iterable[Mapping[str, Any]],
+    now: datetime,
+    rules: EditionRules,
+    *,
+    previous: Mapping[tuple[str, str], list[str]],
+    impressions: Mapping[str, Mapping[str, float]],
+    regions: Mapping[str, str],
+) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, set[str]], dict[str, list[Mapping[str, Any]]]]:
+    """Pages (and each edition's pool) from ``rank_editions`` rows.
+
+    Args:
+        ranked: Rows of transforms.ranking.rank_editions, any order.
+        members: Rows of story_members.sql.
+        now: The cycle's instant.
+        rules: Limits and rules.
+        previous: Story ids of each page's previous version, in order (stability).
+        impressions: Per edition, representative impressions per publisher so far today.
+        regions: Region per edition.
+
+    Returns:
+        Pages keyed by (edition, section), the editions listing each story, members per story.
+    """
+    by_story: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for m in members:
+        by_story[m["story_id"]].append(m)
+    article_section = member_sections([m for ms in by_story.values() for m in ms])
+    sections_of = story_sections_of(by_story, article_section)
+    rows_by_page: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for r in ranked:
+        if r["story_id"] in by_story:
+            rows_by_page[(r["edition"], r["section"])].append(r)
+    centroids: dict[str, dict[str, float]] = {}
+
+    def story_centroid(sid: str) -> dict[str, float]:
+        if sid not in centroids:
+            centroids[sid] = centroid([term_vector(m) for m in by_story[sid] if not m["is_copy"]])
+        return centroids[sid]
+
+    def similarity(a: str, b: str) -> float:
+        return cosine(story_centroid(a), story_centroid(b))
+
+    pages: dict[tuple[str, str], dict[str, Any]] = {}
+    listed: dict[str, set[str]] = defaultdict(set)
+    for edition in sorted({e for e, _ in rows_by_page}):
+        chosen_rep: dict[str, Mapping[str, Any]] = {}
+        counts = dict(impressions.get(edition, {}))
+        page_ids: dict[str, list[str]] = {}
+        page_sections = sorted((s for e, s in rows_by_page if e == edition), key=lambda s: (s != TOP_SECTION, s))
+        for section in page_sections:
+            rows = sorted(rows_by_page[(edition, section)], key=lambda r: r["position"])
+            limit = rules.limits.top_stories if section == TOP_SECTION else rules.limits.section_stories
+            if section != TOP_SECTION and len(rows) < rules.limits.min_section_stories:
+                continue
+            scores = {r["story_id"]: float(r["score"]) for r in rows}
+            pinned = frozenset(r["story_id"] for r in rows if r["is_pinned"])
+            order = stabilize_order([r["story_id"] for r in rows], scores, previous.get((edition, section), []),
+                                    margin=rules.swap_margin, pinned=pinned)
+            fresh = [r["story_id"] for r in rows
+                     if section == TOP_SECTION and (now - r["first_seen_at"]).total_seconds() <= rules.fresh_minutes * 60
+                     and len({m["publisher_id"] for m in by_story[r["story_id"]] if not m["is_copy"]})
+                     <= rules.fresh_max_sources]
+            page_ids[section] = diversify(order, sections_of, similarity, rule=rules.diversity, fresh=fresh,
+                                          limit=limit, cap_sections=section == TOP_SECTION)
+        if TOP_SECTION not in page_ids:
+            continue
+        for section in page_sections:
+            for sid in page_ids.get(section, []):
+                if sid in chosen_rep:
+                    continue
+                ms = by_story[sid]
+                shares = Counter(m["region"] for m in ms if not m["is_copy"])
+                rep = choose_edition_representative(
+                    sid, ms, story_centroid(sid), edition=edition, region=regions[edition],
+                    is_local_story=shares[regions[edition]] * 2 > sum(shares.values()), now=now,
+                    impressions=counts, weights=rules.representative)
+                chosen_rep[sid] = rep
+                if section == TOP_SECTION:
+                    counts[rep["publisher_id"]] = counts.get(rep["publisher_id"], 0.0) + 1.0
+        by_id = {r["story_id"]: r for r in rows_by_page[(edition, TOP_SECTION)]}
+        for section, ids in page_ids.items():
+            row_of = {r["story_id"]: r for r in rows_by_page[(edition, section)]}
+            stories = []
+            for rank, sid in enumerate(ids, start=1):
+                r = row_of[sid]
+                rep = chosen_rep[sid]
+                card = build_story(sid, by_story[sid], full=False)
+                support = supporting_links(rep, by_story[sid], count=rules.representative.supporting,
+                                           mmr_lambda=rules.representative.mmr_lambda)
+                card.update({
+                    "title": rep["title"], "snippet": rep["snippet"], "image_url": rep["image_url"],
+                    "representative_id": rep["article_id"], "sections": sections_of[sid],
+                    "sources": [_source(m) for m in [rep, *support][:PAGE_SOURCES]],
+                    "rank": rank, "score": round(float(r["score"]), 4), "score_parts": _parts(r),
+                    "is_breaking": bool(r["is_breaking"]), "breaking_since": iso(r["breaking_since"]),
+                })
+                stories.append(card)
+                listed[sid].add(edition)
+            pages[(edition, section)] = {"schema": "newsroom.page/1", "edition": edition, "section": section,
+                                         "as_of": iso(now), "stories": stories}
+        pool = sorted(by_id.values(), key=lambda r: r["position"])[: rules.pool_stories]
+        pages[(edition, POOL_SECTION)] = {
+            "schema": "newsroom.pool/1", "edition": edition, "section": POOL_SECTION, "as_of": iso(now),
+            "stories": [{"story_id": r["story_id"], "score": round(float(r["score"]), 4), "score_parts": _parts(r),
+                         "sections": sections_of[r["story_id"]], "is_breaking": bool(r["is_breaking"]),
+                         "first_seen_at": iso(r["first_seen_at"])} for r in pool],
+        }
+    return pages, listed, by_story
+
+
+def build_story_snapshot(listed: Mapping[str, set[str]], by_story: Mapping[str, list[Mapping[str, Any]]],
+                         now: datetime, aliases: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Full Coverage for every listed story (the same shape ``build_pages`` returns)."""
+    article_section = member_sections([m for sid in listed for m in by_story[sid]])
+    full = {}
+    for sid in sorted(listed):
+        story = build_story(sid, by_story[sid], full=True)
+        story["sections"] = story_sections_from_votes(article_section[m["article_id"]] for m in by_story[sid])
+        story["editions"] = sorted(listed[sid])
+        full[sid] = story
+    return {"schema": "newsroom.stories/1", "as_of": iso(now), "stories": full,
+            "aliases": resolve_aliases(aliases or {}, full)}
+
+
+def validate_pool(new: Mapping[str, Any], previous: Mapping[str, Any] | None, *, min_stories: int,
+                  max_loss: float) -> str | None:
+    """Why a candidate pool must not go live, or None: the count rules of validate_page."""
+    stories = new.get("stories") or []
+    if len(stories) < min_stories:
+        return f"{len(stories)} stories, fewer than {min_stories}"
     if previous is not None:
         before = len(previous.get("stories") or [])
         if before >= 4 and len(stories) < before * (1 - max_loss):

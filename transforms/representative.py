@@ -36,6 +36,8 @@ class RepresentativeWeights:
     daily_share_cap: float = 0.10
     supporting: int = 4
     mmr_lambda: float = 0.7
+    cap_min_total: float = 30.0
+    """Early in a day the cap reads as a share of at least this many impressions (one full page)."""
 
 
 def term_vector(member: Member) -> dict[str, float]:
@@ -131,17 +133,15 @@ def choose_edition_representative(story_id: str, members: Sequence[Member], stor
                                   impressions: Mapping[str, float], weights: RepresentativeWeights) -> Member:
     """The representative for one story on one edition.
 
-    Publishers at or above ``daily_share_cap`` of the edition's representative impressions today
-    step aside when another candidate exists; near-ties (within ``tie_margin``) prefer free
+    Publishers that would pass ``daily_share_cap`` of the edition's representative impressions today
+    (counted against at least ``cap_min_total``) step aside when another candidate exists; near-ties (within ``tie_margin``) prefer free
     articles and rotate by hash(story, edition, hour).
     """
     scored = score_candidates(members, story_centroid, region=region, is_local_story=is_local_story, now=now,
                               weights=weights)
-    total = sum(impressions.values())
-    if total > 0:
-        allowed = [sm for sm in scored
-                   if (impressions.get(sm[1]["publisher_id"], 0.0) + 1) / (total + 1) <= weights.daily_share_cap]
-        scored = allowed or scored
+    budget = weights.daily_share_cap * max(sum(impressions.values()) + 1, weights.cap_min_total)
+    allowed = [sm for sm in scored if impressions.get(sm[1]["publisher_id"], 0.0) + 1 <= budget]
+    scored = allowed or scored
     best = scored[0][0]
     ties = [sm for sm in scored if sm[0] >= best - abs(best) * weights.tie_margin]
     free = [sm for sm in ties if not sm[1]["is_paywalled"]]

@@ -75,3 +75,16 @@ def story_snapshot_pointer_key() -> str:
 
 def click_segment_key(day: datetime, segment_id: str) -> str:
     return f"{CLICKS_PREFIX}date={day:%Y-%m-%d}/{_check(segment_id, 'segment id')}.parquet"
+
+
+POOL_SECTION = "pool"
+"""Each edition's candidate pool lives at ``pages/{edition}/pool/``: versions and a pointer like a
+page's, but it is not a page and serving must not list it (issue 5)."""
+EVENTS_PREFIX = "log/events/"
+FEED_BOOSTS_KEY = "state/boosts/feeds.json"
+"""``{publisher_id: until ISO instant}``: publishers whose feeds ingest should poll faster (issue 5)."""
+
+
+def event_key(kind: str, event_id: str) -> str:
+    """Key of one event object (``story.breaking`` -> ``log/events/story.breaking/<id>.json``)."""
+    return f"{EVENTS_PREFIX}{_check(kind, 'event kind')}/{_check(event_id, 'event id')}.json"

@@ -29,6 +29,7 @@ class MaintenanceReport:
     written_segments: int = 0
     deleted_for_retention: int = 0
     pruned_page_versions: int = 0
+    pruned_writer_states: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -70,24 +71,21 @@ def _compact(store: ObjectStore, keys: list[str], schema: pa.Schema, folder: str
             report.compacted_segments += 1
 
 
-def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4,
-                 article_min_age: timedelta = timedelta(days=2)) -> MaintenanceReport:
+def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) -> MaintenanceReport:
     """Merge small segments into one per folder.
 
-    Article day partitions are compacted once they are older than ``article_min_age`` and every
-    language writer has consumed all their segments; story-change and click segments of days
-    before ``now``'s day are merged per folder.
+    Article segments are merged once every language writer has consumed them (writers never read
+    compacted segments); click segments of days before ``now``'s day, and story-change segments
+    whose changes all precede ``now``'s day, are merged per folder.
     """
     report = MaintenanceReport()
     consumed = consumed_by_every_writer(store)
     today = now.strftime("%Y-%m-%d")
-    cutoff = (now - article_min_age).strftime("%Y-%m-%d")
     for folder, keys in sorted(_by_folder(list_segments(store, layout.ARTICLES_PREFIX)).items()):
-        day = _partition_day(folder)
-        small = [k for k in keys if not is_compacted(k)]
-        if day is None or day >= cutoff or len(small) < min_segments or not set(small) <= consumed:
-            continue
-        _compact(store, keys, ARTICLES_SCHEMA, folder, ["first_seen_at", "article_id", "version"], report)
+        ready = [k for k in keys if not is_compacted(k) and k in consumed]
+        if len(ready) >= min_segments:
+            _compact(store, ready + [k for k in keys if is_compacted(k)], ARTICLES_SCHEMA, folder,
+                     ["first_seen_at", "article_id", "version", "content_hash"], report)
     for folder, keys in sorted(_by_folder(list_segments(store, layout.CLICKS_PREFIX)).items()):
         day = _partition_day(folder)
         if day is not None and day < today and len([k for k in keys if not is_compacted(k)]) >= min_segments:
@@ -100,6 +98,23 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4,
         last_day = pc.max(table.column("changed_at")).as_py()
         if last_day is not None and last_day.strftime("%Y-%m-%d") < today:
             _compact(store, small, STORY_CHANGES_SCHEMA, folder, ["offset"], report)
+    return report
+
+
+def prune_writer_states(store: ObjectStore, *, keep: int = 3, report: MaintenanceReport | None = None
+                        ) -> MaintenanceReport:
+    """Delete a language writer's old state blobs, keeping the one its checkpoint names and the newest."""
+    report = report or MaintenanceReport()
+    for folder, keys in sorted(_by_folder(store.list(layout.STORY_STATE_PREFIX)).items()):
+        checkpoint_key = f"{folder}/checkpoint.json"
+        if checkpoint_key not in keys:
+            continue
+        current = json.loads(store.get(checkpoint_key).data).get("state_key")
+        states = sorted(k for k in keys if k.rsplit("/", 1)[-1].startswith("state-"))
+        for key in states[:-keep]:
+            if key != current:
+                store.delete(key)
+                report.pruned_writer_states += 1
     return report
 
 

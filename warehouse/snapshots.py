@@ -100,7 +100,8 @@ def list_live_pages(store: ObjectStore) -> list[tuple[str, str]]:
     pages = []
     for key in store.list(layout.PAGES_PREFIX):
         parts = key.split("/")
-        if len(parts) == 4 and parts[3] == "latest.json" and parts[1] != layout.STORIES_PAGE:
+        if (len(parts) == 4 and parts[3] == "latest.json" and parts[1] != layout.STORIES_PAGE
+                and parts[2] != layout.POOL_SECTION):
             pages.append((parts[1], parts[2]))
     return sorted(pages)
 
@@ -121,7 +122,7 @@ def _publish_at(
         comparable = dict(previous, version=None, as_of=None)
         if dump_snapshot(comparable) == dump_snapshot(dict(payload, version=None, as_of=None)):
             return PublishResult(current[0].key, current[0].version, False, "unchanged")
-    version = current[0].version + 1 if current else 1
+    version = _high_water(store, pointer_key, current[0].version) + 1 if current else 1
     payload = dict(payload, version=version)
     problem = validate(payload, previous)
     if problem is not None:
@@ -186,3 +187,55 @@ def publish_stories(
     return _publish_at(
         store, layout.story_snapshot_pointer_key(), layout.story_snapshot_key, payload, now, validate
     )
+
+
+def _high_water(store: ObjectStore, pointer_key: str, live_version: int) -> int:
+    """The highest version ever written under a pointer: after a rollback the pointer names an older
+    version and remembers the newest in ``high_water``, so the next version never reuses a number."""
+    try:
+        raw = json.loads(store.get(pointer_key).data)
+    except (ObjectNotFoundError, ValueError):
+        return live_version
+    return max(live_version, int(raw.get("high_water") or 0))
+
+
+def rollback_page(store: ObjectStore, edition: str, section: str, version: int, *, now: datetime) -> PublishResult:
+    """Point a page back at an earlier published version, with a conditional put on the pointer.
+
+    The version must exist and be older than the live one; its bytes are checked by sha256 as usual.
+    Raises SnapshotNotFoundError when there is no live pointer or no such version.
+    """
+    pointer_key = layout.page_pointer_key(edition, section)
+    current = _read_pointer_at(store, pointer_key)
+    if current is None:
+        raise SnapshotNotFoundError("no live version", key=pointer_key)
+    key = layout.page_version_key(edition, section, version)
+    try:
+        data = store.get(key).data
+    except ObjectNotFoundError as e:
+        raise SnapshotNotFoundError("no such version", key=key) from e
+    if version >= current[0].version:
+        return PublishResult(key, version, False, f"not older than the live version {current[0].version}")
+    pointer = {
+        "version": version,
+        "key": key,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "published_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "high_water": _high_water(store, pointer_key, current[0].version),
+        "rolled_back_from": current[0].version,
+    }
+    try:
+        store.put(pointer_key, dump_snapshot(pointer), if_match=current[1], content_type="application/json")
+    except PreconditionFailedError:
+        return PublishResult(key, version, False, "pointer moved by another publisher")
+    return PublishResult(key, version, True, "rolled back")
+
+
+def list_versions(store: ObjectStore, edition: str, section: str) -> list[tuple[int, str]]:
+    """Every published version of a page as (version, key), oldest first."""
+    found = []
+    for key in store.list(layout.page_dir(edition, section)):
+        name = key.rsplit("/", 1)[-1]
+        if name.startswith("v") and name.endswith(".json") and name[1:-5].isdigit():
+            found.append((int(name[1:-5]), key))
+    return sorted(found)

@@ -16,8 +16,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
-from serving.deps import ClickLogDep, ProfilesDep, SignerDep, _bearer
 from serving.clicks import record_read_quietly
+from serving.deps import ClickLogDep, ProfilesDep, SignerDep, _bearer
 from serving.errors import UnknownArticleError
 from serving.models import ClickTokenPublic, ClickTokenRequest, ErrorPublic
 from serving.routes.readers import private_json

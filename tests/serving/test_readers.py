@@ -89,6 +89,7 @@ def test_topic_pages_page_without_reshuffling_and_expire_with_the_snapshot(
 
 def test_topic_cursor_pins_the_snapshot_version(client: TestClient, local_store: ObjectStore) -> None:
     from conftest import accept, stories_payload
+
     from warehouse.snapshots import publish_stories
 
     cache = client.app.state.cache  # type: ignore[attr-defined]

@@ -7,7 +7,6 @@ endpoints get a real session token, so they are exercised past the 401.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import schemathesis

@@ -63,7 +63,7 @@ originals as (
 lags as (
     select
         range as lag,
-        $now - to_seconds(range * $cycle_seconds) as at
+        $now - to_seconds(range * $cycle_seconds) as lag_at
     from range(cast($smoothing_cycles as bigint))
 ),
 
@@ -71,9 +71,9 @@ lagged_members as (
     select
         o.*,
         l.lag,
-        l.at
+        l.lag_at
     from originals as o
-    inner join lags as l on o.first_seen_at <= l.at
+    inner join lags as l on o.first_seen_at <= l.lag_at
 ),
 
 lagged_publishers as (
@@ -83,7 +83,7 @@ lagged_publishers as (
         publisher_id,
         authority
     from lagged_members
-    where first_seen_at > at - to_seconds(cast($coverage_window_hours * 3600 as bigint))
+    where first_seen_at > lag_at - to_seconds(cast($coverage_window_hours * 3600 as bigint))
 ),
 
 lagged_coverage as (
@@ -99,14 +99,14 @@ lagged_activity as (
     select
         story_id,
         lag,
-        any_value(at) as at,
+        any_value(lag_at) as lag_at,
         min(first_seen_at) as first_original_at,
         max(first_seen_at) as last_original_at,
         count(*) filter (
-            where first_seen_at > at - to_seconds(cast($velocity_window_minutes * 60 as bigint))
+            where first_seen_at > lag_at - to_seconds(cast($velocity_window_minutes * 60 as bigint))
         ) as recent_originals,
         count(*) filter (
-            where first_seen_at <= at - to_seconds(cast($velocity_window_minutes * 60 as bigint))
+            where first_seen_at <= lag_at - to_seconds(cast($velocity_window_minutes * 60 as bigint))
         ) as earlier_originals
     from lagged_members
     group by story_id, lag
@@ -124,13 +124,13 @@ lagged_parts as (
                 / (
                     1 + a.earlier_originals * ($velocity_window_minutes / 60.0)
                     / greatest(
-                        epoch(a.at - a.first_original_at) / 3600.0 - $velocity_window_minutes / 60.0,
+                        epoch(a.lag_at - a.first_original_at) / 3600.0 - $velocity_window_minutes / 60.0,
                         1.0
                     )
                 )
             )
         ) as velocity,
-        exp(-ln(2) * epoch(a.at - a.last_original_at) / 3600.0 / $half_life_hours) as freshness
+        exp(-ln(2) * epoch(a.lag_at - a.last_original_at) / 3600.0 / $half_life_hours) as freshness
     from lagged_activity as a
     left join lagged_coverage as c on a.story_id = c.story_id and a.lag = c.lag
 ),
@@ -158,13 +158,20 @@ region_authority as (
     group by story_id, region
 ),
 
+region_share as (
+    select
+        story_id,
+        region,
+        authority_sum / sum(authority_sum) over (partition by story_id) as share
+    from region_authority
+),
+
 regions as (
     select
         story_id,
         list(region order by region) as regions,
-        list(authority_sum / sum(authority_sum) over (partition by story_id) order by region)
-            as region_shares
-    from region_authority
+        list(share order by region) as region_shares
+    from region_share
     group by story_id
 ),
 

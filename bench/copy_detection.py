@@ -1,0 +1,127 @@
+"""Syndicated-copy detection: recall over edited reprints, false copies among same-event pairs.
+
+Usage::
+
+    .venv/bin/python bench/copy_detection.py [--corpus-dir /work/shared/corpus/clustering]
+
+Recall: each ECB+ and MMDS article of at least 300 characters is reprinted five ways (a
+dateline prefixed, the headline replaced, a footer appended, the last 20% cut, the paragraphs
+reordered) and all five at once; each reprint is fed to a fresh
+:class:`transforms.clustering.LanguageClusterer` after its original (among every other article
+of the file), and counts as found when the clusterer names the original as ``copy_of``.
+False copies: every pair of distinct ECB+ articles of one event (not listed as near-duplicates
+by 4-shingle Jaccard >= 0.5 or containment >= 0.8, the corpus README's definition of wire
+copies), fed as original then second article; a false copy is the second named as a copy of
+the first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from transforms.clustering import LanguageClusterer  # noqa: E402
+from transforms.features import ArticleFeatures, features_from_text  # noqa: E402
+from transforms.signatures import shingle_tokens, tokenize  # noqa: E402
+
+DEFAULT_CORPUS = Path("/work/shared/corpus/clustering")
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def _edits(title: str, text: str) -> dict[str, tuple[str, str]]:
+    paragraphs = [p for p in text.split("\n") if p.strip()]
+    if len(paragraphs) < 2:
+        paragraphs = [s + "." for s in text.split(". ") if s]
+    reordered = "\n".join(paragraphs[1:] + paragraphs[:1])
+    cut = text[: int(len(text) * 0.8)]
+    dateline = "LONDON, March 3 (Wire) - " + text
+    footer = text + "\nCopyright 2024 Wire Service. All rights reserved. Reporting by staff; editing by desk."
+    everything = "SINGAPORE (Wire) - " + "\n".join(paragraphs[1:] + paragraphs[:1])[: int(len(text) * 0.8)] + (
+        "\nCopyright 2024 Wire Service. All rights reserved.")
+    return {"dateline": (title, dateline), "headline": ("Reprinted: " + title[::-1][:40], text),
+            "footer": (title, footer), "truncate20": (title, cut), "reorder": (title, reordered),
+            "all": ("Other headline", everything)}
+
+
+def _near_duplicate(a: str, b: str, language: str) -> bool:
+    sa = set(shingle_tokens(tokenize(a, language)))
+    sb = set(shingle_tokens(tokenize(b, language)))
+    if not sa or not sb:
+        return False
+    inter = len(sa & sb)
+    return inter / len(sa | sb) >= 0.5 or inter / min(len(sa), len(sb)) >= 0.8
+
+
+def _features(row: dict[str, object], aid: str, title: str, text: str, minute: int) -> ArticleFeatures:
+    return features_from_text(aid, title, text, str(row["language"]), T0 + timedelta(minutes=minute))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS)
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    found: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for name in ("ecbplus-dev.jsonl", "mmds-dev.jsonl"):
+        rows = [json.loads(line) for line in (args.corpus_dir / name).open(encoding="utf-8") if line.strip()]
+        by_language: dict[str, list[dict[str, object]]] = defaultdict(list)
+        for row in rows:
+            by_language[str(row["language"])].append(row)
+        for language, group in by_language.items():
+            base = LanguageClusterer(language)
+            originals = [_features(r, str(r["id"]), str(r["title"]), str(r["text"]), i) for i, r in enumerate(group)]
+            for f in originals:
+                base.assign(f)
+            state = base.to_state()
+            for row in group:
+                if len(str(row["text"])) < 300:
+                    continue
+                for kind, (title, text) in _edits(str(row["title"]), str(row["text"])).items():
+                    clusterer = LanguageClusterer.from_state(state)
+                    a = clusterer.assign(_features(row, f"reprint-{row['id']}", title, text, len(group) + 1))
+                    found[kind][0] += a.copy_of == row["id"] or (a.copy_of is not None and _same(a.copy_of, row, group))
+                    found[kind][1] += 1
+    total_found = sum(v[0] for v in found.values())
+    total = sum(v[1] for v in found.values())
+    print(f"{'edit':12} {'found':>7} {'of':>7} {'recall':>8}")
+    for kind, (hit, n) in found.items():
+        print(f"{kind:12} {hit:7d} {n:7d} {hit / n:8.4f}")
+    print(f"{'all edits':12} {total_found:7d} {total:7d} {total_found / total:8.4f}")
+
+    rows = [json.loads(line) for line in (args.corpus_dir / "ecbplus-dev.jsonl").open(encoding="utf-8")]
+    by_event: dict[str, list[dict[str, object]]] = defaultdict(list)
+    for row in rows:
+        by_event[str(row["event"])].append(row)
+    pairs = false = skipped = 0
+    for group in by_event.values():
+        for i, a in enumerate(group):
+            for b in group[i + 1:]:
+                if _near_duplicate(str(a["text"]), str(b["text"]), "en"):
+                    skipped += 1
+                    continue
+                clusterer = LanguageClusterer("en")
+                clusterer.assign(_features(a, str(a["id"]), str(a["title"]), str(a["text"]), 0))
+                decision = clusterer.assign(_features(b, str(b["id"]), str(b["title"]), str(b["text"]), 1))
+                pairs += 1
+                false += decision.copy_of is not None
+    print(f"same-event ECB+ pairs: {pairs} (near-duplicate pairs left out: {skipped}); "
+          f"false copies: {false} ({false / pairs:.4%})")
+    print(f"elapsed {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def _same(copy_of: str, row: dict[str, object], group: list[dict[str, object]]) -> bool:
+    """A reprint of an article that is itself a wire copy may name that article's original."""
+    other = next((r for r in group if str(r["id"]) == copy_of), None)
+    return other is not None and _near_duplicate(str(other["text"]), str(row["text"]), str(row["language"]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

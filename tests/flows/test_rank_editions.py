@@ -1,0 +1,147 @@
+"""Rank & publish over a synthetic world written by the warehouse code: Breaking, stability,
+validation, rollback and time travel. Real LocalStore, real DuckDB, the real rank functions."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from rank_world import World, quiet_world
+
+from flows.cli import main
+from tasks.rank import compute_pages, publish_all, publish_computed, rebuild_as_of, rollback_pointer
+from tasks.settings import RankSettings
+from tasks.storage import reset_configured_store
+from warehouse import layout
+from warehouse.snapshots import list_live_pages, read_live_page, read_pointer
+from warehouse.store import LocalStore
+
+SETTINGS = RankSettings()
+
+
+def _top(store: LocalStore, edition: str = "en-US") -> list[dict[str, object]]:
+    return json.loads(read_live_page(store, edition, "top").data)["stories"]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalStore:
+    return LocalStore(tmp_path / "store")
+
+
+@pytest.fixture
+def cli_store(tmp_path: Path) -> Iterator[LocalStore]:
+    root = tmp_path / "store"
+    saved = os.environ.get("NEWSROOM_WAREHOUSE_ROOT")
+    os.environ["NEWSROOM_WAREHOUSE_ROOT"] = str(root)
+    reset_configured_store()
+    yield LocalStore(root)
+    if saved is None:
+        os.environ.pop("NEWSROOM_WAREHOUSE_ROOT", None)
+    else:
+        os.environ["NEWSROOM_WAREHOUSE_ROOT"] = saved
+    reset_configured_store()
+
+
+def _burst(world: World, at, publishers: list[str]) -> None:  # noqa: ANN001
+    world.add([("burst", p, at - timedelta(seconds=55 - 4 * k)) for k, p in enumerate(publishers)], topic="world")
+
+
+def test_a_burst_is_breaking_at_the_top_within_two_cycles(store: LocalStore) -> None:
+    world, ids, now = quiet_world(store)
+    pubs = world.publisher_ids()
+    seen_burst = 0
+    reached_at: int | None = None
+    ten_at: int | None = None
+    for cycle in range(10):
+        at = now + timedelta(minutes=cycle)
+        world.add(world.quiet_minute(at, ids, 0.08))
+        if 3 <= cycle < 7:  # 12 originals from 12 publishers within 4 minutes
+            _burst(world, at, pubs[(cycle - 3) * 3:(cycle - 2) * 3])
+            seen_burst += 3
+            if seen_burst >= 10 and ten_at is None:
+                ten_at = cycle
+        publish_all(store, at, SETTINGS)
+        first = _top(store)[0]
+        if first["story_id"] == "burst" and first["is_breaking"] and reached_at is None:
+            reached_at = cycle
+            assert first["breaking_since"] is not None and first["score_parts"]["velocity"] > 0
+    assert ten_at is not None and reached_at is not None
+    assert reached_at - ten_at < 2, (ten_at, reached_at)
+    assert not any(s["is_breaking"] for s in _top(store)[1:])
+    event = json.loads(store.get(layout.event_key("story.breaking", "burst")).data)
+    assert event["story_id"] == "burst" and "en-US" in event["editions"]
+    boosts = json.loads(store.get(layout.FEED_BOOSTS_KEY).data)
+    assert set(pubs[:12]) <= set(boosts) and min(boosts.values()) > event["breaking_since"]
+
+
+def test_quiet_cycles_move_no_top_story_more_than_one_place(store: LocalStore) -> None:
+    world, ids, now = quiet_world(store)
+    previous: list[str] | None = None
+    moves = []
+    for cycle in range(11):
+        at = now + timedelta(minutes=cycle)
+        world.add(world.quiet_minute(at, ids, 0.08))
+        publish_all(store, at, SETTINGS)
+        top = [s["story_id"] for s in _top(store)[:10]]
+        if previous is not None and set(top) <= set(previous):
+            moves += [abs(top.index(s) - previous.index(s)) for s in top]
+        previous = top
+    assert moves and max(moves) <= 1
+
+
+def test_a_bad_cycle_keeps_the_live_version_and_rollback_moves_the_pointer(cli_store: LocalStore) -> None:
+    store = cli_store
+    world, ids, now = quiet_world(store)
+    publish_all(store, now, SETTINGS)
+    live = read_pointer(store, "en-US", "top")
+    assert live is not None
+    later = now + timedelta(minutes=1)
+    world.add(world.quiet_minute(later, ids, 0.5))
+    output = compute_pages(store, later, SETTINGS)
+    good = output.pages[("en-US", "top")]
+    output.pages[("en-US", "top")] = dict(good, stories=[])
+    output.pages[("en-GB", "top")] = dict(output.pages[("en-GB", "top")],
+                                          stories=output.pages[("en-GB", "top")]["stories"][:10])
+    summary = publish_computed(store, output, later, SETTINGS)
+    assert set(summary["refused"]) == {"en-US/top", "en-GB/top"}
+    assert "fewer than" in summary["refused"]["en-US/top"] and "lost" in summary["refused"]["en-GB/top"]
+    assert read_pointer(store, "en-US", "top") == live
+    assert store.list("log/events/page.refused/")
+    # A good cycle publishes v2; rollback puts v1 back; the next version is v3, never v2 again.
+    output.pages[("en-US", "top")] = good
+    publish_computed(store, output, later, SETTINGS)
+    assert read_pointer(store, "en-US", "top").version == 2
+    assert main(["pages", "rollback", "en-US", "top", "1"]) == 0
+    assert read_pointer(store, "en-US", "top").version == 1
+    assert rollback_pointer(store, "en-US", "top", 1, later).published is False  # not older than live
+    world.add(world.quiet_minute(later + timedelta(minutes=1), ids, 0.5))
+    publish_all(store, later + timedelta(minutes=1), SETTINGS)
+    assert read_pointer(store, "en-US", "top").version == 3
+
+
+def test_as_of_rebuilds_published_pages_byte_for_byte(cli_store: LocalStore, tmp_path: Path) -> None:
+    store = cli_store
+    world, ids, now = quiet_world(store)
+    pubs = world.publisher_ids()
+    for cycle in range(6):
+        at = now + timedelta(minutes=cycle)
+        world.add(world.quiet_minute(at, ids, 0.1))
+        if cycle in (2, 3, 4):
+            _burst(world, at, pubs[(cycle - 2) * 4:(cycle - 1) * 4])
+        publish_all(store, at, SETTINGS)
+    assert ("en-US", "pool") not in list_live_pages(store)
+    before = {k: store.get(k).data for k in store.list("")}
+    for minute in (1, 3, 5):
+        report = rebuild_as_of(store, now + timedelta(minutes=minute, seconds=30), SETTINGS)
+        assert len(report) >= 10
+        assert all(r["identical"] for r in report), [r for r in report if not r["identical"]][:3]
+    assert {r["version"] for r in report if r["key"].startswith("pages/en-US/top/")} == {6}
+    out = tmp_path / "asof"
+    assert main(["rank", "--as-of", (now + timedelta(minutes=4)).isoformat(), "--output", str(out)]) == 0
+    rebuilt = out / "pages/en-US/top/v5.json"
+    assert rebuilt.read_bytes() == store.get("pages/en-US/top/v5.json").data
+    assert {k: store.get(k).data for k in store.list("")} == before  # nothing written to the store
