@@ -17,6 +17,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+# The repository first (tests/ has folders named like the packages), then tests/ for rank_world.
+sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
 
 from rank_world import day_world  # noqa: E402
@@ -54,9 +56,11 @@ def main() -> None:
     parser.add_argument("--step-minutes", type=int, default=15)
     parser.add_argument("--compare-uncapped", action="store_true", help="also run the day with the cap off")
     args = parser.parse_args()
-    run_day(RankSettings(), args.step_minutes, "capped")
+    # The cadence is a setting: smoothing looks back whole cycles, and a listing counts a cycle long.
+    cadence = args.step_minutes * 60
+    run_day(RankSettings(cycle_seconds=cadence), args.step_minutes, "capped")
     if args.compare_uncapped:
-        run_day(RankSettings(publisher_daily_share_cap=1.0), args.step_minutes, "uncapped")
+        run_day(RankSettings(cycle_seconds=cadence, publisher_daily_share_cap=1.0), args.step_minutes, "uncapped")
 
 
 if __name__ == "__main__":

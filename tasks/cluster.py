@@ -20,10 +20,12 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from tasks.crashpoints import crash_point
 from transforms.clustering import ClusterParams, LanguageClusterer
 from transforms.features import features_from_row
 from warehouse import layout
 from warehouse.errors import NewsroomError, ObjectNotFoundError, PreconditionFailedError
+from warehouse.maintenance import is_compacted
 from warehouse.schemas import ARTICLES_SCHEMA, STORY_CHANGES_SCHEMA
 from warehouse.store import ObjectStore
 from warehouse.tables import (
@@ -135,9 +137,12 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
     try:
         store.put(state_key, blob, if_none_match=True)
     except PreconditionFailedError as e:
-        if store.get(state_key).data != blob:
+        # No new decisions (only newly consumed segments): the state at this offset stands; the
+        # checkpoint's If-Match still fences the run.
+        if changes and store.get(state_key).data != blob:
             raise WriterFencedError(f"state of {language} at {new_offset} written by another writer",
                                     key=state_key) from e
+    crash_point("cluster.after_state")
     if changes:
         try:
             write_segment(store, layout.story_changes_key(language, offset),
@@ -145,6 +150,7 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
         except PreconditionFailedError as e:
             raise WriterFencedError(f"changes of {language} at {offset} written by another writer",
                                     key=layout.story_changes_key(language, offset)) from e
+    crash_point("cluster.after_changes")
     if kill_before_checkpoint:
         os.kill(os.getpid(), signal.SIGKILL)
     _put_checkpoint(store, language, {"offset": new_offset, "state_key": state_key, "consumed": consumed,
@@ -170,7 +176,9 @@ def cluster_language(store: ObjectStore, language: str, now: datetime, kill_befo
     """
     checkpoint, etag = open_writer(store, language)
     consumed = set(checkpoint["consumed"])
-    pending = [k for k in list_segments(store, layout.ARTICLES_PREFIX) if k not in consumed]
+    existing = list_segments(store, layout.ARTICLES_PREFIX)
+    # Compacted segments hold only rows every writer has consumed (warehouse.maintenance).
+    pending = [k for k in existing if k not in consumed and not is_compacted(k)]
     clusterer, seen = load_writer_state(store, language, checkpoint, params)
     rows: list[dict[str, Any]] = []
     ready: list[str] = []
@@ -195,7 +203,8 @@ def cluster_language(store: ObjectStore, language: str, now: datetime, kill_befo
         changes.append(change_row(language, offset + len(changes), kind, decision.story_id, row["article_id"],
                                   decision.copy_of, None, decision.score, row["first_seen_at"]))
     clusterer.expire(now)
-    new_consumed = sorted(consumed | set(ready))
+    # Keys compaction or retention removed are forgotten, so the checkpoint stays small.
+    new_consumed = sorted((consumed | set(ready)) & set(existing))
     if not changes and new_consumed == sorted(consumed):
         return {"language": language, "articles": 0, "committed": False, **dict(kinds)}
     new_offset = commit_writer(store, language, etag, offset, changes, clusterer, seen, new_consumed, now,

@@ -1,8 +1,10 @@
 """Rank & publish: score stories per edition (DuckDB SQL + polars), assemble pages, validate, publish.
 
 Everything a page depends on is read from the store as it was at ``now``: the logs (articles,
-story changes), the registry, and earlier published page versions (for stability and the daily
-representative impressions). So ``rebuild_as_of`` can recompute a past minute byte for byte.
+story changes), the registry, and the page versions published just before ``now`` (the previous
+version of each page, for stability; the edition's previous pool, which carries the day's
+representative impressions for the 10% cap). So ``rebuild_as_of`` can recompute a past minute
+byte for byte, as far back as page versions are kept.
 
 Side effects of a cycle besides pages (issue 5, documented in docs/snapshots.md):
 - ``log/events/story.breaking/<story_id>.json``: one event when a story first turns Breaking;
@@ -35,7 +37,7 @@ from transforms.pages import (
     PageLimits,
     build_ranked_pages,
     build_story_snapshot,
-    impressions_from_versions,
+    carry_impressions,
     iso,
     member_sections,
     story_sections_of,
@@ -100,7 +102,9 @@ def edition_rules(s: RankSettings) -> EditionRules:
                                              window_hours=s.coverage_window_hours,
                                              tie_margin=s.representative_tie_margin,
                                              daily_share_cap=s.publisher_daily_share_cap,
-                                             supporting=s.supporting_links),
+                                             supporting=s.supporting_links,
+                                             cap_min_total=float(s.top_stories),
+                                             impression_minutes=s.cycle_seconds / 60),
         pool_stories=s.pool_stories,
     )
 
@@ -185,7 +189,8 @@ def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
             page = history.live_at(edition, section, now, strict=True)
             if page is not None:
                 previous[(edition, section)] = [s["story_id"] for s in page["stories"]]
-    impressions = {e: impressions_from_versions(history.day_representatives(e, now), now) for e in edition_names}
+    impressions = {e: carry_impressions(history.live_at(e, POOL_SECTION, now, strict=True), now)
+                   for e in edition_names}
     regions = dict(zip(editions["edition"].to_list(), editions["region"].to_list(), strict=True))
     pages, listed, by_story_pages = build_ranked_pages(ranked.to_dicts(), members, now, edition_rules(settings),
                                                        previous=previous, impressions=impressions, regions=regions)

@@ -256,6 +256,30 @@ def impressions_from_versions(versions: Iterable[tuple[str, list[str]]], now: da
     return counts
 
 
+def carry_impressions(previous_pool: Mapping[str, Any] | None, now: datetime) -> dict[str, float]:
+    """Representative impressions per publisher today (story-slot minutes on the top page), carried
+    from the edition's previous pool: its counts, plus its top-page representatives for every minute
+    since it (or since midnight, on a new day). The pool is the small per-cycle state the daily cap
+    needs, so neither a cycle nor ``--as-of`` reads more than one earlier version.
+
+    >>> pool = {"as_of": "2026-12-01T11:50:00Z", "impressions": {"day": "2026-12-01", "counts": {"a": 5.0}},
+    ...         "representatives": ["a", "b"]}
+    >>> carry_impressions(pool, datetime.fromisoformat("2026-12-01T12:00:00+00:00"))
+    {'a': 15.0, 'b': 10.0}
+    """
+    if previous_pool is None or "impressions" not in previous_pool:
+        return {}
+    now_s = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    day = now_s[:10]
+    state = previous_pool["impressions"]
+    counts = {p: float(c) for p, c in state["counts"].items()} if state["day"] == day else {}
+    since = max(previous_pool["as_of"], f"{day}T00:00:00Z")
+    minutes = max((_parse_iso(now_s) - _parse_iso(since)).total_seconds(), 0.0) / 60
+    for p in previous_pool.get("representatives", []):
+        counts[p] = counts.get(p, 0.0) + minutes
+    return {p: round(c, 3) for p, c in sorted(counts.items())}
+
+
 def _parse_iso(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
@@ -343,7 +367,8 @@ def build_ranked_pages(
                     impressions=counts, weights=rules.representative)
                 chosen_rep[sid] = rep
                 if section == TOP_SECTION:
-                    counts[rep["publisher_id"]] = counts.get(rep["publisher_id"], 0.0) + 1.0
+                    counts[rep["publisher_id"]] = (counts.get(rep["publisher_id"], 0.0)
+                                                   + rules.representative.impression_minutes)
         by_id = {r["story_id"]: r for r in rows_by_page[(edition, TOP_SECTION)]}
         for section, ids in page_ids.items():
             row_of = {r["story_id"]: r for r in rows_by_page[(edition, section)]}
@@ -368,6 +393,8 @@ def build_ranked_pages(
         pool = sorted(by_id.values(), key=lambda r: r["position"])[: rules.pool_stories]
         pages[(edition, POOL_SECTION)] = {
             "schema": "newsroom.pool/1", "edition": edition, "section": POOL_SECTION, "as_of": iso(now),
+            "impressions": {"day": now.strftime("%Y-%m-%d"), "counts": dict(sorted(impressions.get(edition, {}).items()))},
+            "representatives": [chosen_rep[sid]["publisher_id"] for sid in page_ids[TOP_SECTION]],
             "stories": [{"story_id": r["story_id"], "score": round(float(r["score"]), 4), "score_parts": _parts(r),
                          "sections": sections_of[r["story_id"]], "is_breaking": bool(r["is_breaking"]),
                          "first_seen_at": iso(r["first_seen_at"])} for r in pool],

@@ -24,6 +24,10 @@ RATE_HALF_LIFE_SECONDS = 14 * 86400
 """Items and observed time lose half their weight in two weeks: old habits fade, a season stays."""
 RATE_PRIOR_HOURS = 2.0
 """Pseudo-hours of the feed's overall rate mixed into each hour-of-week bucket (smoothing)."""
+UNKNOWN_FEED_PER_HOUR = 1.0
+UNKNOWN_FEED_WEIGHT_HOURS = 0.25
+"""A feed with no history is assumed to publish about once an hour, worth a quarter hour of observation:
+a new, empty feed is polled every half hour at first and backs off to the ceiling as hours pass quietly."""
 BOOTSTRAP_MAX_SECONDS = 7 * 86400
 """On a first poll, the feed's own history counts as observed time, up to this long."""
 BACKOFF_CAP_SECONDS = 2 * 3600
@@ -33,7 +37,7 @@ RETRY_AFTER_CAP_SECONDS = 24 * 3600
 USELESS_VALIDATOR_POLLS = 3
 """Consecutive 200s with changed validators and no new guid before validators are dropped."""
 
-Reason = Literal["rate", "new_items", "no_history", "max_age", "expires", "ttl", "skip_hours",
+Reason = Literal["rate", "new_items", "max_age", "expires", "ttl", "skip_hours",
                  "retry_after", "backoff", "parked", "gone"]
 
 
@@ -193,21 +197,26 @@ def add_items(counts: Sequence[float], item_times: Sequence[datetime]) -> tuple[
 
 
 def expected_rate_per_hour(counts: Sequence[float], observed_seconds: float, when: datetime,
-                           *, prior_hours: float = RATE_PRIOR_HOURS) -> float | None:
+                           *, prior_hours: float = RATE_PRIOR_HOURS) -> float:
     """Items per hour expected at ``when``: the hour-of-week bucket, smoothed toward the overall rate.
 
     Each bucket has seen ``observed_seconds / 168`` of the time, so a young history leans on the
-    feed's overall rate and an old one on its own hour. None when nothing has been observed.
+    feed's overall rate and an old one on its own hour; the overall rate itself starts from
+    UNKNOWN_FEED_PER_HOUR, worth UNKNOWN_FEED_WEIGHT_HOURS of observation.
 
     >>> counts = [0.0] * HOURS_OF_WEEK
     >>> counts[0] = 12.0
     >>> round(expected_rate_per_hour(counts, 7 * 86400, datetime(2026, 12, 7, 0, 30, tzinfo=UTC)), 2)
     4.05
+    >>> expected_rate_per_hour([], 0.0, datetime(2026, 12, 7, tzinfo=UTC))
+    1.0
     """
-    if observed_seconds <= 0 or len(counts) != HOURS_OF_WEEK:
-        return None
-    overall = sum(counts) / (observed_seconds / 3600)
-    bucket_hours = observed_seconds / 3600 / HOURS_OF_WEEK
+    if len(counts) != HOURS_OF_WEEK:
+        counts = (0.0,) * HOURS_OF_WEEK
+    observed_hours = max(0.0, observed_seconds) / 3600
+    overall = (sum(counts) + UNKNOWN_FEED_PER_HOUR * UNKNOWN_FEED_WEIGHT_HOURS) / (
+        observed_hours + UNKNOWN_FEED_WEIGHT_HOURS)
+    bucket_hours = observed_hours / HOURS_OF_WEEK
     return (counts[hour_of_week(when)] + prior_hours * overall) / (bucket_hours + prior_hours)
 
 
@@ -276,12 +285,9 @@ def decide_next_poll(
         else:
             interval, reason = min(BACKOFF_CAP_SECONDS, floor_seconds * 2 ** min(streak, 20)), "backoff"
     else:
-        rate = max(expected_rate_per_hour(counts, observed, now) or 0.0,
-                   expected_rate_per_hour(counts, observed, now + timedelta(hours=1)) or 0.0)
-        if observed <= 0:
-            interval, reason = previous, "no_history"
-        else:
-            interval, reason = ceiling_seconds if rate <= 0 else int(3600 / rate / 2), "rate"
+        rate = max(expected_rate_per_hour(counts, observed, now),
+                   expected_rate_per_hour(counts, observed, now + timedelta(hours=1)))
+        interval, reason = int(3600 / rate / 2), "rate"
         if response.new_item_times and interval > previous // 2:
             interval, reason = previous // 2, "new_items"
         interval = min(ceiling_seconds, max(floor_seconds, interval))

@@ -64,7 +64,7 @@ def poisson_tail(k: int, rate: float) -> float:
     >>> poisson_tail(0, 3.0)
     1.0
     >>> f"{poisson_tail(10, 0.5):.2e}"
-    '1.70e-10'
+    '1.71e-10'
     """
     if rate <= 0:
         return 0.0 if k > 0 else 1.0

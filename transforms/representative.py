@@ -38,6 +38,8 @@ class RepresentativeWeights:
     mmr_lambda: float = 0.7
     cap_min_total: float = 30.0
     """Early in a day the cap reads as a share of at least this many impressions (one full page)."""
+    impression_minutes: float = 1.0
+    """What one listing on the top page adds to the daily count: the rank cadence, in minutes."""
 
 
 def term_vector(member: Member) -> dict[str, float]:
@@ -139,8 +141,9 @@ def choose_edition_representative(story_id: str, members: Sequence[Member], stor
     """
     scored = score_candidates(members, story_centroid, region=region, is_local_story=is_local_story, now=now,
                               weights=weights)
-    budget = weights.daily_share_cap * max(sum(impressions.values()) + 1, weights.cap_min_total)
-    allowed = [sm for sm in scored if impressions.get(sm[1]["publisher_id"], 0.0) + 1 <= budget]
+    w = weights.impression_minutes
+    budget = weights.daily_share_cap * max(sum(impressions.values()) + w, weights.cap_min_total * w)
+    allowed = [sm for sm in scored if impressions.get(sm[1]["publisher_id"], 0.0) + w <= budget]
     scored = allowed or scored
     best = scored[0][0]
     ties = [sm for sm in scored if sm[0] >= best - abs(best) * weights.tie_margin]
