@@ -572,10 +572,7 @@ class LanguageClusterer:
         idf: _Idf,
         now_ms: int,
     ) -> tuple[_Story, float] | None:
-        partial: dict[str, float] = defaultdict(float)
-        for term, weight in vector.items():
-            for sid in self._term_index.get(term, ()):
-                partial[sid] += weight * self._stories[sid].centroid[term] * idf(term)
+        partial = self._candidate_dots(vector, idf)
         if not partial:
             return None
         shortlist = sorted(partial, key=lambda s: (-partial[s], s))[: self.params.max_candidates]
@@ -608,6 +605,14 @@ class LanguageClusterer:
             scored.append((score, sid))
         score, sid = min(scored, key=lambda x: (-x[0], x[1]))
         return self._stories[sid], score
+
+    def _candidate_dots(self, vector: Mapping[str, float], idf: _Idf) -> dict[str, float]:
+        """Unnormalised IDF-weighted dot of the article with each story sharing a term."""
+        partial: dict[str, float] = defaultdict(float)
+        for term, weight in vector.items():
+            for sid in self._term_index.get(term, ()):
+                partial[sid] += weight * self._stories[sid].centroid[term] * idf(term)
+        return partial
 
     def _new_story(self, features: ArticleFeatures, now_ms: int) -> _Story:
         story_id = make_story_id(features.first_seen_at, features.article_id)

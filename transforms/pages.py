@@ -333,6 +333,7 @@ def build_ranked_pages(
 
     pages: dict[tuple[str, str], dict[str, Any]] = {}
     listed: dict[str, set[str]] = defaultdict(set)
+    pool_cards: dict[str, dict[str, Any]] = {}
     for edition in sorted({e for e, _ in rows_by_page}):
         chosen_rep: dict[str, Mapping[str, Any]] = {}
         counts = dict(impressions.get(edition, {}))
@@ -395,11 +396,30 @@ def build_ranked_pages(
             "schema": "newsroom.pool/1", "edition": edition, "section": POOL_SECTION, "as_of": iso(now),
             "impressions": {"day": now.strftime("%Y-%m-%d"), "counts": dict(sorted(impressions.get(edition, {}).items()))},
             "representatives": [chosen_rep[sid]["publisher_id"] for sid in page_ids[TOP_SECTION]],
-            "stories": [{"story_id": r["story_id"], "score": round(float(r["score"]), 4), "score_parts": _parts(r),
-                         "sections": sections_of[r["story_id"]], "is_breaking": bool(r["is_breaking"]),
-                         "first_seen_at": iso(r["first_seen_at"])} for r in pool],
+            "stories": [_pool_entry(r, pool_cards, by_story, sections_of, chosen_rep.get(r["story_id"]))
+                        for r in pool],
         }
     return pages, listed, by_story
+
+
+def _pool_entry(r: Mapping[str, Any], cards: dict[str, dict[str, Any]],
+                by_story: Mapping[str, list[Mapping[str, Any]]], sections_of: Mapping[str, list[str]],
+                rep: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A compact card for the pool: enough for serving to show a story it re-ranks (For you).
+    The representative is the edition's when the story is on a page, else the story-level one."""
+    sid = r["story_id"]
+    if sid not in cards:
+        cards[sid] = build_story(sid, by_story[sid], full=False)
+    card = cards[sid]
+    chosen = rep or next(m for m in by_story[sid] if m["article_id"] == card["representative_id"])
+    return {
+        "story_id": sid, "score": round(float(r["score"]), 4), "score_parts": _parts(r),
+        "sections": sections_of[sid], "is_breaking": bool(r["is_breaking"]), "breaking_since": iso(r["breaking_since"]),
+        "title": chosen["title"], "snippet": chosen["snippet"], "image_url": chosen["image_url"],
+        "language": card["language"], "first_seen_at": card["first_seen_at"], "updated_at": card["updated_at"],
+        "source_count": card["source_count"], "article_count": card["article_count"],
+        "representative": _source(chosen),
+    }
 
 
 def build_story_snapshot(listed: Mapping[str, set[str]], by_story: Mapping[str, list[Mapping[str, Any]]],

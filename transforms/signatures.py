@@ -242,16 +242,42 @@ def minhash_signature(
     Raises:
         ValueError: If ``num_perm`` < 1.
     """
+    return minhash_from_hashes(hash_shingles(shingles), num_perm, seed)
+
+
+def minhash_from_hashes(
+    hashes: npt.NDArray[np.uint64], num_perm: int = NUM_PERM, seed: int = MINHASH_SEED
+) -> npt.NDArray[np.uint32]:
+    """MinHash signature of a set given by the 64-bit hashes of its members.
+
+    :func:`minhash_signature` is this function over :func:`hash_shingles`; it is public so
+    that callers who already hold shingle hashes (benchmarks, batch jobs) skip the strings.
+    Only the low 32 bits of each hash are used.
+
+    Args:
+        hashes: ``uint64`` hashes; duplicates and order do not matter.
+        num_perm: Number of hash functions, at least 1.
+        seed: Seed of the hash family.
+
+    Returns:
+        A ``uint32`` array of length ``num_perm``; all ``0xFFFFFFFF`` for no hashes.
+
+    Raises:
+        ValueError: If ``num_perm`` < 1.
+
+    >>> minhash_from_hashes(np.array([], dtype=np.uint64), num_perm=2).tolist()
+    [4294967295, 4294967295]
+    """
     if num_perm < 1:
         raise ValueError(f"num_perm must be >= 1, got {num_perm}")
     key = (num_perm, seed)
     if key not in _PERM_CACHE:
         _PERM_CACHE[key] = _permutations(num_perm, seed)
     a, b = _PERM_CACHE[key]
-    hashes = hash_shingles(shingles) & _MAX_HASH32
-    if hashes.size == 0:
+    low = np.asarray(hashes, dtype=np.uint64) & _MAX_HASH32
+    if low.size == 0:
         return np.full(num_perm, 0xFFFFFFFF, dtype=np.uint32)
-    values = (hashes[:, None] * a[None, :] + b[None, :]) % _MERSENNE_PRIME & _MAX_HASH32
+    values = (low[:, None] * a[None, :] + b[None, :]) % _MERSENNE_PRIME & _MAX_HASH32
     signature: npt.NDArray[np.uint32] = values.min(axis=0).astype(np.uint32)
     return signature
 

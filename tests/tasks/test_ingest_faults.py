@@ -215,3 +215,29 @@ def test_validators_that_change_on_every_poll_stop_being_sent() -> None:
     sent = ["if-none-match" in h for h in _RotatingEtag.requests]
     assert sent == [False, True, True, True, False]
     assert state["is_validators_useless"]
+
+
+@pytest.mark.slow
+def test_a_fault_through_the_prefect_flow(prefect_harness: None, tmp_path: Path) -> None:
+    """The flow's summary carries the readable failure; the other feeds of the run are untouched."""
+    from pipeline_harness import local_env, pipeline_env
+
+    from flows.ingest import ingest_feeds
+
+    site = ReplaySite.from_corpora(CORPORA, seed=7, start=START, limit=120, span_hours=1.0)
+    site.start(port=0)
+    try:
+        with pipeline_env(local_env(tmp_path / "store")) as store:
+            import_publishers(store, download_publishers_csv(site.control_url, tmp_path / "publishers.csv"))
+            throttled = site.publishers[0]
+            site.set_faults({throttled.publisher_id: "http_429"})
+            now = START + timedelta(minutes=40)
+            site.set_clock(now)
+            summary = ingest_feeds(now=now.isoformat())
+    finally:
+        site.stop()
+    assert summary["feeds_polled"] == len(site.publishers) and summary["errors"] == {"http_status": 1}
+    (failure,) = summary["failures"]
+    assert failure["url"] == throttled.rss_url and failure["error"].startswith("HTTP 429 (Retry-After: 600)")
+    assert failure["interval_seconds"] == RETRY_AFTER_429_SECONDS and failure["reason"] == "retry_after"
+    assert summary["new_articles"] > 0
