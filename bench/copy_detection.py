@@ -6,13 +6,16 @@ Usage::
 
 Recall: each ECB+ and MMDS article of at least 300 characters is reprinted five ways (a
 dateline prefixed, the headline replaced, a footer appended, the last 20% cut, the paragraphs
-reordered) and all five at once; each reprint is fed to a fresh
-:class:`transforms.clustering.LanguageClusterer` after its original (among every other article
-of the file), and counts as found when the clusterer names the original as ``copy_of``.
+reordered) and all five at once; each reprint is checked against a
+:class:`transforms.clustering.LanguageClusterer` that has assigned every article of the file
+(``LanguageClusterer.find_copy``: the decision ``assign`` would take, without changing the
+clusterer, so one clusterer serves every reprint), and counts as found when the clusterer names
+the original as ``copy_of`` (or the original's own original, when the two are near-duplicates).
 False copies: every pair of distinct ECB+ articles of one event (not listed as near-duplicates
 by 4-shingle Jaccard >= 0.5 or containment >= 0.8, the corpus README's definition of wire
-copies), fed as original then second article; a false copy is the second named as a copy of
-the first.
+copies), fed as original then second article to a fresh clusterer; a false copy is the second
+named as a copy of the first. Every pair is run (no sampling); each article's features and
+shingle set are computed once.
 """
 
 from __future__ import annotations
@@ -50,9 +53,15 @@ def _edits(title: str, text: str) -> dict[str, tuple[str, str]]:
             "all": ("Other headline", everything)}
 
 
+def _shingle_set(text: str, language: str) -> frozenset[str]:
+    return frozenset(shingle_tokens(tokenize(text, language)))
+
+
 def _near_duplicate(a: str, b: str, language: str) -> bool:
-    sa = set(shingle_tokens(tokenize(a, language)))
-    sb = set(shingle_tokens(tokenize(b, language)))
+    return _near_duplicate_sets(_shingle_set(a, language), _shingle_set(b, language))
+
+
+def _near_duplicate_sets(sa: frozenset[str], sb: frozenset[str]) -> bool:
     if not sa or not sb:
         return False
     inter = len(sa & sb)
@@ -79,14 +88,13 @@ def main(argv: list[str] | None = None) -> int:
             originals = [_features(r, str(r["id"]), str(r["title"]), str(r["text"]), i) for i, r in enumerate(group)]
             for f in originals:
                 base.assign(f)
-            state = base.to_state()
             for row in group:
                 if len(str(row["text"])) < 300:
                     continue
                 for kind, (title, text) in _edits(str(row["title"]), str(row["text"])).items():
-                    clusterer = LanguageClusterer.from_state(state)
-                    a = clusterer.assign(_features(row, f"reprint-{row['id']}", title, text, len(group) + 1))
-                    found[kind][0] += a.copy_of == row["id"] or (a.copy_of is not None and _same(a.copy_of, row, group))
+                    match = base.find_copy(_features(row, f"reprint-{row['id']}", title, text, len(group) + 1))
+                    copy_of = None if match is None else match[0]
+                    found[kind][0] += copy_of == row["id"] or (copy_of is not None and _same(copy_of, row, group))
                     found[kind][1] += 1
     total_found = sum(v[0] for v in found.values())
     total = sum(v[1] for v in found.values())
@@ -100,15 +108,18 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         by_event[str(row["event"])].append(row)
     pairs = false = skipped = 0
+    first = {str(r["id"]): _features(r, str(r["id"]), str(r["title"]), str(r["text"]), 0) for r in rows}
+    second = {str(r["id"]): _features(r, str(r["id"]), str(r["title"]), str(r["text"]), 1) for r in rows}
+    shingles = {str(r["id"]): _shingle_set(str(r["text"]), "en") for r in rows}
     for group in by_event.values():
         for i, a in enumerate(group):
             for b in group[i + 1:]:
-                if _near_duplicate(str(a["text"]), str(b["text"]), "en"):
+                if _near_duplicate_sets(shingles[str(a["id"])], shingles[str(b["id"])]):
                     skipped += 1
                     continue
                 clusterer = LanguageClusterer("en")
-                clusterer.assign(_features(a, str(a["id"]), str(a["title"]), str(a["text"]), 0))
-                decision = clusterer.assign(_features(b, str(b["id"]), str(b["title"]), str(b["text"]), 1))
+                clusterer.assign(first[str(a["id"])])
+                decision = clusterer.assign(second[str(b["id"])])
                 pairs += 1
                 false += decision.copy_of is not None
     print(f"same-event ECB+ pairs: {pairs} (near-duplicate pairs left out: {skipped}); "

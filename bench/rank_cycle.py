@@ -127,12 +127,80 @@ def naive_edition(parts_rows: list[dict[str, object]], story_sections: dict[str,
     return {s: [sid for _, sid in sorted(rows, key=lambda x: (-x[0], x[1]))[:30]] for s, rows in by_section.items()}
 
 
+def sql_stage(stories: int, articles_per_story: int, seed: int) -> None:
+    """Time ``story_scores.sql`` (the SQL stage the synthetic aggregates stand for) on DuckDB over
+    synthetic article and story-change logs of ``stories`` active stories."""
+    import duckdb
+    import pyarrow as pa
+
+    from warehouse.duck import load_sql
+    from warehouse.schemas import (
+        ARTICLES_SCHEMA,
+        CLICKS_SCHEMA,
+        FEED_STATE_SCHEMA,
+        FEEDS_SCHEMA,
+        PAGES_SCHEMA,
+        PUBLISHERS_SCHEMA,
+        STORY_CHANGES_SCHEMA,
+    )
+
+    rng = np.random.default_rng(seed)
+    n = stories * articles_per_story
+    story = np.repeat(np.arange(stories), articles_per_story)
+    publishers = 2000
+    born = rng.uniform(0, 40 * 3600, size=stories)
+    seen = born[story] + rng.exponential(3600, size=n)
+    keep = seen < 48 * 3600
+    story, seen = story[keep], seen[keep]
+    n = len(story)
+    at = np.datetime64(NOW.replace(tzinfo=None) - timedelta(hours=48), "us") + (seen * 1e6).astype("timedelta64[us]")
+    ids = pa.array([f"a{i:09d}" for i in range(n)])
+    pub = rng.integers(0, publishers, size=n)
+    ts = pa.array(at, type=pa.timestamp("us", tz="UTC"))
+    cols = {"article_id": ids, "version": pa.array(np.ones(n, dtype=np.int32)), "content_hash": ids,
+            "publisher_id": pa.array([f"p{p:04d}" for p in pub]), "language": pa.array(["en"] * n),
+            "first_seen_at": ts, "published_at": ts}
+    articles = pa.table({f.name: cols.get(f.name, pa.nulls(n, f.type)) for f in ARTICLES_SCHEMA},
+                        schema=ARTICLES_SCHEMA)
+    order = np.argsort(seen, kind="stable")
+    ccols = {"change_id": ids, "offset": pa.array(np.argsort(order).astype(np.int64)), "language": pa.array(["en"] * n),
+             "kind": pa.array(["assign"] * n), "story_id": pa.array([f"s{s:07d}" for s in story]), "article_id": ids,
+             "changed_at": ts}
+    changes = pa.table({f.name: ccols.get(f.name, pa.nulls(n, f.type)) for f in STORY_CHANGES_SCHEMA},
+                       schema=STORY_CHANGES_SCHEMA)
+    pubs = pa.table({"publisher_id": [f"p{p:04d}" for p in range(publishers)], "name": ["x"] * publishers,
+                     "domain": ["x"] * publishers, "region": [f"EN{p % 35:02d}" for p in range(publishers)],
+                     "language": ["en"] * publishers, "tier": pa.array([1] * publishers, pa.int8()),
+                     "authority": pa.array(rng.uniform(0.1, 1, publishers), pa.float32()),
+                     "is_paywalled": [False] * publishers, "is_opted_out": [False] * publishers}, schema=PUBLISHERS_SCHEMA)
+    con = duckdb.connect()
+    con.execute("set timezone = 'UTC'")
+    con.execute("set threads = 2")
+    for name, table in {"articles_log": articles, "story_changes_log": changes, "publishers_raw": pubs,
+                        "feed_registry": FEEDS_SCHEMA.empty_table(), "feed_state": FEED_STATE_SCHEMA.empty_table(),
+                        "clicks_log": CLICKS_SCHEMA.empty_table(), "pages_raw": PAGES_SCHEMA.empty_table()}.items():
+        con.register(name, table)
+    con.execute(load_sql("views"))
+    params = {"now": NOW, "coverage_window_hours": 6.0, "half_life_hours": 4.0, "active_hours": 48.0,
+              "velocity_window_minutes": 30.0, "cycle_seconds": 60, "smoothing_cycles": 5,
+              "burst_window_minutes": 5.0, "burst_min_articles": 10, "burst_min_publishers": 5,
+              "burst_authority_floor": 0.3, "breaking_hours": 2.0, "breaking_new_story_minutes": 60.0}
+    t = time.perf_counter()
+    rows = con.sql(load_sql("story_scores"), params=params).to_arrow_table().num_rows
+    print(f"story_scores.sql on DuckDB (2 threads): {time.perf_counter() - t:.2f} s for {n:,} articles -> "
+          f"{rows:,} active stories")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stories", type=int, default=300_000)
     parser.add_argument("--naive-editions", type=int, default=7, help="editions the naive loop runs (extrapolated)")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--sql-articles-per-story", type=int, default=0,
+                        help="also time story_scores.sql over synthetic logs with this many articles per story")
     args = parser.parse_args()
+    if args.sql_articles_per_story:
+        sql_stage(args.stories, args.sql_articles_per_story, args.seed)
     t = time.perf_counter()
     parts, sections, editions = synthesize(args.stories, args.seed)
     rng = np.random.default_rng(args.seed)

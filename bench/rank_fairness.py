@@ -48,7 +48,7 @@ def run_day(settings: RankSettings, step: int, label: str) -> None:
             total = sum(counts.values())
             shares = sorted(((c / total, p) for p, c in counts.items()), reverse=True)
             hhi = sum(s * s for s, _ in shares)
-            print(f"[{label}] {edition:8} {total:11.0f}  {len(shares):10d}  {hhi:.4f}  {shares[0][1]} ({shares[0][0]:.1%})")
+            print(f"[{label}] {edition:8} {total:11.0f}  {len(shares):10d}  {hhi:.4f}  {shares[0][1]} ({shares[0][0]:.2%})")
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ def rank_and_publish(now: str | None = None) -> dict[str, Any]:
     logger = get_run_logger()
     at = resolve_now(now)
     summary = publish_all_task(configured_store(), at, get_rank_settings())
-    logger.info("rank_done pages=%s published=%d refused=%d stories=%s", summary["pages"],
-                len(summary["published"]), len(summary["refused"]), summary["stories"])
+    logger.info("rank_done pages=%s published=%d refused=%d stories=%s breaking=%d", summary["pages"],
+                len(summary["published"]), len(summary["refused"]), summary["stories"], len(summary["breaking"]))
     publish_artifact("rank-summary", rank_markdown(summary, at.isoformat()), "rank run summary")
     return summary

@@ -146,8 +146,9 @@ def render_rss(publisher: Publisher, articles: Sequence[ReplayArticle], updated_
         f"<description>{_x(publisher.name)}: {_x(publisher.section)}</description>\n"
         f"<language>{publisher.language}-{publisher.region.lower()}</language>\n"
         f"<lastBuildDate>{_rfc822(updated_at)}</lastBuildDate>\n"
-        "<ttl>15</ttl>\n"
-        f'<atom:link href="{_x(publisher.rss_url)}" rel="self" type="application/rss+xml"/>\n'
+        # Wire and lead papers (tier 1) publish all day and set no ttl; the rest ask for 5 minutes.
+        + ("" if publisher.tier == 1 else "<ttl>5</ttl>\n")
+        + f'<atom:link href="{_x(publisher.rss_url)}" rel="self" type="application/rss+xml"/>\n'
         + "\n".join(items)
         + ("\n" if items else "")
         + "</channel>\n</rss>\n"

@@ -59,9 +59,10 @@ PUBLISHERS_CSV_COLUMNS = ("publisher_id", "name", "domain", "base_url", "region"
 ClockMode = Literal["manual", "speed"]
 PathKind = Literal["feed", "page", "robots", "sitemap", "not_found"]
 Fault = Literal["timeout", "slow_drip", "http_500", "http_503", "http_429", "redirect_loop", "gzip_bomb",
-                "billion_laughs", "wrong_charset", "huge_feed", "garbage_dates"]
+                "billion_laughs", "wrong_charset", "huge_feed", "garbage_dates", "pages_503"]
 FAULTS: tuple[Fault, ...] = ("timeout", "slow_drip", "http_500", "http_503", "http_429", "redirect_loop",
-                             "gzip_bomb", "billion_laughs", "wrong_charset", "huge_feed", "garbage_dates")
+                             "gzip_bomb", "billion_laughs", "wrong_charset", "huge_feed", "garbage_dates",
+                             "pages_503")
 FAULT_HANG_SECONDS = 30.0
 """A ``timeout`` feed holds the connection this long (or until the fault is cleared) without answering."""
 DRIP_BYTES = 16
@@ -372,7 +373,8 @@ class ReplaySite:
         DRIP_BYTES per DRIP_INTERVAL_SECONDS), ``http_500``, ``http_503`` (Retry-After 120),
         ``http_429`` (Retry-After 600), ``redirect_loop``, ``gzip_bomb`` (64 MiB of zeros),
         ``billion_laughs`` (the feed behind nested entity declarations), ``wrong_charset`` (cp1252
-        bytes declared as UTF-8), ``huge_feed`` (the feed padded past 10 MB) and ``garbage_dates``.
+        bytes declared as UTF-8), ``huge_feed`` (the feed padded past 10 MB), ``garbage_dates``, and
+        ``pages_503`` (the feeds are fine, the article pages answer 503).
 
         Raises:
             ValueError: an unknown fault name.
@@ -624,7 +626,7 @@ class _Handler(BaseHTTPRequestHandler):
             kind = "feed"
             doc = site._feed(publisher, "rss" if path.endswith("rss.xml") else "atom")
             fault = site.faults.get(pid)
-            if fault is not None:
+            if fault is not None and fault != "pages_503":
                 site._count(pid, kind)
                 site._count(pid, "fault")
                 self._serve_fault(publisher, fault, doc)
@@ -634,6 +636,10 @@ class _Handler(BaseHTTPRequestHandler):
             released = site.released(pid)
             updated_at = released[-1].published_at if released else site._start
             doc = _cached(render_sitemap(released), updated_at, "application/xml; charset=utf-8")
+        elif path.startswith("/articles/") and site.faults.get(pid) == "pages_503":
+            site._count(pid, "fault")
+            self._send(503, b"replay fault pages_503\n", "text/plain; charset=utf-8")
+            return
         elif path.startswith("/articles/"):
             article = site._by_path.get((publisher.host, path))
             if article is not None and article.published_at <= site.now:

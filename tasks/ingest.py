@@ -21,6 +21,7 @@ import httpx
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from tasks.crashpoints import crash_point
 from tasks.errors import FetchError
 from tasks.http import fetch_url, make_client
 from tasks.politeness import HostLimiter, HostLimits, HostStats, host_of_url, run_per_host
@@ -35,23 +36,15 @@ from transforms.polling import PollResponse, PollState, decide_next_poll, floor_
 from transforms.robots import RobotsRules, is_allowed, parse_robots, robots_policy_for_status
 from transforms.text import snippet_from_text
 from warehouse import layout
-from warehouse.errors import ObjectNotFoundError
 from warehouse.schemas import ARTICLES_SCHEMA, FEED_STATE_SCHEMA, SNIPPET_MAX_CHARS
 from warehouse.store import ObjectStore
-from warehouse.tables import (
-    check_schema,
-    content_segment_id,
-    parquet_bytes_to_table,
-    rows_to_table,
-    write_segment,
-    write_table,
-)
+from warehouse.tables import content_segment_id, read_table, rows_to_table, write_segment, write_table
 
 log = logging.getLogger(__name__)
 
 RECENT_GUIDS = 200
 FUTURE_DATE_SLACK = timedelta(days=1)
-_NO_RESPONSE_KINDS = frozenset({"timeout", "connect", "protocol", "dns"})
+_NO_RESPONSE_KINDS = frozenset({"timeout", "connect", "protocol", "dns", "host_backoff"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +81,7 @@ class ShardResult:
     states: list[dict[str, Any]] = field(default_factory=list)
     articles: list[dict[str, Any]] = field(default_factory=list)
     reports: list[FeedReport] = field(default_factory=list)
-    page_errors: list[dict[str, str]] = field(default_factory=list)
+    page_errors: list[dict[str, Any]] = field(default_factory=list)
     host_stats: dict[str, HostStats] = field(default_factory=dict)
 
 
@@ -104,23 +97,16 @@ def empty_state(feed_id: str) -> dict[str, Any]:
 def load_feed_states(store: ObjectStore) -> tuple[dict[str, dict[str, Any]], str | None]:
     """Feed states by id and the object's ETag (for the conditional put).
 
-    A state file written before a column existed is read with that column filled from
-    ``empty_state``, so adding state columns never strands a store.
+    A state file written before a column existed is read with that column null (``read_table``
+    evolves it), and nulls take ``empty_state``'s values, so adding state columns never strands a store.
     """
-    try:
-        obj = store.get(layout.FEED_STATE_KEY)
-    except ObjectNotFoundError:
-        return {}, None
-    table = parquet_bytes_to_table(obj.data)
-    names = set(table.schema.names)
-    if names - set(FEED_STATE_SCHEMA.names):
-        check_schema(table, FEED_STATE_SCHEMA, key=layout.FEED_STATE_KEY)  # unknown columns: fail loudly
+    table, etag = read_table(store, layout.FEED_STATE_KEY, FEED_STATE_SCHEMA)
     states = {}
     for row in table.to_pylist():
         state = empty_state(row["feed_id"])
         state.update({k: v for k, v in row.items() if v is not None})
         states[row["feed_id"]] = state
-    return states, obj.etag
+    return states, etag
 
 
 def plan_due_feeds(store: ObjectStore, now: datetime, shards: int) -> list[list[FeedJob]]:
@@ -246,7 +232,8 @@ def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now:
                                                    if g not in set(marked)])[:RECENT_GUIDS]
                 etag, last_modified = result.headers.get("etag"), result.headers.get("last-modified")
                 validators_changed = bool(headers) and (
-                    etag != state.get("etag") or last_modified != state.get("last_modified"))
+                    bool(etag) and etag != state.get("etag")
+                    or bool(last_modified) and last_modified != state.get("last_modified"))
                 if len(fresh) == len(new):  # items left over: keep the old validators, so no 304 hides them
                     # Validators change only on 2xx; a response without Last-Modified keeps the old one.
                     state["etag"] = etag or state.get("etag")
@@ -322,6 +309,41 @@ def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: st
     return row
 
 
+def _poll_feed_safely(job: FeedJob, client: httpx.Client, settings: IngestSettings, now: datetime
+                      ) -> tuple[dict[str, Any], list[FeedItem], FeedReport]:
+    """``poll_feed``, with a bug on one feed's input recorded against that feed (STYLE §11: the broad
+    catch sits around the per-item loop) so one strange document never fails the whole run."""
+    try:
+        return poll_feed(job, client, settings, now)
+    except Exception as e:  # noqa: BLE001 - per-item boundary; logged with its traceback
+        log.exception("feed_poll_crashed feed_url=%s", job.url)
+        return _failed_without_response(job, settings, now, "internal", f"internal error: {type(e).__name__}: {e}")
+
+
+def _skipped_poll(job: FeedJob, settings: IngestSettings, now: datetime
+                  ) -> tuple[FeedJob, dict[str, Any], list[FeedItem], FeedReport]:
+    message = "skipped: the host kept failing this run (429/5xx/timeouts); backing off"
+    return (job, *_failed_without_response(job, settings, now, "host_backoff", message))
+
+
+def _failed_without_response(job: FeedJob, settings: IngestSettings, now: datetime, kind: str, message: str
+                             ) -> tuple[dict[str, Any], list[FeedItem], FeedReport]:
+    """A failure with no usable response, through the same decision as any other failure."""
+    state = {**empty_state(job.feed_id), **job.state}
+    floor = floor_for_tier(job.tier, tier1_floor_seconds=settings.tier1_min_interval_seconds,
+                           default_floor_seconds=settings.min_interval_seconds)
+    decision = decide_next_poll(_poll_state(state), PollResponse(status=None, is_error=True), now,
+                                floor_seconds=floor, ceiling_seconds=max(floor, settings.max_interval_seconds))
+    message = message[:500]
+    state.update(last_polled_at=now, last_status=None, error_streak=decision.error_streak,
+                 next_poll_at=decision.next_poll_at, poll_reason=decision.reason,
+                 interval_seconds=decision.interval_seconds, is_parked=decision.is_parked,
+                 parked_reason=decision.parked_reason, last_new_items=0, last_error_kind=kind,
+                 last_error=message, last_error_at=now)
+    return state, [], FeedReport(job.feed_id, job.url, None, 0, kind, message, decision.next_poll_at, 0.0,
+                                 decision.interval_seconds, decision.reason, is_parked=decision.is_parked)
+
+
 def host_limits_from(settings: IngestSettings) -> HostLimits:
     return HostLimits(
         max_concurrency=settings.host_max_concurrency, rate_per_second=settings.host_rate_per_second,
@@ -349,8 +371,9 @@ def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime) -> 
     with make_client(settings) as client, ThreadPoolExecutor(max_workers=workers) as pool:
         robots = RobotsCache(client, settings)
         polled = run_per_host(
-            jobs, host_of=lambda j: host_of_url(j.url), work=lambda j: (j, *poll_feed(j, client, settings, now)),
-            status_of=polled_status, limiter=limiter, pool=pool, max_in_flight=workers)
+            jobs, host_of=lambda j: host_of_url(j.url), work=lambda j: (j, *_poll_feed_safely(j, client, settings, now)),
+            status_of=polled_status, limiter=limiter, pool=pool, max_in_flight=workers,
+            skip=lambda j: _skipped_poll(j, settings, now))
         work = [(job, item) for job, _, items, _ in polled for item in items if item.link]
         origins = sorted({RobotsCache.origin_of(item.link or "") for _, item in work})
         run_per_host(origins, host_of=host_of_url, work=robots.load, status_of=lambda _: 200,
@@ -359,10 +382,21 @@ def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime) -> 
             work, host_of=lambda w: host_of_url(w[1].link or ""),
             work=lambda w: _fetch_article(w[0], w[1], client, robots, settings, now),
             status_of=lambda row: row.get("status", 200) if "article_id" not in row else 200,
-            limiter=limiter, pool=pool, max_in_flight=workers)
+            limiter=limiter, pool=pool, max_in_flight=workers,
+            skip=lambda w: {"feed_id": w[0].feed_id, "guid": w[1].guid, "url": w[1].link or "",
+                            "error_kind": "host_backoff", "status": None,
+                            "error": "skipped: the host kept failing this run; retried next poll"})
+    retry: dict[str, set[str]] = defaultdict(set)
     for row_or_error in pages:
         (result.articles if "article_id" in row_or_error else result.page_errors).append(row_or_error)
+        if "article_id" not in row_or_error and _is_transient(row_or_error):
+            retry[row_or_error["feed_id"]].add(row_or_error["guid"])
     for job, state, _, report in polled:
+        if job.feed_id in retry:
+            # The page failed for now (timeout, 429, 5xx): forget the item so the next poll takes it
+            # again, and drop the validators so a 304 cannot hide it.
+            state["recent_guids"] = [g for g in state["recent_guids"] if g not in retry[job.feed_id]]
+            state["etag"] = state["last_modified"] = None
         result.states.append(state)
         result.reports.append(report)
         log.info("feed_polled feed_url=%s status=%s new=%d error=%s warning=%s next_in_s=%d reason=%s elapsed_ms=%.0f",
@@ -370,6 +404,12 @@ def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime) -> 
                  report.interval_seconds, report.poll_reason, report.elapsed_ms)
     result.host_stats = limiter.stats()
     return result
+
+
+def _is_transient(page_error: dict[str, Any]) -> bool:
+    status = page_error.get("status")
+    return page_error["error_kind"] in _NO_RESPONSE_KINDS or (
+        page_error["error_kind"] == "http_status" and isinstance(status, int) and (status == 429 or status >= 500))
 
 
 def _fetch_article(job: FeedJob, item: FeedItem, client: httpx.Client, robots: RobotsCache,
@@ -384,9 +424,15 @@ def _fetch_article(job: FeedJob, item: FeedItem, client: httpx.Client, robots: R
         return build_article_row(job, item, fetched.body, fetched.final_url, now)
     except FetchError as e:
         status = None if e.kind in _NO_RESPONSE_KINDS else e.status or 200
-        return {"feed_id": job.feed_id, "url": url, "error_kind": e.kind, "error": str(e), "status": status}
+        return {"feed_id": job.feed_id, "guid": item.guid, "url": url, "error_kind": e.kind, "error": str(e),
+                "status": status}
     except (TransformError, ValueError, UnicodeError) as e:
-        return {"feed_id": job.feed_id, "url": url, "error_kind": "extract", "error": f"{type(e).__name__}: {e}"}
+        return {"feed_id": job.feed_id, "guid": item.guid, "url": url, "error_kind": "extract",
+                "error": f"{type(e).__name__}: {e}"}
+    except Exception as e:  # noqa: BLE001 - per-item boundary: one strange page never fails the run
+        log.exception("page_fetch_crashed url=%s", url)
+        return {"feed_id": job.feed_id, "guid": item.guid, "url": url, "error_kind": "internal",
+                "error": f"{type(e).__name__}: {e}"}
 
 
 def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime) -> dict[str, Any]:
@@ -395,6 +441,7 @@ def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime) 
     Order matters for crash safety: a crash after the segment and before the state makes the rerun
     fetch the same items again, and consumers drop an (article_id, content_hash) they have seen.
     """
+    crash_point("ingest.after_fetch")
     articles: dict[tuple[str, str], dict[str, Any]] = {}
     for shard in shards:
         for row in shard.articles:
@@ -405,6 +452,7 @@ def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime) 
         table = rows_to_table(rows, ARTICLES_SCHEMA)
         written = write_segment(store, layout.article_segment_key(now, content_segment_id(table)), table,
                                 ARTICLES_SCHEMA)
+    crash_point("ingest.after_segment")
     states, etag = load_feed_states(store)
     for shard in shards:
         for state in shard.states:

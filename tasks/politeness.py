@@ -37,6 +37,7 @@ class HostLimits:
     min_rate_per_second: float = 0.05
     increase_per_success: float = 0.1
     slow_seconds: float = 5.0
+    trip_after: int = 4  # overloads in a row after which the host's remaining work is skipped this run
 
     def __post_init__(self) -> None:
         if self.max_concurrency < 1:
@@ -45,6 +46,8 @@ class HostLimits:
             raise ValueError("need 0 < min_rate_per_second <= rate_per_second")
         if self.burst < 1:
             raise ValueError("burst must be >= 1")
+        if self.trip_after < 1:
+            raise ValueError("trip_after must be >= 1")
 
 
 @dataclass(slots=True)
@@ -56,6 +59,8 @@ class HostStats:
     max_in_flight: int = 0
     decreases: int = 0
     rate_per_second: float = 0.0
+    overload_streak: int = 0
+    skipped: int = 0
 
 
 @dataclass(slots=True)
@@ -105,6 +110,9 @@ class HostLimiter:
             bucket = self._bucket(host, now)
             if bucket.stats.in_flight >= self.limits.max_concurrency:
                 return math.inf
+            if bucket.stats.overload_streak >= self.limits.trip_after:
+                bucket.stats.in_flight += 1  # a tripped host: hand the item out at once, to be skipped
+                return 0.0
             if bucket.tokens < 1.0:
                 return (1.0 - bucket.tokens) / bucket.rate
             bucket.tokens -= 1.0
@@ -121,24 +129,39 @@ class HostLimiter:
                 return
             time.sleep(min(wait, 0.05))
 
-    def release(self, host: str, status: int | None, elapsed_seconds: float) -> None:
-        """Free the slot and adapt the rate: ``status`` None means no response (timeout, reset)."""
+    def is_tripped(self, host: str) -> bool:
+        """Whether ``host`` answered with overload signs ``trip_after`` times in a row: its remaining
+        work this run should be skipped (and retried next run) rather than crawl at the minimum rate."""
+        with self._lock:
+            bucket = self._hosts.get(host)
+            return bucket is not None and bucket.stats.overload_streak >= self.limits.trip_after
+
+    def release(self, host: str, status: int | None, elapsed_seconds: float, *, skipped: bool = False) -> None:
+        """Free the slot and adapt the rate: ``status`` None means no response (timeout, reset).
+
+        ``skipped`` work sent no request and leaves the rate alone.
+        """
         with self._lock:
             bucket = self._bucket(host, self._clock())
             bucket.stats.in_flight -= 1
+            if skipped:
+                bucket.stats.skipped += 1
+                return
             overloaded = status is None or status == 429 or status >= 500 or elapsed_seconds > self.limits.slow_seconds
             if overloaded:
                 bucket.rate = max(self.limits.min_rate_per_second, bucket.rate / 2)
                 bucket.tokens = min(bucket.tokens, 0.0)  # no burst right after a sign of overload
                 bucket.stats.decreases += 1
+                bucket.stats.overload_streak += 1
             else:
+                bucket.stats.overload_streak = 0
                 bucket.rate = min(self.limits.rate_per_second, bucket.rate + self.limits.increase_per_success)
             bucket.stats.rate_per_second = bucket.rate
 
     def stats(self) -> dict[str, HostStats]:
         with self._lock:
             return {h: HostStats(b.stats.requests, b.stats.in_flight, b.stats.max_in_flight, b.stats.decreases,
-                                 b.rate) for h, b in self._hosts.items()}
+                                 b.rate, b.stats.overload_streak, b.stats.skipped) for h, b in self._hosts.items()}
 
 
 class _Outcome(Generic[R]):
@@ -158,13 +181,15 @@ def run_per_host(
     limiter: HostLimiter,
     pool: ThreadPoolExecutor,
     max_in_flight: int,
+    skip: Callable[[T], R] | None = None,
 ) -> list[R]:
     """Run ``work`` over ``items`` under the host limits; results come back in input order.
 
     ``max_in_flight`` workers each take the next item of a host that has a free slot and a token
     (hosts in round robin), so one busy or throttled host never holds a worker idle while another
     host has work. ``status_of`` reads the HTTP status from a result (None: no response) to feed the
-    AIMD rate. An exception from ``work`` is a bug (expected failures are results): it is re-raised
+    AIMD rate. Once a host is tripped (``HostLimits.trip_after`` overloads in a row), its remaining
+    items get ``skip(item)`` instead, without a request, if ``skip`` is given. An exception from ``work`` is a bug (expected failures are results): it is re-raised
     once every item has finished.
     """
     queues: dict[str, deque[int]] = {}
@@ -206,13 +231,17 @@ def run_per_host(
             host, index = taken
             started = time.monotonic()
             status: int | None = None
+            skipped = skip is not None and limiter.is_tripped(host)
             try:
-                outcomes[index].value = work(items[index])
-                status = status_of(outcomes[index].value)  # type: ignore[arg-type]
+                if skipped:
+                    outcomes[index].value = skip(items[index])  # type: ignore[misc]
+                else:
+                    outcomes[index].value = work(items[index])
+                    status = status_of(outcomes[index].value)  # type: ignore[arg-type]
             except BaseException as e:  # noqa: B036 - re-raised once every item has finished
                 outcomes[index].error = e
             finally:
-                limiter.release(host, status, time.monotonic() - started)
+                limiter.release(host, status, time.monotonic() - started, skipped=skipped)
                 with changed:
                     changed.notify()
 

@@ -52,7 +52,6 @@ from warehouse.errors import ObjectNotFoundError, PreconditionFailedError
 from warehouse.snapshots import (
     PublishResult,
     dump_snapshot,
-    list_versions,
     publish_page,
     publish_stories,
     rollback_page,
@@ -116,19 +115,25 @@ class PageHistory:
         self._store = store
         self._payloads: dict[str, dict[str, Any]] = {}
         self._versions: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        self._listed = False
 
     def pages(self) -> list[tuple[str, str]]:
-        found = set()
-        for key in self._store.list(layout.PAGES_PREFIX):
-            parts = key.split("/")
-            if len(parts) == 4 and parts[1] != layout.STORIES_PAGE and parts[3].startswith("v"):
-                found.add((parts[1], parts[2]))
-        return sorted(found)
+        """Every page with a published version; one listing of ``pages/`` serves every page."""
+        if not self._listed:
+            found: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
+            for key in self._store.list(layout.PAGES_PREFIX):
+                parts = key.split("/")
+                name = parts[-1]
+                if (len(parts) == 4 and parts[1] != layout.STORIES_PAGE and name.startswith("v")
+                        and name.endswith(".json") and name[1:-5].isdigit()):
+                    found[(parts[1], parts[2])].append((int(name[1:-5]), key))
+            self._versions = {page: sorted(v) for page, v in found.items()}
+            self._listed = True
+        return sorted(self._versions)
 
     def versions(self, edition: str, section: str) -> list[tuple[int, str]]:
-        if (edition, section) not in self._versions:
-            self._versions[(edition, section)] = list_versions(self._store, edition, section)
-        return self._versions[(edition, section)]
+        self.pages()
+        return self._versions.get((edition, section), [])
 
     def payload(self, key: str) -> dict[str, Any]:
         if key not in self._payloads:
@@ -178,7 +183,7 @@ def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
         schema={"story_id": pl.String, "section": pl.String}, orient="row",
     )
     weights, rule = score_weights(settings), breaking_rule(settings)
-    scored = score_stories(parts.lazy(), now=now, weights=weights, rule=rule)
+    scored = score_stories(parts.lazy(), now=now, weights=weights, rule=rule, story_sections=story_sections)
     ranked = rank_editions(scored, story_sections, editions.lazy(), weights=weights, rule=rule,
                            top_k={TOP_SECTION: max(settings.pool_stories, settings.top_stories * 3)},
                            default_k=settings.section_stories * 3).collect()

@@ -58,6 +58,9 @@ class ClusterParams:
     Attributes:
         join_threshold: Least score for an article to join an existing story.
         copy_jaccard: Least estimated MinHash Jaccard for an article to be a copy.
+        copy_chain_jaccard: Least estimated Jaccard with the first article of a chain of copies
+            for a new copy to name that article rather than the one it matched (see
+            :meth:`LanguageClusterer.find_copy`).
         entity_bonus: Weight of the IDF-weighted share of the article's entities that the
             story has already seen.
         year_conflict_penalty: Subtracted when the article names years and none of them is a
@@ -90,10 +93,14 @@ class ClusterParams:
         young_story_margin: Added to ``join_threshold`` for young stories: the 2nd and 3rd
             article decide what a story is about, so they must clear a stricter bar.
         member_terms: Terms kept per member (for the member check and the repair pass).
+        norm_tolerance: A story's cached IDF-weighted norms are recomputed when the IDF's
+            document count has moved by more than this share since they were computed (0:
+            recomputed for every article, as exact as before the cache).
     """
 
     join_threshold: float = 0.30
     copy_jaccard: float = 0.5
+    copy_chain_jaccard: float = 0.6
     entity_bonus: float = 0.10
     year_conflict_penalty: float = 0.10
     date_conflict_penalty: float = 0.30
@@ -114,13 +121,14 @@ class ClusterParams:
     young_story_size: int = 2
     young_story_margin: float = 0.0
     member_terms: int = 40
+    norm_tolerance: float = 0.02
 
     def __post_init__(self) -> None:
-        for name in ("join_threshold", "copy_jaccard", "centroid_min_weight", "link_threshold", "member_weight"):
+        for name in ("join_threshold", "copy_jaccard", "copy_chain_jaccard", "centroid_min_weight", "link_threshold", "member_weight"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
-        for name in ("entity_bonus", "year_conflict_penalty", "date_conflict_penalty", "time_penalty_per_hour", "idf_prior_docs"):
+        for name in ("norm_tolerance", "entity_bonus", "year_conflict_penalty", "date_conflict_penalty", "time_penalty_per_hour", "idf_prior_docs"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.active_window_hours <= 0 or self.idf_half_life_hours <= 0:
@@ -184,6 +192,9 @@ class _Story:
     years: list[str]
     members: list[Member] = field(default_factory=list)
     repaired_ms: int | None = None
+    # IDF-weighted norms of the centroid and of the entity counts, and the IDF's document count
+    # they were computed at (see LanguageClusterer._story_norms); None until first needed.
+    norms: tuple[float, float, float] | None = None
 
     def to_json(self) -> list[object]:
         return [
@@ -197,11 +208,13 @@ class _Story:
             self.years,
             [m.to_json() for m in self.members],
             self.repaired_ms,
+            None if self.norms is None else list(self.norms),
         ]
 
     @classmethod
     def from_json(cls, raw: Sequence[object]) -> _Story:
-        sid, first_id, first_ms, last_ms, size, centroid, entities, years, members, repaired = raw
+        sid, first_id, first_ms, last_ms, size, centroid, entities, years, members, repaired = raw[:10]
+        norms = raw[10] if len(raw) > 10 else None  # states written before the norm cache lack it
         return cls(
             story_id=str(sid),
             first_article_id=str(first_id),
@@ -213,6 +226,7 @@ class _Story:
             years=[str(y) for y in years],  # type: ignore[attr-defined]
             members=[Member.from_json(m) for m in members],  # type: ignore[attr-defined]
             repaired_ms=None if repaired is None else int(repaired),  # type: ignore[call-overload]
+            norms=None if norms is None else (float(norms[0]), float(norms[1]), float(norms[2])),  # type: ignore[index]
         )
 
 
@@ -270,7 +284,8 @@ class LanguageClusterer:
         self.language = language
         self.params = params or ClusterParams()
         self._stories: dict[str, _Story] = {}
-        self._term_index: dict[str, dict[str, None]] = defaultdict(dict)
+        # term -> story id -> the term's weight in the story's centroid
+        self._term_index: dict[str, dict[str, float]] = defaultdict(dict)
         self._recent: dict[str, _Recent] = {}
         self._lsh: dict[int, list[str]] = defaultdict(list)
         self._df: dict[str, float] = {}
@@ -310,16 +325,16 @@ class LanguageClusterer:
         vector = self._weighted_vector(features.terms, features.term_weights, idf)
         entity_weights = {e: idf("e:" + e) for e in _entity_words(features.entities)}
 
-        copy = self._find_copy(features)
+        copy = self.find_copy(features)
         if copy is not None:
-            original, jaccard = copy
-            story = self._stories[original.story_id]
+            original_id, story_id, jaccard = copy
+            story = self._stories[story_id]
             story.last_seen_ms = max(story.last_seen_ms, now_ms)
             story.size += 1
-            story.members.append(self._member(features, now_ms, original.root_id))
-            self._remember(features, story.story_id, original.root_id, now_ms)
+            story.members.append(self._member(features, now_ms, original_id))
+            self._remember(features, story.story_id, original_id, now_ms)
             self._count_document(features)
-            return Assignment(features.article_id, story.story_id, original.root_id, False, jaccard)
+            return Assignment(features.article_id, story.story_id, original_id, False, jaccard)
 
         best = self._best_story(features, vector, entity_weights, idf, now_ms)
         if best is not None and best[1] >= self.params.join_threshold:
@@ -510,6 +525,7 @@ class LanguageClusterer:
                 summed[term] += weight / len(originals)
         top = sorted(summed.items(), key=lambda kv: (-kv[1], kv[0]))[: self.params.centroid_terms]
         story.centroid = dict(top)
+        story.norms = None
         entities: dict[str, float] = defaultdict(float)
         for member in originals:
             for word in member.entities:
@@ -543,6 +559,34 @@ class LanguageClusterer:
         norm = math.sqrt(sum(v * v for v in raw.values()))
         return {t: v / norm for t, v in raw.items()} if norm > 0 else {}
 
+    def find_copy(self, features: ArticleFeatures) -> tuple[str, str, float] | None:
+        """The original an article would be named a copy of, without assigning it.
+
+        The best LSH candidate at or above ``copy_jaccard`` is the match. The copy names the
+        first article of the match's chain of copies when it is clearly a copy of that article
+        too (estimated Jaccard at least ``copy_chain_jaccard``), else the match itself. A chain
+        can hold a weak link: two reports of one event whose estimated Jaccard crossed
+        ``copy_jaccard`` by the estimator's noise (128 permutations: a standard error of 0.044
+        at 0.5). A verbatim reprint of the second shares that noise with the first, so only a
+        margin above the bar keeps it from being named a copy of an article it barely resembles.
+
+        Returns:
+            ``(original_id, story_id, jaccard with the match)``, or None if it is no copy.
+        """
+        match = self._find_copy(features)
+        if match is None:
+            return None
+        recent, jaccard = match
+        original_id = recent.article_id
+        root = self._recent.get(recent.root_id)
+        if root is not None and root is not recent:
+            mine = np.asarray(features.minhash, dtype=np.uint32)
+            if estimate_jaccard(mine, np.asarray(root.minhash, dtype=np.uint32)) >= self.params.copy_chain_jaccard:
+                original_id = root.article_id
+        elif root is None:  # the first article left the window: it cannot be checked, keep the chain
+            original_id = recent.root_id
+        return original_id, recent.story_id, jaccard
+
     def _find_copy(self, features: ArticleFeatures) -> tuple[_Recent, float] | None:
         keys = lsh_bands(features.minhash, self.params.lsh_bands, self.params.lsh_rows)
         seen: dict[str, None] = {}
@@ -572,10 +616,14 @@ class LanguageClusterer:
         idf: _Idf,
         now_ms: int,
     ) -> tuple[_Story, float] | None:
-        partial = self._candidate_dots(vector, idf)
+        partial, rest = self._candidate_dots(vector, idf)
         if not partial:
             return None
         shortlist = sorted(partial, key=lambda s: (-partial[s], s))[: self.params.max_candidates]
+        if rest:  # terms whose postings were pruned: complete the dots of the shortlisted stories
+            for sid in shortlist:
+                centroid = self._stories[sid].centroid
+                partial[sid] += sum(w * centroid.get(t, 0.0) for t, w in rest)
         all_years = set(_years(features.terms))
         article_dates = {y for y in all_years if y.startswith(DATE_TERM_PREFIX)}
         article_years = all_years - article_dates
@@ -583,12 +631,11 @@ class LanguageClusterer:
         scored: list[tuple[float, str]] = []
         for sid in shortlist:
             story = self._stories[sid]
-            norm = math.sqrt(sum((w * idf(t)) ** 2 for t, w in story.centroid.items()))
+            norm, story_norm = self._story_norms(story, idf)
             cosine = partial[sid] / norm if norm > 0 else 0.0
             score = cosine
-            if entity_norm > 0 and story.entities:
+            if entity_norm > 0 and story_norm > 0:
                 shared = sum(w * story.entities.get(e, 0.0) * w for e, w in entity_weights.items())
-                story_norm = math.sqrt(sum((c * idf("e:" + e)) ** 2 for e, c in story.entities.items()))
                 score += self.params.entity_bonus * shared / (entity_norm * story_norm)
             story_dates = {y for y in story.years if y.startswith(DATE_TERM_PREFIX)}
             story_years = set(story.years) - story_dates
@@ -606,13 +653,61 @@ class LanguageClusterer:
         score, sid = min(scored, key=lambda x: (-x[0], x[1]))
         return self._stories[sid], score
 
-    def _candidate_dots(self, vector: Mapping[str, float], idf: _Idf) -> dict[str, float]:
-        """Unnormalised IDF-weighted dot of the article with each story sharing a term."""
+    def _candidate_dots(
+        self, vector: Mapping[str, float], idf: _Idf
+    ) -> tuple[dict[str, float], list[tuple[str, float]]]:
+        """Candidate stories and their IDF-weighted dots with the article, from the term index.
+
+        Postings are read heaviest article term first, and reading stops once the terms left
+        could not lift an unseen story to a joinable score: by Cauchy-Schwarz, a story sharing
+        only those terms has a cosine of at most their norm, and a score of at most that plus
+        the entity bonus (and the member share). The common, low-IDF terms, whose postings
+        hold most of the active stories, are the ones this skips.
+
+        Returns:
+            ``(dots, rest)``: unnormalised dots over the terms read, and the unread terms
+            with their IDF-weighted article weights, for the caller to complete the dots of
+            the stories it keeps.
+        """
+        # The article vector is unit-length; the centroid side is weighted by the IDF.
+        ranked = sorted(vector.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
+        tail = [0.0] * (len(ranked) + 1)
+        for i in range(len(ranked) - 1, -1, -1):
+            tail[i] = tail[i + 1] + ranked[i][1] ** 2
+        bar = self._least_joinable_cosine()
+        bar_sq = bar * bar if bar > 0 else -1.0
         partial: dict[str, float] = defaultdict(float)
-        for term, weight in vector.items():
-            for sid in self._term_index.get(term, ()):
-                partial[sid] += weight * self._stories[sid].centroid[term] * idf(term)
-        return partial
+        for i, (term, weight) in enumerate(ranked):
+            if tail[i] < bar_sq:
+                return partial, [(t, w * idf(t)) for t, w in ranked[i:]]
+            scaled = weight * idf(term)
+            for sid, value in self._term_index.get(term, {}).items():
+                partial[sid] += scaled * value
+        return partial, []
+
+    def _least_joinable_cosine(self) -> float:
+        """Least centroid cosine with which a story could still reach ``join_threshold``."""
+        p = self.params
+        if p.member_weight >= 1.0:
+            return 0.0
+        return (p.join_threshold - p.entity_bonus - p.member_weight) / (1.0 - p.member_weight)
+
+    def _story_norms(self, story: _Story, idf: _Idf) -> tuple[float, float]:
+        """IDF-weighted norms of a story's centroid and entity counts, cached on the story.
+
+        Recomputing them for every candidate of every article costs more than the rest of an
+        assignment; they are kept until the centroid changes or the IDF's document count has
+        moved by more than ``norm_tolerance`` (relative), so they are at most that stale. The
+        cache is part of the checkpoint, so a resumed writer decides exactly as before.
+        """
+        cached = story.norms
+        n = self._n_docs
+        if cached is not None and abs(n - cached[2]) <= self.params.norm_tolerance * cached[2]:
+            return cached[0], cached[1]
+        norm = math.sqrt(sum((w * idf(t)) ** 2 for t, w in story.centroid.items()))
+        entity_norm = math.sqrt(sum((c * idf("e:" + e)) ** 2 for e, c in story.entities.items()))
+        story.norms = (norm, entity_norm, n)
+        return norm, entity_norm
 
     def _new_story(self, features: ArticleFeatures, now_ms: int) -> _Story:
         story_id = make_story_id(features.first_seen_at, features.article_id)
@@ -640,6 +735,7 @@ class LanguageClusterer:
             merged[term] = merged.get(term, 0.0) + alpha * weight
         top = sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))[: self.params.centroid_terms]
         story.centroid = dict(top)
+        story.norms = None
         for word in _entity_words(features.entities):
             story.entities[word] = story.entities.get(word, 0.0) + 1.0
         story.years = sorted(set(story.years) | set(_years(features.terms)))
@@ -677,8 +773,8 @@ class LanguageClusterer:
         return total / len(originals)
 
     def _index_story(self, story: _Story) -> None:
-        for term in story.centroid:
-            self._term_index[term][story.story_id] = None
+        for term, weight in story.centroid.items():
+            self._term_index[term][story.story_id] = weight
 
     def _unindex_story(self, story: _Story) -> None:
         for term in story.centroid:

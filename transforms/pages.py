@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,7 +22,7 @@ from transforms.representative import (
     supporting_links,
     term_vector,
 )
-from transforms.sections import article_sections, story_sections_from_votes
+from transforms.sections import article_section_votes, story_sections_from_votes
 
 TOP_SECTION = "top"
 PAGE_SOURCES = 6
@@ -225,18 +225,19 @@ class EditionRules:
     pool_stories: int = 1000
 
 
-def member_sections(members: list[Mapping[str, Any]]) -> dict[str, str | None]:
-    """Each article's section: feed hint, RSS categories, then the seed-vocabulary classifier."""
+def member_sections(members: list[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Each article's section votes: feed hint, RSS category and the seed-vocabulary classifier."""
     ordered = sorted(members, key=lambda m: m["article_id"])
-    found = article_sections([m["section"] for m in ordered], [m.get("categories") for m in ordered],
-                             [f"{m['title'] or ''} {m['snippet'] or ''}" for m in ordered])
+    found = article_section_votes([m["section"] for m in ordered], [m.get("categories") for m in ordered],
+                                  [f"{m['title'] or ''} {m['snippet'] or ''}" for m in ordered])
     return {m["article_id"]: s for m, s in zip(ordered, found, strict=True)}
 
 
-def story_sections_of(by_story: Mapping[str, list[Mapping[str, Any]]], sections: Mapping[str, str | None]
+def story_sections_of(by_story: Mapping[str, Sequence[Mapping[str, Any]]], votes: Mapping[str, list[str]]
                       ) -> dict[str, list[str]]:
-    """The sections most of each story's articles agree on."""
-    return {sid: story_sections_from_votes(sections[m["article_id"]] for m in ms) for sid, ms in by_story.items()}
+    """The sections most of each story's votes agree on."""
+    return {sid: story_sections_from_votes(v for m in ms for v in votes[m["article_id"]])
+            for sid, ms in by_story.items()}
 
 
 def impressions_from_versions(versions: Iterable[tuple[str, list[str]]], now: datetime) -> dict[str, float]:
@@ -429,7 +430,7 @@ def build_story_snapshot(listed: Mapping[str, set[str]], by_story: Mapping[str, 
     full = {}
     for sid in sorted(listed):
         story = build_story(sid, by_story[sid], full=True)
-        story["sections"] = story_sections_from_votes(article_section[m["article_id"]] for m in by_story[sid])
+        story["sections"] = story_sections_of({sid: by_story[sid]}, article_section)[sid]
         story["editions"] = sorted(listed[sid])
         full[sid] = story
     return {"schema": "newsroom.stories/1", "as_of": iso(now), "stories": full,

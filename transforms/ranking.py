@@ -18,6 +18,7 @@ covered from that region and the global top-K of the language holds the edition'
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -25,7 +26,7 @@ import polars as pl
 
 TOP_SECTION = "top"
 
-STORY_PARTS_SCHEMA = {
+STORY_PARTS_SCHEMA: dict[str, object] = {
     "story_id": pl.String, "language": pl.String, "first_seen_at": pl.Datetime("us", "UTC"),
     "coverage": pl.List(pl.Float64), "velocity": pl.List(pl.Float64), "freshness": pl.List(pl.Float64),
     "regions": pl.List(pl.String), "region_shares": pl.List(pl.Float64),
@@ -85,19 +86,39 @@ def breaking_since(burst_at: list[datetime], burst_originals: list[int], baselin
     return None
 
 
-def _check_columns(frame: pl.LazyFrame, schema: dict[str, pl.DataType]) -> None:
+def _check_columns(frame: pl.LazyFrame, schema: Mapping[str, object]) -> None:
     have = frame.collect_schema()
     missing = [c for c in schema if c not in have]
     if missing:
         raise ValueError(f"story parts lack columns {missing}")
 
 
-def score_stories(parts: pl.LazyFrame, *, now: datetime, weights: ScoreWeights, rule: BreakingRule
-                  ) -> pl.LazyFrame:
+MIN_TOPIC_STORIES = 5
+"""A topic's own new-story baseline needs this many settled stories; else the language's is used."""
+
+
+def topic_baselines(parts: pl.LazyFrame, story_sections: pl.LazyFrame, *,
+                    min_stories: int = MIN_TOPIC_STORIES) -> pl.LazyFrame:
+    """Per story, the originals per burst window a new story of its topic gathers (the highest over
+    its sections, so a story in a busy section needs a bigger burst), from settled stories' first
+    hours (``first_hour_rate``). Stories in no section with enough history get no row."""
+    rates = (parts.select("story_id", "language", "first_hour_rate").drop_nulls("first_hour_rate")
+             .join(story_sections, on="story_id")
+             .group_by("language", "section")
+             .agg(topic_rate=pl.col("first_hour_rate").mean(), stories=pl.len())
+             .filter(pl.col("stories") >= min_stories))
+    return (parts.select("story_id", "language").join(story_sections, on="story_id")
+            .join(rates, on=["language", "section"])
+            .group_by("story_id").agg(pl.col("topic_rate").max()))
+
+
+def score_stories(parts: pl.LazyFrame, *, now: datetime, weights: ScoreWeights, rule: BreakingRule,
+                  story_sections: pl.LazyFrame | None = None) -> pl.LazyFrame:
     """One row per story: raw and smoothed base score, its parts at lag 0, and Breaking state.
 
     Args:
-        parts: Rows of ``story_scores.sql`` (STORY_PARTS_SCHEMA).
+        parts: Rows of ``story_scores.sql`` (STORY_PARTS_SCHEMA; with ``first_hour_rate`` and
+            ``story_sections`` the Poisson baseline is the story's topic's, else its language's).
         now: The cycle's instant.
         weights: Score weights and the smoothing length.
         rule: The Breaking rule.
@@ -119,8 +140,11 @@ def score_stories(parts: pl.LazyFrame, *, now: datetime, weights: ScoreWeights, 
     lived = [(pl.col("coverage").list.get(i, null_on_oob=True).fill_null(0.0) > 0).cast(pl.Float64)
              for i in range(n)]
     # Breaking is a handful of stories: the Poisson test runs per candidate, not per story.
-    bursts = (parts.filter(pl.col("burst_at").list.len() > 0)
-              .select("story_id", "burst_at", "burst_originals", "baseline_rate").collect())
+    candidates = parts.filter(pl.col("burst_at").list.len() > 0)
+    if story_sections is not None and "first_hour_rate" in parts.collect_schema():
+        candidates = (candidates.join(topic_baselines(parts, story_sections), on="story_id", how="left")
+                      .with_columns(baseline_rate=pl.coalesce("topic_rate", "baseline_rate")))
+    bursts = candidates.select("story_id", "burst_at", "burst_originals", "baseline_rate").collect()
     since = {
         row["story_id"]: breaking_since(row["burst_at"], row["burst_originals"], row["baseline_rate"], now=now,
                                         rule=rule)

@@ -43,9 +43,11 @@ SEED_VOCABULARY = {
     "health": "hospital patients doctors disease virus vaccine outbreak cancer health medical drug "
               "treatment covid infection surgery clinic symptoms",
     "sports": "match game team league season coach player goal championship cup tournament win score "
-              "football soccer tennis olympic injury final victory",
+              "football soccer tennis olympic injury final victory boxing boxer heavyweight belts title "
+              "nfl nba basketball baseball quarterback striker",
     "entertainment": "film movie actor actress music album singer concert festival award oscar star "
-                     "celebrity television series premiere band show",
+                     "celebrity television series premiere band show hollywood rehab actor singer reality "
+                     "box office",
 }
 
 MIN_CLASSIFIER_PROBABILITY = 0.35
@@ -134,6 +136,27 @@ def article_sections(hints: Sequence[str | None], categories: Sequence[Sequence[
     for i, guess in zip(unknown, classify_texts([texts[i] for i in unknown]), strict=True):
         found[i] = guess
     return found
+
+
+def article_section_votes(hints: Sequence[str | None], categories: Sequence[Sequence[str] | None],
+                          texts: Sequence[str]) -> list[list[str]]:
+    """Each article's votes: its feed hint, its first usable RSS category and the classifier's guess
+    (when confident), each mapped onto SECTIONS. A feed's hint is the same for every item it
+    carries, whatever the item is about; voting lets the text outvote a wrong hint across a story.
+
+    >>> article_section_votes(["Sport"], [["Economy"]], ["Stocks fall as inflation fears hit markets"])
+    [['sports', 'business', 'business']]
+    """
+    if not len(hints) == len(categories) == len(texts):
+        raise ValueError("hints, categories and texts must have the same length")
+    guesses = classify_texts(list(texts))
+    votes = []
+    for hint, cats, guess in zip(hints, categories, guesses, strict=True):
+        mine = [s for s in (canonical_section(hint),) if s]
+        mine += [s for s in (next((c for c in map(canonical_section, cats or ()) if c), None),) if s]
+        mine += [guess] if guess else []
+        votes.append(mine)
+    return votes
 
 
 def story_sections_from_votes(sections: Iterable[str | None], min_share: float = 0.5) -> list[str]:

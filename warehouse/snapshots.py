@@ -202,7 +202,8 @@ def _high_water(store: ObjectStore, pointer_key: str, live_version: int) -> int:
 def rollback_page(store: ObjectStore, edition: str, section: str, version: int, *, now: datetime) -> PublishResult:
     """Point a page back at an earlier published version, with a conditional put on the pointer.
 
-    The version must exist and be older than the live one; its bytes are checked by sha256 as usual.
+    The version must exist and differ from the live one (a newer one undoes a rollback); readers
+    check its bytes against the pointer's sha256 as usual.
     Raises SnapshotNotFoundError when there is no live pointer or no such version.
     """
     pointer_key = layout.page_pointer_key(edition, section)
@@ -214,8 +215,8 @@ def rollback_page(store: ObjectStore, edition: str, section: str, version: int, 
         data = store.get(key).data
     except ObjectNotFoundError as e:
         raise SnapshotNotFoundError("no such version", key=key) from e
-    if version >= current[0].version:
-        return PublishResult(key, version, False, f"not older than the live version {current[0].version}")
+    if version == current[0].version:
+        return PublishResult(key, version, False, "already the live version")
     pointer = {
         "version": version,
         "key": key,
@@ -229,13 +230,3 @@ def rollback_page(store: ObjectStore, edition: str, section: str, version: int, 
     except PreconditionFailedError:
         return PublishResult(key, version, False, "pointer moved by another publisher")
     return PublishResult(key, version, True, "rolled back")
-
-
-def list_versions(store: ObjectStore, edition: str, section: str) -> list[tuple[int, str]]:
-    """Every published version of a page as (version, key), oldest first."""
-    found = []
-    for key in store.list(layout.page_dir(edition, section)):
-        name = key.rsplit("/", 1)[-1]
-        if name.startswith("v") and name.endswith(".json") and name[1:-5].isdigit():
-            found.append((int(name[1:-5]), key))
-    return sorted(found)

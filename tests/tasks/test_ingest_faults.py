@@ -178,6 +178,47 @@ def test_repeated_failures_park_the_feed_and_a_success_unparks_it(world: tuple[R
     assert healthy["last_error_kind"] == "http_status"  # the history stays readable
 
 
+def test_pages_failing_for_now_are_taken_again_on_the_next_poll(world: tuple[ReplaySite, ObjectStore]) -> None:
+    site, store = world
+    settings = _settings()
+    publisher = max(site.publishers, key=lambda p: len(site.released(p.publisher_id, START + timedelta(minutes=30))))
+    site.set_faults({publisher.publisher_id: "pages_503"})
+    t1 = START + timedelta(minutes=30)
+    site.set_clock(t1)
+    summary = _cycle(store, settings, t1)
+    released = {a.url for a in site.released(publisher.publisher_id, t1)}
+    # A few 503s trip the host: its other pages are skipped this run rather than crawled at a crawl.
+    assert released and sum(summary["errors"].values()) == len(released), summary["errors"]
+    assert set(summary["errors"]) <= {"page_http_status", "page_host_backoff"}
+    assert not _ingested_urls(store).get(publisher.publisher_id)
+    state = load_feed_states(store)[0][feed_id_for(publisher.rss_url)]
+    assert state["etag"] is None and not state["recent_guids"], "a 304 must not hide the items to retry"
+
+    site.set_faults({publisher.publisher_id: None})
+    t2 = state["next_poll_at"]
+    site.set_clock(t2)
+    after = _cycle(store, settings, t2)
+    assert not after["errors"], after["errors"]
+    assert released <= _ingested_urls(store)[publisher.publisher_id]
+
+
+def test_a_bug_on_one_feed_is_recorded_and_the_shard_goes_on(world: tuple[ReplaySite, ObjectStore]) -> None:
+    site, _ = world
+    site.set_clock(START + timedelta(minutes=40))
+    jobs = []
+    for p in site.publishers[:3]:
+        state = empty_state(feed_id_for(p.rss_url))
+        jobs.append(FeedJob(state["feed_id"], p.rss_url, p.publisher_id, p.language, p.region, "", state, p.tier))
+    broken = {**jobs[0].state, "recent_guids": 5}  # state no code path should ever produce
+    jobs[0] = FeedJob(jobs[0].feed_id, jobs[0].url, jobs[0].publisher_id, "en", "US", "", broken, 1)
+    result = poll_shard(jobs, _settings(), START + timedelta(minutes=40))
+    by_feed = {r.feed_id: r for r in result.reports}
+    assert by_feed[jobs[0].feed_id].error_kind == "internal"
+    assert "TypeError" in (by_feed[jobs[0].feed_id].error or "")
+    assert all(by_feed[j.feed_id].error_kind is None for j in jobs[1:])
+    assert result.articles
+
+
 class _RotatingEtag(BaseHTTPRequestHandler):
     """A feed whose ETag changes on every request though its items never do."""
 
@@ -241,3 +282,19 @@ def test_a_fault_through_the_prefect_flow(prefect_harness: None, tmp_path: Path)
     assert failure["url"] == throttled.rss_url and failure["error"].startswith("HTTP 429 (Retry-After: 600)")
     assert failure["interval_seconds"] == RETRY_AFTER_429_SECONDS and failure["reason"] == "retry_after"
     assert summary["new_articles"] > 0
+
+
+def test_a_state_file_from_before_the_new_columns_still_loads(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from warehouse import layout
+    from warehouse.tables import table_to_parquet_bytes
+
+    store = LocalStore(tmp_path / "store")
+    old = pa.table({"feed_id": ["f"], "next_poll_at": pa.array([START], pa.timestamp("us", tz="UTC")),
+                    "etag": ['"v1"'], "recent_guids": [["a", "b"]], "error_streak": pa.array([2], pa.int16())})
+    store.put(layout.FEED_STATE_KEY, table_to_parquet_bytes(old))
+    states, etag = load_feed_states(store)
+    assert etag is not None
+    assert states["f"]["etag"] == '"v1"' and states["f"]["recent_guids"] == ["a", "b"]
+    assert states["f"]["error_streak"] == 2 and states["f"]["is_parked"] is False and states["f"]["rate_counts"] == []

@@ -150,3 +150,21 @@ def test_a_bug_in_the_work_is_raised_after_the_rest_finish() -> None:
                      limiter=limiter, pool=pool, max_in_flight=4)
     assert sorted(done) == [0, 1, 2, 4, 5, 6, 7]
     assert all(s.in_flight == 0 for s in limiter.stats().values())
+
+
+def test_a_host_that_keeps_failing_is_tripped_and_its_remaining_work_skipped() -> None:
+    limiter = HostLimiter(HostLimits(rate_per_second=1000.0, burst=100.0, trip_after=3))
+    calls: list[int] = []
+
+    def work(i: int) -> int:
+        calls.append(i)
+        return 503 if i % 2 == 0 else 200  # host 0 fails every time, host 1 never
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        results = run_per_host(list(range(20)), host_of=lambda i: i % 2, work=work, status_of=lambda s: s,
+                               limiter=limiter, pool=pool, max_in_flight=1, skip=lambda i: -1)
+    assert results[0::2] == [503, 503, 503] + [-1] * 7
+    assert results[1::2] == [200] * 10
+    stats = limiter.stats()
+    assert stats["0"].skipped == 7 and stats["0"].requests == 3 and stats["1"].skipped == 0
+    assert all(s.in_flight == 0 for s in stats.values())

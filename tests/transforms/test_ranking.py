@@ -157,3 +157,16 @@ def test_sections_from_hints_categories_and_the_classifier() -> None:
 def test_impressions_count_minutes_live_today() -> None:
     versions = [("2026-12-01T11:00:00Z", ["a", "b"]), ("2026-12-01T11:30:00Z", ["a"]), ("2026-11-30T23:00:00Z", ["z"])]
     assert impressions_from_versions(versions, NOW) == {"a": 60.0, "b": 30.0}
+
+
+def test_the_burst_baseline_is_the_topic_s_when_it_has_history() -> None:
+    rows = [_parts(f"busy{i}", [1.0]) for i in range(5)]
+    rows.append(_parts("burst", [1.0], bursts=[(2, 12)], baseline=0.5))
+    frame = _frame(rows).with_columns(pl.Series("first_hour_rate", [6.0] * 5 + [None], dtype=pl.Float64))
+    busy = pl.LazyFrame({"story_id": [f"busy{i}" for i in range(5)] + ["burst"], "section": ["sports"] * 6})
+    quiet = pl.LazyFrame({"story_id": ["burst"], "section": ["science"]})
+    kw = {"now": NOW, "weights": ScoreWeights(smoothing_cycles=1), "rule": BreakingRule()}
+    in_sports = score_stories(frame, story_sections=busy, **kw).filter(pl.col("story_id") == "burst").collect()
+    in_science = score_stories(frame, story_sections=quiet, **kw).filter(pl.col("story_id") == "burst").collect()
+    assert not in_sports["is_breaking"][0]  # 12 in 5 min is what a new sports story gets
+    assert in_science["is_breaking"][0]  # no science history: the language baseline (0.5) holds

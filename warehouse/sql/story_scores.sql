@@ -6,7 +6,8 @@
 -- output: story_id, language, first_seen_at, last_original_at, original_count,
 --         coverage / velocity / freshness (lists indexed by lag), regions + region_shares (lag 0),
 --         burst_at / burst_originals / burst_publishers (lists), baseline_rate (originals per burst
---         window expected of a new story in that language)
+--         window expected of a new story in that language), first_hour_rate (the same from this
+--         story's own first hour; null while the story is younger than an hour)
 -- parameters: $now (timestamptz), $coverage_window_hours, $half_life_hours, $active_hours,
 --             $velocity_window_minutes, $cycle_seconds, $smoothing_cycles, $burst_window_minutes,
 --             $burst_min_articles, $burst_min_publishers, $burst_authority_floor, $breaking_hours,
@@ -206,18 +207,28 @@ bursts as (
     group by b.story_id
 ),
 
-early_counts as (
-    -- how many originals a story gathers in its first hour: the baseline for a new story
+first_hours as (
+    -- how many originals each settled story gathered in its first hour
     select
+        s.story_id,
         s.language,
-        count(o.article_id) / count(distinct s.story_id) as first_hour_originals
+        count(o.article_id) as first_hour_originals
     from active_stories as s
     left join originals as o
         on
             s.story_id = o.story_id
             and o.first_seen_at < s.first_seen_at + interval 1 hour
     where s.first_seen_at < $now - interval 1 hour
-    group by s.language
+    group by s.story_id, s.language
+),
+
+early_counts as (
+    -- the baseline for a new story of a language; transforms/ranking.py narrows it to the topic
+    select
+        language,
+        avg(first_hour_originals) as first_hour_originals
+    from first_hours
+    group by language
 ),
 
 final as (
@@ -235,12 +246,14 @@ final as (
         coalesce(b.burst_at, []) as burst_at,
         coalesce(b.burst_originals, []) as burst_originals,
         coalesce(b.burst_publishers, []) as burst_publishers,
-        coalesce(e.first_hour_originals * $burst_window_minutes / 60.0, 0) as baseline_rate
+        coalesce(e.first_hour_originals * $burst_window_minutes / 60.0, 0) as baseline_rate,
+        f.first_hour_originals * $burst_window_minutes / 60.0 as first_hour_rate
     from active_stories as s
     inner join lag_lists as l using (story_id)
     left join regions as r using (story_id)
     left join bursts as b using (story_id)
     left join early_counts as e using (language)
+    left join first_hours as f using (story_id)
 )
 
 select * from final
