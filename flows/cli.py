@@ -358,6 +358,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
 
 
+def cmd_websub(args: argparse.Namespace) -> int:
+    """``newsroom websub``: the WebSub callback receiver and publisher ping endpoint, as its own process (issue 3)."""
+    import threading
+
+    from tasks.settings import get_websub_settings
+    from tasks.storage import configured_store
+    from tasks.websub import ping_token, run_receiver
+
+    try:
+        settings = get_websub_settings()
+        if args.print_ping_token:
+            _say(ping_token(settings, args.print_ping_token))
+            return 0
+        settings.master_key()
+    except ValueError as e:  # pydantic's ValidationError is a ValueError too
+        raise SystemExit(f"newsroom websub: {e}") from e
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    host = args.host or settings.bind_host
+    port = settings.bind_port if args.port is None else args.port
+    run_receiver(configured_store(), settings, host, port, stop, on_ready=lambda url: _say(f"websub listening url={url}"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="newsroom", description="A news aggregator as a micro-batch pipeline.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -434,6 +459,13 @@ def build_parser() -> argparse.ArgumentParser:
     health = sub.add_parser("health", help="run the monitoring checks; exit 2 when any flag is raised")
     health.add_argument("--now", default=None, help="ISO instant to check as of (default: now)")
     health.set_defaults(func=cmd_health)
+
+    websub = sub.add_parser("websub", help="run the WebSub callback receiver and publisher ping endpoint")
+    websub.add_argument("--host", default=None, help="listen address (default NEWSROOM_WEBSUB_BIND_HOST)")
+    websub.add_argument("--port", type=int, default=None, help="listen port (default NEWSROOM_WEBSUB_BIND_PORT)")
+    websub.add_argument("--print-ping-token", metavar="PUBLISHER_ID", default=None,
+                        help="print the bearer token PUBLISHER_ID sends with POST /ping/PUBLISHER_ID, and exit")
+    websub.set_defaults(func=cmd_websub)
 
     serve = sub.add_parser("serve", help="serve the API and reader page")
     serve.add_argument("--host", default="127.0.0.1")

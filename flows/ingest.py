@@ -25,6 +25,7 @@ def ingest_feeds(now: str | None = None, shards: int = 4) -> dict[str, Any]:
     futures = poll_shard_task.map(plan, settings=unmapped(settings), now=unmapped(at)) if plan else []
     results = [f.result() for f in futures]
     summary = commit_ingest_task(store, results, at)
-    logger.info("ingest_done now=%s %s", at.isoformat(), " ".join(f"{k}={v}" for k, v in summary.items()))
+    brief = {k: v for k, v in summary.items() if k not in ("failures", "lag_seconds_by_tier")}
+    logger.info("ingest_done now=%s %s", at.isoformat(), " ".join(f"{k}={v}" for k, v in brief.items()))
     publish_artifact("ingest-summary", ingest_markdown(summary, at.isoformat()), "ingest run summary")
     return summary

@@ -123,8 +123,9 @@ def render_robots(publisher: Publisher) -> bytes:
     ).encode()
 
 
-def render_rss(publisher: Publisher, articles: Sequence[ReplayArticle], updated_at: datetime) -> bytes:
-    """RSS 2.0 feed of ``articles`` (newest first) with ttl and an atom:link rel=self."""
+def render_rss(publisher: Publisher, articles: Sequence[ReplayArticle], updated_at: datetime,
+               hub_url: str | None = None) -> bytes:
+    """RSS 2.0 feed of ``articles`` (newest first) with ttl, an atom:link rel=self and, given a hub, rel=hub."""
     items = []
     for a in articles:
         items.append(
@@ -149,6 +150,7 @@ def render_rss(publisher: Publisher, articles: Sequence[ReplayArticle], updated_
         # Wire and lead papers (tier 1) publish all day and set no ttl; the rest ask for 5 minutes.
         + ("" if publisher.tier == 1 else "<ttl>5</ttl>\n")
         + f'<atom:link href="{_x(publisher.rss_url)}" rel="self" type="application/rss+xml"/>\n'
+        + (f'<atom:link href="{_x(hub_url)}" rel="hub"/>\n' if hub_url else "")
         + "\n".join(items)
         + ("\n" if items else "")
         + "</channel>\n</rss>\n"
@@ -156,8 +158,9 @@ def render_rss(publisher: Publisher, articles: Sequence[ReplayArticle], updated_
     return body.encode("utf-8")
 
 
-def render_atom(publisher: Publisher, articles: Sequence[ReplayArticle], updated_at: datetime) -> bytes:
-    """Atom 1.0 feed of ``articles`` (newest first)."""
+def render_atom(publisher: Publisher, articles: Sequence[ReplayArticle], updated_at: datetime,
+                hub_url: str | None = None) -> bytes:
+    """Atom 1.0 feed of ``articles`` (newest first); given a hub, with ``link rel="hub"`` (WebSub §4)."""
     entries = []
     for a in articles:
         entries.append(
@@ -180,7 +183,8 @@ def render_atom(publisher: Publisher, articles: Sequence[ReplayArticle], updated
         f"<updated>{_iso(updated_at)}</updated>\n"
         f'<link rel="self" type="application/atom+xml" href="{_x(publisher.atom_url)}"/>\n'
         f'<link rel="alternate" type="text/html" href="{_x(publisher.base_url)}/"/>\n'
-        f"<author><name>{_x(publisher.name)}</name></author>\n"
+        + (f'<link rel="hub" href="{_x(hub_url)}"/>\n' if hub_url else "")
+        + f"<author><name>{_x(publisher.name)}</name></author>\n"
         + "\n".join(entries)
         + ("\n" if entries else "")
         + "</feed>\n"

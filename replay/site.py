@@ -27,7 +27,7 @@ from email.utils import format_datetime, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from replay.corpus import (
     CorpusArticle,
@@ -38,6 +38,7 @@ from replay.corpus import (
     load_corpus,
     sample_corpus,
 )
+from replay.hub import Hub
 from replay.render import (
     FEED_SIZE,
     render_atom,
@@ -53,6 +54,9 @@ CONTROL_HOST = "127.0.0.1"
 RELATED_STORIES = 4
 BIND_ATTEMPTS = 20
 POLL_INTERVAL_SECONDS = 0.1
+HUB_PATH = "/hub"
+HUB_TICK_SECONDS = 1.0
+"""With a speed clock, the hub looks for newly released articles this often (wall time)."""
 PUBLISHERS_CSV_COLUMNS = ("publisher_id", "name", "domain", "base_url", "region", "language", "tier",
                           "authority", "paywalled", "opted_out", "feed_url", "section")
 
@@ -200,6 +204,8 @@ class ReplaySite:
         self._faults: dict[str, Fault] = {}
         self._fault_changed = threading.Condition()
         self._stopping = threading.Event()
+        self._hub: Hub | None = None
+        self._topics: dict[str, tuple[Publisher, Literal["rss", "atom"]]] = {}
         self.set_faults(dict(faults or {}))
 
     @classmethod
@@ -256,6 +262,10 @@ class ReplaySite:
             thread.start()
             self._threads.append(thread)
         self._clock.run()
+        if self._clock.mode == "speed":
+            ticker = threading.Thread(target=self._tick_hub, name="replay-hub-tick", daemon=True)
+            ticker.start()
+            self._threads.append(ticker)
         logger.info("replay_started control_url=%s publishers=%d articles=%d",
                     self.control_url, len(self._publishers), len(self._articles))
 
@@ -290,6 +300,25 @@ class ReplaySite:
         self._times = {pid: [a.published_at for a in items] for pid, items in by_publisher.items()}
         self._by_path = {(host_of[a.publisher_id], urlsplit(a.url).path): a for a in articles}
         self._cache = {}
+        self._topics = {}
+        for p in publishers:
+            self._topics[p.rss_url] = (p, "rss")
+            self._topics[p.atom_url] = (p, "atom")
+        self._hub = Hub(f"http://{CONTROL_HOST}:{port}{HUB_PATH}", self._clock.now, self._hub_content)
+
+    def _hub_content(self, topic: str) -> tuple[bytes, str, int] | None:
+        """A topic's current document and version (its count of released articles), for the hub."""
+        found = self._topics.get(topic)
+        if found is None:
+            return None
+        publisher, fmt = found
+        doc = self._feed(publisher, fmt)
+        return doc.body, doc.content_type, len(self.released(publisher.publisher_id))
+
+    def _tick_hub(self) -> None:
+        while not self._stopping.wait(HUB_TICK_SECONDS):
+            if self._hub is not None:
+                self._hub.distribute()
 
     def stop(self) -> None:
         """Stop serving and close every socket (safe to call twice)."""
@@ -347,6 +376,17 @@ class ReplaySite:
         return self._clock.now()
 
     @property
+    def hub(self) -> Hub:
+        """The site's WebSub hub (advertised by every feed as ``rel="hub"``)."""
+        self._require_started()
+        assert self._hub is not None
+        return self._hub
+
+    @property
+    def hub_url(self) -> str:
+        return self.hub.hub_url
+
+    @property
     def clock_mode(self) -> ClockMode:
         return self._clock.mode
 
@@ -359,7 +399,12 @@ class ReplaySite:
         """
         if when.tzinfo is None:
             raise ValueError("clock time must be timezone-aware")
-        return self._clock.set(when.astimezone(UTC))
+        moved = self._clock.set(when.astimezone(UTC))
+        if self._hub is not None:
+            # Newly released articles go out to the hub's subscribers before the move is answered,
+            # so a test (or the demo) that moves the clock and then ingests sees the pushes.
+            self._hub.distribute()
+        return moved
 
     @property
     def faults(self) -> dict[str, Fault]:
@@ -443,7 +488,8 @@ class ReplaySite:
         updated_at = newest[0].published_at if newest else self._start
         render = render_rss if fmt == "rss" else render_atom
         content_type = f"application/{fmt}+xml; charset=utf-8"
-        doc = _cached(render(publisher, newest, updated_at), updated_at, content_type)
+        hub_url = self._hub.hub_url if self._hub is not None else None
+        doc = _cached(render(publisher, newest, updated_at, hub_url=hub_url), updated_at, content_type)
         with self._lock:
             self._cache[key] = doc
         return doc
@@ -553,11 +599,16 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._head = False  # the handler lives as long as a keep-alive connection
         path = urlsplit(self.path).path
-        if self.server.publisher is not None or path not in ("/_replay/clock", "/_replay/faults"):
+        if self.server.publisher is not None or path not in ("/_replay/clock", "/_replay/faults", HUB_PATH):
             self._send(405 if self.server.publisher is None else 404, b"", "text/plain")
             return
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if path == HUB_PATH:
+            form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", errors="replace")).items()}
+            status, message = self.server.site.hub.handle_request(form)
+            self._send(status, (message + "\n").encode(), "text/plain; charset=utf-8")
+            return
         if path == "/_replay/faults":
             self._post_faults(raw)
             return
@@ -611,6 +662,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, site._schedule_json())
         elif path == "/_replay/faults":
             self._send_json(200, site.faults)
+        elif path == "/_replay/hub":
+            self._send_json(200, {"hub_url": site.hub_url, "subscriptions": site.hub.subscriptions(),
+                                  "counts": dict(site.hub.counts)})
         else:
             self._send_json(404, {"error": "not found"})
 

@@ -26,7 +26,15 @@ from tasks.errors import FetchError
 from tasks.http import fetch_url, make_client
 from tasks.politeness import HostLimiter, HostLimits, HostStats, host_of_url, run_per_host
 from tasks.registry import load_registry
-from tasks.settings import IngestSettings
+from tasks.settings import IngestSettings, WebSubSettings, get_ingest_settings, get_websub_settings
+from tasks.websub import (
+    SubscriptionTarget,
+    delete_push_markers,
+    lease_of,
+    list_push_markers,
+    maintain_subscriptions,
+    subscribed_feed_ids,
+)
 from transforms.canonical_url import article_id_from_url, canonicalize_url, choose_canonical_url
 from transforms.errors import FeedRejectedError, TransformError
 from transforms.extraction import extract_page
@@ -35,6 +43,7 @@ from transforms.feeds import FeedItem, ParsedFeed, parse_feed
 from transforms.polling import PollResponse, PollState, decide_next_poll, floor_for_tier
 from transforms.robots import RobotsRules, is_allowed, parse_robots, robots_policy_for_status
 from transforms.text import snippet_from_text
+from transforms.websub import PUSH_MIN_INTERVAL_SECONDS, is_lease_live, is_push_due
 from warehouse import layout
 from warehouse.schemas import ARTICLES_SCHEMA, FEED_STATE_SCHEMA, SNIPPET_MAX_CHARS
 from warehouse.store import ObjectStore
@@ -57,6 +66,8 @@ class FeedJob:
     section_hint: str
     state: dict[str, Any]
     tier: int = 2
+    push_keys: tuple[str, ...] = ()
+    """Push markers (WebSub delivery, publisher ping) that put this feed in the priority lane."""
 
 
 @dataclass(slots=True)
@@ -74,6 +85,8 @@ class FeedReport:
     warning_kind: str | None = None
     warning: str | None = None
     is_parked: bool = False
+    hub_url: str | None = None
+    topic_url: str | None = None
 
 
 @dataclass(slots=True)
@@ -83,6 +96,7 @@ class ShardResult:
     reports: list[FeedReport] = field(default_factory=list)
     page_errors: list[dict[str, Any]] = field(default_factory=list)
     host_stats: dict[str, HostStats] = field(default_factory=dict)
+    push_keys: list[str] = field(default_factory=list)
 
 
 def empty_state(feed_id: str) -> dict[str, Any]:
@@ -109,24 +123,39 @@ def load_feed_states(store: ObjectStore) -> tuple[dict[str, dict[str, Any]], str
     return states, etag
 
 
-def plan_due_feeds(store: ObjectStore, now: datetime, shards: int) -> list[list[FeedJob]]:
-    """Due feeds of publishers that have not opted out, sharded by host so a host stays in one shard."""
+def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
+                   push_min_interval_seconds: int = PUSH_MIN_INTERVAL_SECONDS) -> list[list[FeedJob]]:
+    """Due feeds of publishers that have not opted out, sharded by host so a host stays in one shard.
+
+    Pushed feeds (a push marker under ``state/push/``, issue 3) form a priority lane: they are
+    taken whatever their ``next_poll_at`` and come first in their shard, unless they were polled
+    less than ``push_min_interval_seconds`` ago (their markers then wait for the next run).
+    """
     registry = load_registry(store)
     states, _ = load_feed_states(store)
+    pushed = list_push_markers(store)
+    subscribed = subscribed_feed_ids(store)
     buckets: dict[int, list[FeedJob]] = defaultdict(list)
     for feed in registry.feeds:
         publisher = registry.publishers.get(feed["publisher_id"])
         if publisher is None or publisher["is_opted_out"]:
             continue
         state = states.get(feed["feed_id"]) or empty_state(feed["feed_id"])
+        if feed["feed_id"] in subscribed:
+            # The receiver keeps the lease on the subscription record; the state takes a copy.
+            state = {**state, "lease_expires_at": lease_of(store, feed["feed_id"], state.get("hub_url"))}
+        push_keys = tuple(pushed.get(feed["feed_id"], ()))
+        if push_keys and not is_push_due(state["last_polled_at"], now, push_min_interval_seconds):
+            push_keys = ()
         due_at = state["next_poll_at"]
-        if due_at is not None and due_at > now:
+        if not push_keys and due_at is not None and due_at > now:
             continue
         job = FeedJob(feed["feed_id"], feed["url"], feed["publisher_id"], publisher["language"],
-                      publisher["region"], feed["section_hint"] or "", state, int(publisher["tier"] or 2))
+                      publisher["region"], feed["section_hint"] or "", state, int(publisher["tier"] or 2),
+                      push_keys)
         host = host_of_url(feed["url"])
         buckets[int(hashlib.blake2b(host.encode(), digest_size=4).hexdigest(), 16) % max(1, shards)].append(job)
-    return [sorted(jobs, key=lambda j: j.feed_id) for _, jobs in sorted(buckets.items())]
+    return [sorted(jobs, key=lambda j: (not j.push_keys, j.feed_id)) for _, jobs in sorted(buckets.items())]
 
 
 _RobotsVerdict = RobotsRules | Literal["allow_all", "disallow_all"]
@@ -191,14 +220,17 @@ def _bad_date_count(items: tuple[FeedItem, ...] | list[FeedItem], now: datetime)
                or (i.published_at is not None and i.published_at > now + FUTURE_DATE_SLACK))
 
 
-def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now: datetime
-              ) -> tuple[dict[str, Any], list[FeedItem], FeedReport]:
+def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now: datetime, *,
+              backstop_seconds: int | None = None) -> tuple[dict[str, Any], list[FeedItem], FeedReport]:
     """Conditional GET of one feed; returns its next state, its new items and a report.
 
     Never raises for anything the publisher sends: failures become ``error_kind``/``error`` in the
     report and the state, and a usable but flawed feed (wrong charset, broken XML, garbage dates)
     is ingested with a ``warning``. Items beyond ``max_items_per_feed`` are not marked seen, and the
     old validators are kept so the next poll gets them.
+
+    The feed's WebSub hub (``link rel=hub``) is recorded in the state; while a lease is live the
+    next poll is only a backstop, at least ``backstop_seconds`` away (issue 3).
     """
     state = {**empty_state(job.feed_id), **job.state}
     headers = {}
@@ -220,6 +252,8 @@ def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now:
         if 200 <= status < 300:
             parsed = parse_feed(result.body, result.final_url, headers=result.headers,
                                 max_items=RECENT_GUIDS, max_bytes=settings.max_feed_bytes)
+            if parsed.items or not parsed.is_malformed:
+                state["hub_url"] = parsed.hub_url
             if parsed.is_malformed and not parsed.items:
                 error_kind, error = "parse", f"not a usable feed: {parsed.error or 'no items'}"
             else:
@@ -268,8 +302,10 @@ def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now:
     )
     floor = floor_for_tier(job.tier, tier1_floor_seconds=settings.tier1_min_interval_seconds,
                            default_floor_seconds=settings.min_interval_seconds)
+    is_live = bool(state.get("hub_url")) and is_lease_live(state.get("lease_expires_at"), now)
     decision = decide_next_poll(_poll_state(state), response, now, floor_seconds=floor,
-                                ceiling_seconds=max(floor, settings.max_interval_seconds))
+                                ceiling_seconds=max(floor, settings.max_interval_seconds),
+                                backstop_seconds=backstop_seconds if is_live else None)
     state.update(
         last_polled_at=now, last_status=status, interval_seconds=decision.interval_seconds,
         next_poll_at=decision.next_poll_at, poll_reason=decision.reason, last_new_items=len(new),
@@ -282,7 +318,8 @@ def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now:
     if error_kind or warning_kind:
         state.update(last_error_kind=error_kind or warning_kind, last_error=error or warning, last_error_at=now)
     report = FeedReport(job.feed_id, job.url, status, len(new), error_kind, error, decision.next_poll_at, elapsed,
-                        decision.interval_seconds, decision.reason, warning_kind, warning, decision.is_parked)
+                        decision.interval_seconds, decision.reason, warning_kind, warning, decision.is_parked,
+                        hub_url=state.get("hub_url"), topic_url=(parsed.self_url if parsed else None) or job.url)
     return state, new, report
 
 
@@ -309,12 +346,12 @@ def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: st
     return row
 
 
-def _poll_feed_safely(job: FeedJob, client: httpx.Client, settings: IngestSettings, now: datetime
-                      ) -> tuple[dict[str, Any], list[FeedItem], FeedReport]:
+def _poll_feed_safely(job: FeedJob, client: httpx.Client, settings: IngestSettings, now: datetime,
+                      backstop_seconds: int | None = None) -> tuple[dict[str, Any], list[FeedItem], FeedReport]:
     """``poll_feed``, with a bug on one feed's input recorded against that feed (STYLE §11: the broad
     catch sits around the per-item loop) so one strange document never fails the whole run."""
     try:
-        return poll_feed(job, client, settings, now)
+        return poll_feed(job, client, settings, now, backstop_seconds=backstop_seconds)
     except Exception as e:  # noqa: BLE001 - per-item boundary; logged with its traceback
         log.exception("feed_poll_crashed feed_url=%s", job.url)
         return _failed_without_response(job, settings, now, "internal", f"internal error: {type(e).__name__}: {e}")
@@ -353,14 +390,17 @@ def host_limits_from(settings: IngestSettings) -> HostLimits:
     )
 
 
-def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime) -> ShardResult:
+def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime,
+               websub: WebSubSettings | None = None) -> ShardResult:
     """Poll every feed in a shard, then fetch robots.txt and each new page, under per-host limits.
 
     One limiter sees every request of the shard (feeds, robots.txt, pages), so each host gets at
     most ``host_max_concurrency`` requests in flight and its token-bucket rate, however many
-    workers run. One failure never stops the rest.
+    workers run. One failure never stops the rest. Pushed feeds come first in ``jobs`` (the plan's
+    priority lane); with WebSub on, a feed with a live lease gets the relaxed backstop interval.
     """
     result = ShardResult()
+    backstop = websub.backstop_seconds if websub is not None and websub.enabled else None
     limiter = HostLimiter(host_limits_from(settings))
     workers = settings.max_workers
 
@@ -371,7 +411,7 @@ def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime) -> 
     with make_client(settings) as client, ThreadPoolExecutor(max_workers=workers) as pool:
         robots = RobotsCache(client, settings)
         polled = run_per_host(
-            jobs, host_of=lambda j: host_of_url(j.url), work=lambda j: (j, *_poll_feed_safely(j, client, settings, now)),
+            jobs, host_of=lambda j: host_of_url(j.url), work=lambda j: (j, *_poll_feed_safely(j, client, settings, now, backstop)),
             status_of=polled_status, limiter=limiter, pool=pool, max_in_flight=workers,
             skip=lambda j: _skipped_poll(j, settings, now))
         work = [(job, item) for job, _, items, _ in polled for item in items if item.link]
@@ -399,6 +439,8 @@ def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime) -> 
             state["etag"] = state["last_modified"] = None
         result.states.append(state)
         result.reports.append(report)
+        if report.error_kind != "host_backoff":  # skipped feeds keep their markers for the next run
+            result.push_keys.extend(job.push_keys)
         log.info("feed_polled feed_url=%s status=%s new=%d error=%s warning=%s next_in_s=%d reason=%s elapsed_ms=%.0f",
                  job.url, report.status, report.new_items, report.error_kind, report.warning_kind,
                  report.interval_seconds, report.poll_reason, report.elapsed_ms)
@@ -435,11 +477,14 @@ def _fetch_article(job: FeedJob, item: FeedItem, client: httpx.Client, robots: R
                 "error": f"{type(e).__name__}: {e}"}
 
 
-def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime) -> dict[str, Any]:
-    """Write the new articles as one content-keyed segment, then the feed states.
+def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime, *,
+                  ingest: IngestSettings | None = None, websub: WebSubSettings | None = None) -> dict[str, Any]:
+    """Write the new articles as one content-keyed segment, then the feed states, then WebSub upkeep.
 
     Order matters for crash safety: a crash after the segment and before the state makes the rerun
     fetch the same items again, and consumers drop an (article_id, content_hash) they have seen.
+    Push markers are deleted after the states (a crash in between only polls those feeds once more),
+    and subscriptions are requested or renewed last, when ``websub`` is enabled (issue 3).
     """
     crash_point("ingest.after_fetch")
     articles: dict[tuple[str, str], dict[str, Any]] = {}
@@ -460,7 +505,13 @@ def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime) 
     state_rows = [states[k] for k in sorted(states)]
     table = rows_to_table(state_rows, FEED_STATE_SCHEMA)
     write_table(store, layout.FEED_STATE_KEY, table, FEED_STATE_SCHEMA, if_match=etag, if_none_match=etag is None)
+    pushed = delete_push_markers(store, [k for s in shards for k in s.push_keys])
     reports = [r for s in shards for r in s.reports]
+    subscriptions: dict[str, int] = {}
+    if websub is not None and websub.enabled and ingest is not None:
+        targets = [SubscriptionTarget(r.feed_id, r.topic_url or r.url, r.hub_url) for r in reports
+                   if r.hub_url and r.error_kind is None]
+        subscriptions = maintain_subscriptions(store, targets, ingest, websub, now)
     errors: dict[str, int] = defaultdict(int)
     warnings: dict[str, int] = defaultdict(int)
     for r in reports:
@@ -480,6 +531,9 @@ def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime) 
         "errors": dict(sorted(errors.items())),
         "warnings": dict(sorted(warnings.items())),
         "parked": sum(1 for r in reports if r.is_parked),
+        "pushed": pushed,
+        "websub": subscriptions,
+        "lag_seconds_by_tier": discovery_lag_by_tier(store, rows),
         "failures": [
             {"feed_id": r.feed_id, "url": r.url, "status": r.status, "kind": r.error_kind or r.warning_kind,
              "error": r.error or r.warning, "is_error": r.error_kind is not None,
@@ -490,18 +544,43 @@ def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime) 
     }
 
 
+def discovery_lag_by_tier(store: ObjectStore, rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Publish -> first-seen lag (p50, p95 seconds) of new articles per publisher tier.
+
+    Only articles whose page states a publication time no later than first sight are counted; the
+    claimed time is used for this measurement only, never for ranking.
+    """
+    tiers = {p["publisher_id"]: p["tier"] for p in load_registry(store).publishers.values()}
+    lags: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        published, seen = row.get("published_at"), row["first_seen_at"]
+        if published is not None and published <= seen:
+            lags[str(tiers.get(row["publisher_id"], "?"))].append((seen - published).total_seconds())
+    return {tier: {"p50": _quantile(v, 0.5), "p95": _quantile(v, 0.95), "articles": float(len(v))}
+            for tier, v in sorted(lags.items())}
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
 # Prefect tasks: thin wrappers. Network work is never cached.
 @task(name="plan_due_feeds", retries=2, retry_delay_seconds=2, timeout_seconds=120, cache_policy=NO_CACHE)
 def plan_due_feeds_task(store: ObjectStore, now: datetime, shards: int) -> list[list[FeedJob]]:
-    return plan_due_feeds(store, now, shards)
+    interval = get_websub_settings().ping_min_interval_seconds
+    return plan_due_feeds(store, now, shards, push_min_interval_seconds=interval)
 
 
 @task(name="poll_feeds", cache_policy=NO_CACHE)  # each request has its own wall-clock cap
 def poll_shard_task(jobs: list[FeedJob], settings: IngestSettings, now: datetime) -> ShardResult:
-    return poll_shard(jobs, settings, now)
+    return poll_shard(jobs, settings, now, get_websub_settings())
 
 
 @task(name="write_articles", retries=3, retry_delay_seconds=2, timeout_seconds=300, cache_policy=NO_CACHE)
 def commit_ingest_task(store: ObjectStore, shards: list[ShardResult], now: datetime) -> dict[str, Any]:
-    return commit_ingest(store, shards, now)
+    return commit_ingest(store, shards, now, ingest=get_ingest_settings(), websub=get_websub_settings())
 

@@ -26,7 +26,12 @@ def ingest_markdown(summary: Mapping[str, Any], now: str) -> str:
         rows.append((f"errors: {kind}", count))
     for tier, lag in sorted((summary.get("lag_seconds_by_tier") or {}).items()):
         rows.append((f"publish → first seen, tier {tier} (p50 / p95 s)", f"{lag['p50']:.0f} / {lag['p95']:.0f}"))
-    return f"## Ingest at {now}\n\n{_table(rows)}\n"
+    failures = summary.get("failures") or []
+    listed = "".join(f"| {f['url']} | {f['kind']} | {f['interval_seconds']} s ({f['reason']}) |\n" for f in failures[:20])
+    more = f"\n{len(failures) - 20} more feeds with errors or warnings.\n" if len(failures) > 20 else ""
+    failure_table = (f"\n### Feeds with errors or warnings\n\n| feed | kind | next poll in |\n|---|---|---|\n{listed}{more}"
+                     if failures else "")
+    return f"## Ingest at {now}\n\n{_table(rows)}\n{failure_table}"
 
 
 def cluster_markdown(summaries: Sequence[Mapping[str, Any]], now: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import Field
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -128,3 +128,60 @@ class ScaleSettings(BaseSettings):
 @lru_cache
 def get_scale_settings() -> ScaleSettings:
     return ScaleSettings()
+
+
+class WebSubSettings(BaseSettings):
+    """WebSub subscriber and publisher pings (``NEWSROOM_WEBSUB_*``, issue 3)."""
+
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_WEBSUB_", env_file=".env", extra="ignore")
+
+    enabled: bool = Field(
+        False,
+        description="Subscribe to the hubs feeds advertise. Needs callback_base_url and master_secret, and "
+        "`newsroom websub` running at that URL.",
+    )
+    callback_base_url: str | None = Field(
+        None, description="Public base URL of the `newsroom websub` receiver; callbacks are {base}/websub/{feed_id}."
+    )
+    master_secret: SecretStr | None = Field(
+        None,
+        description="Master secret: each feed's hub.secret is HMAC(master, feed_id) and each publisher's ping "
+        "token HMAC(master, 'ping:' + publisher_id). Required when enabled and by `newsroom websub`.",
+    )
+    lease_seconds: int = Field(10 * 86400, description="hub.lease_seconds we ask for (the hub may grant less).")
+    renew_fraction: float = Field(0.25, description="Renew a lease when less than this share of it remains ...")
+    renew_min_seconds: int = Field(3600, description="... or when less than this long remains.")
+    pending_timeout_seconds: int = Field(600, description="Ask again when a hub has not verified a request by then.")
+    retry_seconds: int = Field(3600, description="Ask a hub that failed or denied a request again after this long.")
+    backstop_seconds: int = Field(900, description="While a lease is live, poll the feed at most this often.")
+    max_body_bytes: int = Field(2_000_000, description="Cap on a delivery or ping body; larger ones get 413.")
+    ping_min_interval_seconds: int = Field(
+        30, description="A publisher's pings (and a feed's pushes) trigger at most one poll per this long."
+    )
+    hub_timeout_seconds: float = Field(10.0, description="Timeout of a subscription request to a hub.")
+    bind_host: str = Field("127.0.0.1", description="Address `newsroom websub` listens on.")
+    bind_port: int = Field(8090, description="Port `newsroom websub` listens on.")
+
+    @model_validator(mode="after")
+    def _enabled_needs_callback_and_secret(self) -> WebSubSettings:
+        if self.enabled and (not self.callback_base_url or self.master_secret is None):
+            raise ValueError("NEWSROOM_WEBSUB_ENABLED needs NEWSROOM_WEBSUB_CALLBACK_BASE_URL and "
+                             "NEWSROOM_WEBSUB_MASTER_SECRET")
+        if self.master_secret is not None and not self.master_secret.get_secret_value():
+            raise ValueError("NEWSROOM_WEBSUB_MASTER_SECRET must not be empty")
+        return self
+
+    def master_key(self) -> bytes:
+        """The master secret as bytes.
+
+        Raises:
+            ValueError: no master secret is configured.
+        """
+        if self.master_secret is None:
+            raise ValueError("set NEWSROOM_WEBSUB_MASTER_SECRET")
+        return self.master_secret.get_secret_value().encode("utf-8")
+
+
+@lru_cache
+def get_websub_settings() -> WebSubSettings:
+    return WebSubSettings()

@@ -25,6 +25,7 @@ exactly through JSON, so a resumed writer makes the same decisions as an uninter
 from __future__ import annotations
 
 import hashlib
+import heapq
 import math
 import re
 from collections import defaultdict
@@ -93,6 +94,7 @@ class ClusterParams:
         young_story_margin: Added to ``join_threshold`` for young stories: the 2nd and 3rd
             article decide what a story is about, so they must clear a stricter bar.
         member_terms: Terms kept per member (for the member check and the repair pass).
+        max_postings: Most term-index postings read per article to find candidate stories.
         norm_tolerance: A story's cached IDF-weighted norms are recomputed when the IDF's
             document count has moved by more than this share since they were computed (0:
             recomputed for every article, as exact as before the cache).
@@ -122,6 +124,7 @@ class ClusterParams:
     young_story_margin: float = 0.0
     member_terms: int = 40
     norm_tolerance: float = 0.02
+    max_postings: int = 3000
 
     def __post_init__(self) -> None:
         for name in ("join_threshold", "copy_jaccard", "copy_chain_jaccard", "centroid_min_weight", "link_threshold", "member_weight"):
@@ -133,8 +136,8 @@ class ClusterParams:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.active_window_hours <= 0 or self.idf_half_life_hours <= 0:
             raise ValueError("active_window_hours and idf_half_life_hours must be > 0")
-        if min(self.centroid_terms, self.max_candidates, self.member_sample, self.member_terms) < 1:
-            raise ValueError("centroid_terms, max_candidates, member_sample and member_terms must be >= 1")
+        if min(self.centroid_terms, self.max_candidates, self.member_sample, self.member_terms, self.max_postings) < 1:
+            raise ValueError("centroid_terms, max_candidates, member_sample, member_terms, max_postings must be >= 1")
         if self.lsh_bands < 1 or self.lsh_rows < 1 or self.lsh_bands * self.lsh_rows > NUM_PERM:
             raise ValueError(f"lsh {self.lsh_bands}x{self.lsh_rows} does not fit {NUM_PERM} permutations")
 
@@ -432,10 +435,13 @@ class LanguageClusterer:
         out._decayed_ms = None if decayed is None else int(decayed)  # type: ignore[call-overload]
         out._n_docs = float(state["n_docs"])  # type: ignore[arg-type]
         out._df = {str(t): float(c) for t, c in state["df"]}  # type: ignore[attr-defined]
+        idf = out._idf_function()
         for raw in state["stories"]:  # type: ignore[attr-defined]
             story = _Story.from_json(raw)
             out._stories[story.story_id] = story
             out._index_story(story)
+            if story.norms is None:  # a state written before the norm cache
+                out._story_norms(story, idf)
         for aid, sid, root, seen, minhash in state["recent"]:  # type: ignore[attr-defined]
             recent = _Recent(str(aid), str(sid), str(root), int(seen), [int(v) for v in minhash])
             out._index_recent(recent)
@@ -539,6 +545,7 @@ class LanguageClusterer:
         story.first_article_id = members[0].article_id
         story.repaired_ms = now_ms
         self._index_story(story)
+        self._story_norms(story, self._idf_function())
 
     def _restory_recent(self, members: Iterable[Member], story_id: str) -> None:
         for member in members:
@@ -619,7 +626,12 @@ class LanguageClusterer:
         partial, rest = self._candidate_dots(vector, idf)
         if not partial:
             return None
-        shortlist = sorted(partial, key=lambda s: (-partial[s], s))[: self.params.max_candidates]
+        n = self.params.max_candidates
+        if len(partial) > n:
+            cut = heapq.nlargest(n, partial.values())[-1]
+            shortlist = sorted((s for s, v in partial.items() if v >= cut), key=lambda s: (-partial[s], s))[:n]
+        else:
+            shortlist = sorted(partial, key=lambda s: (-partial[s], s))
         if rest:  # terms whose postings were pruned: complete the dots of the shortlisted stories
             for sid in shortlist:
                 centroid = self._stories[sid].centroid
@@ -668,6 +680,11 @@ class LanguageClusterer:
             ``(dots, rest)``: unnormalised dots over the terms read, and the unread terms
             with their IDF-weighted article weights, for the caller to complete the dots of
             the stories it keeps.
+
+        At most ``max_postings`` postings are read per article: the article's terms are read
+        heaviest first, and a term whose postings would overrun what is left is not read (it
+        still counts in the dots of the shortlisted stories). On a busy stream those are the
+        common words; a story is found through the names and rarer words it shares.
         """
         # The article vector is unit-length; the centroid side is weighted by the IDF.
         ranked = sorted(vector.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
@@ -676,14 +693,24 @@ class LanguageClusterer:
             tail[i] = tail[i + 1] + ranked[i][1] ** 2
         bar = self._least_joinable_cosine()
         bar_sq = bar * bar if bar > 0 else -1.0
+        budget = self.params.max_postings
         partial: dict[str, float] = defaultdict(float)
+        rest: list[tuple[str, float]] = []
         for i, (term, weight) in enumerate(ranked):
-            if tail[i] < bar_sq:
-                return partial, [(t, w * idf(t)) for t, w in ranked[i:]]
             scaled = weight * idf(term)
-            for sid, value in self._term_index.get(term, {}).items():
+            if tail[i] < bar_sq:
+                rest.extend((t, w * idf(t)) for t, w in ranked[i:])
+                break
+            postings = self._term_index.get(term)
+            if not postings:
+                continue
+            if len(postings) > budget:
+                rest.append((term, scaled))  # a common term: counted for the shortlist only
+                continue
+            budget -= len(postings)
+            for sid, value in postings.items():
                 partial[sid] += scaled * value
-        return partial, []
+        return partial, rest
 
     def _least_joinable_cosine(self) -> float:
         """Least centroid cosine with which a story could still reach ``join_threshold``."""
@@ -724,6 +751,7 @@ class LanguageClusterer:
         )
         self._stories[story_id] = story
         self._index_story(story)
+        self._story_norms(story, self._idf_function())
         return story
 
     def _update_story(self, story: _Story, features: ArticleFeatures, now_ms: int) -> None:
@@ -742,6 +770,7 @@ class LanguageClusterer:
         story.last_seen_ms = max(story.last_seen_ms, now_ms)
         story.members.append(self._member(features, now_ms, None))
         self._index_story(story)
+        self._story_norms(story, self._idf_function())
 
     def _member(self, features: ArticleFeatures, now_ms: int, copy_of: str | None) -> Member:
         k = self.params.member_terms

@@ -38,7 +38,7 @@ USELESS_VALIDATOR_POLLS = 3
 """Consecutive 200s with changed validators and no new guid before validators are dropped."""
 
 Reason = Literal["rate", "new_items", "max_age", "expires", "ttl", "skip_hours",
-                 "retry_after", "backoff", "parked", "gone"]
+                 "retry_after", "backoff", "parked", "gone", "websub_backstop"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +246,7 @@ def decide_next_poll(
     *,
     floor_seconds: int,
     ceiling_seconds: int = CEILING_SECONDS,
+    backstop_seconds: int | None = None,
 ) -> PollDecision:
     """The next poll time and the updated rate, error and validator fields for one feed.
 
@@ -260,12 +261,18 @@ def decide_next_poll(
     * ``Retry-After`` on 429/503 (RFC 9110 §10.2.3) is a lower bound on either, capped at a day.
     * validators: a 200 with changed validators and no new guid after we sent them, three times in a
       row, marks them useless, and the caller stops sending them.
+    * ``backstop_seconds`` (given while a WebSub lease is live, issue 3): the hub pushes new items,
+      so a healthy feed's poll is only a backstop and is relaxed to at least this long (capped by
+      the ceiling). Failures keep their backoff.
 
     Raises:
-        ValueError: the floor is not positive or the ceiling is below it, or ``now`` is naive.
+        ValueError: the floor is not positive or the ceiling is below it, the backstop is not
+            positive, or ``now`` is naive.
     """
     if floor_seconds <= 0 or ceiling_seconds < floor_seconds:
         raise ValueError("need 0 < floor_seconds <= ceiling_seconds")
+    if backstop_seconds is not None and backstop_seconds <= 0:
+        raise ValueError("backstop_seconds must be positive")
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     counts, observed = _updated_rate(state, response, now)
@@ -291,6 +298,8 @@ def decide_next_poll(
         if response.new_item_times and interval > previous // 2:
             interval, reason = previous // 2, "new_items"
         interval = min(ceiling_seconds, max(floor_seconds, interval))
+        if backstop_seconds is not None and min(backstop_seconds, ceiling_seconds) > interval:
+            interval, reason = min(backstop_seconds, ceiling_seconds), "websub_backstop"
         hints: list[tuple[int | None, Reason]] = [
             *_freshness_hint(response.cache_control, response.expires, now),
             (response.ttl_minutes * 60 if response.ttl_minutes else None, "ttl"),

@@ -19,6 +19,8 @@ STORY_CHANGES_PREFIX = "log/story_changes/"
 STORY_STATE_PREFIX = "state/stories/"
 PAGES_PREFIX = "pages/"
 CLICKS_PREFIX = "log/clicks/"
+WEBSUB_PREFIX = "state/websub/"
+PUSH_PREFIX = "state/push/"
 STORIES_PAGE = "stories"
 """The story snapshot (Full Coverage for every ranked story) lives at ``pages/stories/``."""
 
@@ -88,3 +90,28 @@ FEED_BOOSTS_KEY = "state/boosts/feeds.json"
 def event_key(kind: str, event_id: str) -> str:
     """Key of one event object (``story.breaking`` -> ``log/events/story.breaking/<id>.json``)."""
     return f"{EVENTS_PREFIX}{_check(kind, 'event kind')}/{_check(event_id, 'event id')}.json"
+
+
+def subscription_key(feed_id: str) -> str:
+    """Key of one feed's WebSub subscription record (issue 3): what we asked a hub and its lease."""
+    return f"{WEBSUB_PREFIX}{_check(feed_id, 'feed id')}.json"
+
+
+def push_marker_key(feed_id: str, marker_id: str) -> str:
+    """Key of one push marker: an authenticated hub delivery or publisher ping asking to poll ``feed_id`` now.
+
+    One object per push, so the ingest deletes exactly the markers it acted on and a push landing
+    during a run is never lost.
+    """
+    return f"{PUSH_PREFIX}{_check(feed_id, 'feed id')}/{_check(marker_id, 'marker id')}.json"
+
+
+def feed_id_of_push_marker(key: str) -> str:
+    """The feed id a push marker key names.
+
+    >>> feed_id_of_push_marker("state/push/abc/1.json")
+    'abc'
+    """
+    if not key.startswith(PUSH_PREFIX):
+        raise ValueError(f"not a push marker key: {key!r}")
+    return key[len(PUSH_PREFIX):].split("/", 1)[0]

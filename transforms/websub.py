@@ -1,0 +1,298 @@
+"""WebSub subscriber decisions (W3C WebSub, issue 3): signatures, secrets, leases, intent checks.
+
+Everything here is pure: no clock, no network, no settings. Times arrive as ``now``; secrets and
+bodies as bytes. The subscriber I/O lives in ``tasks/websub.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+SIGNATURE_ALGORITHMS: dict[str, Any] = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha512": hashlib.sha512}
+"""WebSub §8: ``X-Hub-Signature: method=signature``; sha1 is kept for older hubs."""
+DEFAULT_SIGNATURE_ALGORITHM = "sha256"
+RENEW_FRACTION = 0.25
+"""Renew once less than this share of the granted lease remains ..."""
+RENEW_MIN_SECONDS = 3600
+"""... or less than this long, whichever comes first."""
+PENDING_TIMEOUT_SECONDS = 600
+"""A request the hub never verified is sent again after this long (WebSub §5.1: verification is async)."""
+RETRY_SECONDS = 3600
+"""A hub that answered with an error, or denied us, is asked again after this long."""
+PUSH_MIN_INTERVAL_SECONDS = 30
+"""A push (hub delivery or publisher ping) triggers at most one poll of a feed per this long."""
+MAX_SECRET_BYTES = 199
+"""WebSub §5.1: hub.secret MUST be less than 200 bytes."""
+
+SignatureReason = Literal["ok", "unsigned_allowed", "missing", "malformed", "unsupported_algorithm", "mismatch"]
+SubscriptionMode = Literal["subscribe", "unsubscribe"]
+SubscriptionStatus = Literal["pending", "live", "denied", "failed", "unsubscribed"]
+SubscriptionAction = Literal["none", "wait", "subscribe", "renew"]
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureVerdict:
+    """Whether a delivery's body is authentic; ``reason`` says why not (recorded, never the body)."""
+
+    is_valid: bool
+    reason: SignatureReason
+    algorithm: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """Our side of one feed's subscription, as stored at ``state/websub/{feed_id}.json``.
+
+    ``mode``/``status`` describe the last request we sent and where it stands; ``lease_expires_at``
+    is the live lease, kept while a renewal is pending so the feed stays on the push backstop.
+    """
+
+    feed_id: str
+    topic_url: str
+    hub_url: str
+    mode: SubscriptionMode
+    status: SubscriptionStatus
+    requested_at: datetime
+    lease_seconds: int | None = None
+    lease_expires_at: datetime | None = None
+    verified_at: datetime | None = None
+    last_error: str | None = None
+    rejected_count: int = 0
+    last_rejected_reason: str | None = None
+    last_rejected_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionDecision:
+    action: SubscriptionAction
+    reason: str
+
+
+def derive_secret(master: bytes, context: str) -> str:
+    """A per-feed (or per-publisher) secret: hex HMAC-SHA256 of ``context`` under the master secret.
+
+    64 hex characters, under the 200-byte limit of WebSub §5.1. Feed ids are hex, so the ``ping:``
+    context of publisher tokens never collides with a feed's.
+
+    >>> derive_secret(b"k", "feed1")[:16]
+    'b817a251bee377e7'
+    >>> derive_secret(b"k", "feed1") == derive_secret(b"k", "feed2")
+    False
+    """
+    if not master:
+        raise ValueError("the master secret must not be empty")
+    return hmac.new(master, context.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def ping_context(publisher_id: str) -> str:
+    """The context a publisher's ping token derives from.
+
+    >>> ping_context("p1")
+    'ping:p1'
+    """
+    return f"ping:{publisher_id}"
+
+
+def sign_body(secret: str | bytes, body: bytes, algorithm: str = DEFAULT_SIGNATURE_ALGORITHM) -> str:
+    """The ``X-Hub-Signature`` value a hub sends for ``body``.
+
+    >>> sign_body("s", b"x", "sha1")
+    'sha1=efb4d1cc1bd7c7b83b73c49dacb2f4583257fca7'
+
+    Raises:
+        ValueError: an algorithm other than sha1, sha256 or sha512.
+    """
+    digest = SIGNATURE_ALGORITHMS.get(algorithm)
+    if digest is None:
+        raise ValueError(f"unsupported signature algorithm {algorithm!r}; use one of {sorted(SIGNATURE_ALGORITHMS)}")
+    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    return f"{algorithm}={hmac.new(key, body, digest).hexdigest()}"
+
+
+def verify_signature(secret: str | bytes | None, body: bytes, header: str | None) -> SignatureVerdict:
+    """Check ``X-Hub-Signature`` (``method=hexdigest``) against ``body`` in constant time.
+
+    With no secret there is nothing to check (``unsigned_allowed``); with a secret a missing,
+    malformed or unknown-method header is a rejection, like a wrong digest (WebSub §8).
+
+    >>> verify_signature("s", b"x", sign_body("s", b"x", "sha512")).is_valid
+    True
+    >>> verify_signature("s", b"x", "sha256=00").reason
+    'mismatch'
+    >>> verify_signature("s", b"x", None).reason, verify_signature(None, b"x", None).reason
+    ('missing', 'unsigned_allowed')
+    """
+    if not secret:
+        return SignatureVerdict(True, "unsigned_allowed")
+    if header is None or not header.strip():
+        return SignatureVerdict(False, "missing")
+    method, sep, given = header.strip().partition("=")
+    method = method.strip().lower()
+    given = given.strip().lower()
+    if not sep or not method or not given or any(c not in "0123456789abcdef" for c in given):
+        return SignatureVerdict(False, "malformed")
+    if method not in SIGNATURE_ALGORITHMS:
+        return SignatureVerdict(False, "unsupported_algorithm", method)
+    expected = sign_body(secret, body, method).partition("=")[2]
+    # compare_digest takes time independent of where the strings differ (a length mismatch leaks
+    # only the length, which is public: it is fixed by the method).
+    if not hmac.compare_digest(expected.encode("ascii"), given.encode("ascii")):
+        return SignatureVerdict(False, "mismatch", method)
+    return SignatureVerdict(True, "ok", method)
+
+
+def parse_lease_seconds(value: str | None) -> int | None:
+    """``hub.lease_seconds`` as a positive int, else None.
+
+    >>> parse_lease_seconds("86400"), parse_lease_seconds("-1"), parse_lease_seconds("soon"), parse_lease_seconds(None)
+    (86400, None, None, None)
+    """
+    if value is None or not value.strip().isdigit():
+        return None
+    seconds = int(value.strip())
+    return seconds if seconds > 0 else None
+
+
+def is_lease_live(lease_expires_at: datetime | None, now: datetime) -> bool:
+    """True while a granted lease has not expired."""
+    return lease_expires_at is not None and lease_expires_at > now
+
+
+def should_renew_lease(lease_expires_at: datetime, lease_seconds: int | None, now: datetime, *,
+                       fraction: float = RENEW_FRACTION, min_seconds: int = RENEW_MIN_SECONDS) -> bool:
+    """True when less than ``fraction`` of the lease, or less than ``min_seconds``, remains.
+
+    Renewing well before expiry leaves room for a slow or failing hub (WebSub §5.1: the subscriber
+    re-subscribes before the lease runs out).
+
+    Raises:
+        ValueError: ``fraction`` outside [0, 1] or a negative ``min_seconds``.
+    """
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction}")
+    if min_seconds < 0:
+        raise ValueError(f"min_seconds must be >= 0, got {min_seconds}")
+    remaining = (lease_expires_at - now).total_seconds()
+    threshold = max(float(min_seconds), fraction * float(lease_seconds or 0))
+    return remaining < threshold
+
+
+def decide_subscription(
+    subscription: Subscription | None,
+    *,
+    hub_url: str | None,
+    topic_url: str,
+    now: datetime,
+    renew_fraction: float = RENEW_FRACTION,
+    renew_min_seconds: int = RENEW_MIN_SECONDS,
+    pending_timeout_seconds: int = PENDING_TIMEOUT_SECONDS,
+    retry_seconds: int = RETRY_SECONDS,
+) -> SubscriptionDecision:
+    """What to do about one feed's subscription after a poll.
+
+    * no hub advertised: nothing (a live lease simply runs out).
+    * no subscription, a new hub or topic, or an unsubscribed one: subscribe.
+    * a request in flight: wait, unless the hub never verified it within ``pending_timeout_seconds``.
+    * denied or failed: ask again after ``retry_seconds``.
+    * live: renew when ``should_renew_lease``; an expired lease subscribes afresh.
+    """
+    if hub_url is None:
+        return SubscriptionDecision("none", "no_hub")
+    if subscription is None:
+        return SubscriptionDecision("subscribe", "new")
+    if subscription.hub_url != hub_url or subscription.topic_url != topic_url:
+        return SubscriptionDecision("subscribe", "hub_changed")
+    if subscription.mode == "unsubscribe" or subscription.status == "unsubscribed":
+        return SubscriptionDecision("subscribe", "was_unsubscribed")
+    age = (now - subscription.requested_at).total_seconds()
+    if subscription.status in ("denied", "failed"):
+        if age >= retry_seconds:
+            return SubscriptionDecision("subscribe", f"retry_{subscription.status}")
+        return SubscriptionDecision("wait", subscription.status)
+    live = is_lease_live(subscription.lease_expires_at, now)
+    if subscription.status == "pending":
+        if age < pending_timeout_seconds:
+            return SubscriptionDecision("wait", "pending")
+        return SubscriptionDecision("renew" if live else "subscribe", "pending_timeout")
+    if not live or subscription.lease_expires_at is None:
+        return SubscriptionDecision("subscribe", "lease_expired")
+    if should_renew_lease(subscription.lease_expires_at, subscription.lease_seconds, now,
+                          fraction=renew_fraction, min_seconds=renew_min_seconds):
+        return SubscriptionDecision("renew", "lease_ending")
+    return SubscriptionDecision("none", "live")
+
+
+def should_answer_challenge(subscription: Subscription | None, mode: str | None, topic_url: str | None) -> bool:
+    """Echo a hub's challenge only for a request of ours (WebSub §5.3): same topic, same mode, still wanted.
+
+    A subscribe check matches a pending or live subscription; an unsubscribe check only a pending
+    unsubscribe, so nobody can unsubscribe us by asking the hub in our name.
+    """
+    if subscription is None or topic_url is None or topic_url != subscription.topic_url:
+        return False
+    if mode == "subscribe":
+        return subscription.mode == "subscribe" and subscription.status in ("pending", "live")
+    if mode == "unsubscribe":
+        return subscription.mode == "unsubscribe" and subscription.status == "pending"
+    return False
+
+
+def confirm_subscription(subscription: Subscription, mode: str, lease_seconds: int | None, now: datetime
+                         ) -> Subscription:
+    """The subscription after the hub verified ``mode``: a live lease from ``now``, or unsubscribed."""
+    if mode == "unsubscribe":
+        return replace(subscription, status="unsubscribed", lease_expires_at=None, verified_at=now, last_error=None)
+    expires = now + timedelta(seconds=lease_seconds) if lease_seconds else None
+    return replace(subscription, status="live", lease_seconds=lease_seconds, lease_expires_at=expires,
+                   verified_at=now, last_error=None)
+
+
+def is_push_due(last_polled_at: datetime | None, now: datetime,
+                min_interval_seconds: int = PUSH_MIN_INTERVAL_SECONDS) -> bool:
+    """True when a pushed feed may be polled now: not polled within ``min_interval_seconds``.
+
+    >>> from datetime import UTC
+    >>> t = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> is_push_due(None, t), is_push_due(t - timedelta(seconds=10), t), is_push_due(t - timedelta(seconds=30), t)
+    (True, False, True)
+    """
+    return last_polled_at is None or (now - last_polled_at).total_seconds() >= min_interval_seconds
+
+
+def subscription_to_dict(subscription: Subscription) -> dict[str, Any]:
+    """A JSON-ready dict (ISO instants) of a subscription."""
+    out: dict[str, Any] = {}
+    for name in Subscription.__slots__:
+        value = getattr(subscription, name)
+        out[name] = value.isoformat() if isinstance(value, datetime) else value
+    return out
+
+
+_TIME_FIELDS = ("requested_at", "lease_expires_at", "verified_at", "last_rejected_at")
+
+
+def subscription_from_dict(data: dict[str, Any]) -> Subscription:
+    """The inverse of ``subscription_to_dict``; unknown keys are ignored.
+
+    Raises:
+        ValueError: a required key is missing, or a mode, status or instant is invalid.
+    """
+    values = {k: data.get(k) for k in Subscription.__slots__ if k in data}
+    for name in _TIME_FIELDS:
+        if values.get(name) is not None:
+            when = datetime.fromisoformat(str(values[name]))
+            if when.tzinfo is None:
+                raise ValueError(f"{name} must carry a UTC offset")
+            values[name] = when
+    missing = [k for k in ("feed_id", "topic_url", "hub_url", "mode", "status", "requested_at") if not values.get(k)]
+    if missing:
+        raise ValueError(f"subscription record lacks {missing}")
+    if values["mode"] not in ("subscribe", "unsubscribe"):
+        raise ValueError(f"bad mode {values['mode']!r}")
+    if values["status"] not in ("pending", "live", "denied", "failed", "unsubscribed"):
+        raise ValueError(f"bad status {values['status']!r}")
+    return Subscription(**values)
