@@ -24,6 +24,7 @@ from prefect.cache_policies import NO_CACHE
 from tasks.crashpoints import crash_point
 from tasks.errors import FetchError
 from tasks.http import fetch_url, make_client
+from tasks.identity import assign_identities, commit_identities
 from tasks.politeness import HostLimiter, HostLimits, HostStats, host_of_url, run_per_host
 from tasks.registry import load_registry
 from tasks.settings import IngestSettings, WebSubSettings, get_ingest_settings, get_websub_settings
@@ -491,13 +492,15 @@ def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime, 
     for shard in shards:
         for row in shard.articles:
             articles.setdefault((row["article_id"], row["content_hash"]), row)
-    rows = sorted(articles.values(), key=lambda r: (r["first_seen_at"], r["article_id"]))
+    identity = assign_identities(store, list(articles.values()), now)
+    rows = sorted(identity.rows, key=lambda r: (r["first_seen_at"], r["article_id"]))
     written = False
     if rows:
         table = rows_to_table(rows, ARTICLES_SCHEMA)
         written = write_segment(store, layout.article_segment_key(now, content_segment_id(table)), table,
                                 ARTICLES_SCHEMA)
     crash_point("ingest.after_segment")
+    commit_identities(store, identity, now)
     states, etag = load_feed_states(store)
     for shard in shards:
         for state in shard.states:
@@ -527,6 +530,7 @@ def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime, 
         "not_modified": sum(1 for r in reports if r.status == 304),
         "new_items": sum(r.new_items for r in reports),
         "new_articles": len(rows),
+        "identity": identity.counts,
         "segment_written": written,
         "errors": dict(sorted(errors.items())),
         "warnings": dict(sorted(warnings.items())),

@@ -28,6 +28,7 @@ import polars as pl
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from tasks.crashpoints import crash_point
 from tasks.settings import RankSettings
 from transforms.diversity import DiversityRule
 from transforms.pages import (
@@ -116,6 +117,7 @@ class PageHistory:
         self._payloads: dict[str, dict[str, Any]] = {}
         self._versions: dict[tuple[str, str], list[tuple[int, str]]] = {}
         self._listed = False
+        self._story_versions: list[tuple[int, str]] = []
 
     def pages(self) -> list[tuple[str, str]]:
         """Every page with a published version; one listing of ``pages/`` serves every page."""
@@ -124,12 +126,21 @@ class PageHistory:
             for key in self._store.list(layout.PAGES_PREFIX):
                 parts = key.split("/")
                 name = parts[-1]
-                if (len(parts) == 4 and parts[1] != layout.STORIES_PAGE and name.startswith("v")
-                        and name.endswith(".json") and name[1:-5].isdigit()):
+                if not (name.startswith("v") and name.endswith(".json") and name[1:-5].isdigit()):
+                    continue
+                if len(parts) == 4 and parts[1] != layout.STORIES_PAGE:
                     found[(parts[1], parts[2])].append((int(name[1:-5]), key))
+                elif len(parts) == 3 and parts[1] == layout.STORIES_PAGE:
+                    self._story_versions.append((int(name[1:-5]), key))
             self._versions = {page: sorted(v) for page, v in found.items()}
+            self._story_versions.sort()
             self._listed = True
         return sorted(self._versions)
+
+    def story_versions(self) -> list[tuple[int, str]]:
+        """Every story snapshot version as (version, key), oldest first."""
+        self.pages()
+        return self._story_versions
 
     def versions(self, edition: str, section: str) -> list[tuple[int, str]]:
         self.pages()
@@ -221,7 +232,10 @@ def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, sett
     results = {}
     # The story snapshot goes first, so every story a new page lists can already be opened.
     story_result = publish_stories(store, output.stories, now=now, validate=lambda new, prev: None)
-    for (edition, section), payload in sorted(output.pages.items()):
+    crash_point("rank.after_stories")
+    for i, ((edition, section), payload) in enumerate(sorted(output.pages.items())):
+        if i == len(output.pages) // 2:
+            crash_point("rank.mid_pages")
         validator = validate_pool if section == POOL_SECTION else validate_page
         result = publish_page(store, edition, section, payload, now=now, validate=check(validator))
         results[f"{edition}/{section}"] = result
@@ -295,27 +309,31 @@ def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> di
 
 def rebuild_as_of(store: ObjectStore, at: datetime, settings: RankSettings,
                   output_dir: Path | None = None) -> list[dict[str, Any]]:
-    """Rebuild every page version that was live at ``at`` from the logs, and compare the bytes.
+    """Rebuild every page (and story snapshot) version that was live at ``at`` from the logs, and
+    compare the bytes.
 
     For each page, the version live at ``at`` is the newest with ``as_of <= at``; it is recomputed
     at its own ``as_of`` with its own version number. Nothing in the store is written; with
     ``output_dir`` the rebuilt bytes go there under the same keys.
     """
     history = PageHistory(store)
-    targets: dict[datetime, list[tuple[tuple[str, str], int, str]]] = defaultdict(list)
+    targets: dict[datetime, list[tuple[tuple[str, str] | None, int, str]]] = defaultdict(list)
     limit = at.strftime("%Y-%m-%dT%H:%M:%SZ")
-    for edition, section in history.pages():
-        for version, key in reversed(history.versions(edition, section)):
+    # None stands for the story snapshot (pages/stories/), rebuilt like any page.
+    candidates: list[tuple[tuple[str, str] | None, list[tuple[int, str]]]] = [
+        (page, history.versions(*page)) for page in history.pages()]
+    candidates.append((None, history.story_versions()))
+    for page, versions in candidates:
+        for version, key in reversed(versions):
             as_of = history.payload(key)["as_of"]
             if as_of <= limit:
-                targets[datetime.fromisoformat(as_of.replace("Z", "+00:00"))].append(
-                    ((edition, section), version, key))
+                targets[datetime.fromisoformat(as_of.replace("Z", "+00:00"))].append((page, version, key))
                 break
     report = []
     for when, pages in sorted(targets.items()):
         output = compute_pages(store, when, settings, history)
         for page, version, key in pages:
-            rebuilt = output.pages.get(page)
+            rebuilt = output.stories if page is None else output.pages.get(page)
             data = dump_snapshot(dict(rebuilt, version=version)) if rebuilt is not None else b""
             published = store.get(key).data
             if output_dir is not None and data:

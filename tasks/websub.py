@@ -324,7 +324,7 @@ class WebSubReceiver:
         if self._server is None:
             raise RuntimeError("receiver not started")
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host if isinstance(host, str) else host.decode()}:{port}"
 
     def stop(self) -> None:
         if self._server is not None:

@@ -281,18 +281,31 @@ def subscription_from_dict(data: dict[str, Any]) -> Subscription:
     Raises:
         ValueError: a required key is missing, or a mode, status or instant is invalid.
     """
-    values = {k: data.get(k) for k in Subscription.__slots__ if k in data}
-    for name in _TIME_FIELDS:
-        if values.get(name) is not None:
-            when = datetime.fromisoformat(str(values[name]))
-            if when.tzinfo is None:
-                raise ValueError(f"{name} must carry a UTC offset")
-            values[name] = when
-    missing = [k for k in ("feed_id", "topic_url", "hub_url", "mode", "status", "requested_at") if not values.get(k)]
+    missing = [k for k in ("feed_id", "topic_url", "hub_url", "mode", "status", "requested_at") if not data.get(k)]
     if missing:
         raise ValueError(f"subscription record lacks {missing}")
-    if values["mode"] not in ("subscribe", "unsubscribe"):
-        raise ValueError(f"bad mode {values['mode']!r}")
-    if values["status"] not in ("pending", "live", "denied", "failed", "unsubscribed"):
-        raise ValueError(f"bad status {values['status']!r}")
-    return Subscription(**values)
+    times = {name: _instant(data.get(name), name) for name in _TIME_FIELDS}
+    mode, status = data["mode"], data["status"]
+    if mode not in ("subscribe", "unsubscribe"):
+        raise ValueError(f"bad mode {mode!r}")
+    if status not in ("pending", "live", "denied", "failed", "unsubscribed"):
+        raise ValueError(f"bad status {status!r}")
+    requested_at = times["requested_at"]
+    assert requested_at is not None  # checked as required above
+    lease = data.get("lease_seconds")
+    return Subscription(
+        feed_id=str(data["feed_id"]), topic_url=str(data["topic_url"]), hub_url=str(data["hub_url"]), mode=mode,
+        status=status, requested_at=requested_at, lease_seconds=int(lease) if lease is not None else None,
+        lease_expires_at=times["lease_expires_at"], verified_at=times["verified_at"],
+        last_error=data.get("last_error"), rejected_count=int(data.get("rejected_count") or 0),
+        last_rejected_reason=data.get("last_rejected_reason"), last_rejected_at=times["last_rejected_at"],
+    )
+
+
+def _instant(value: object, name: str) -> datetime | None:
+    if value is None:
+        return None
+    when = datetime.fromisoformat(str(value))
+    if when.tzinfo is None:
+        raise ValueError(f"{name} must carry a UTC offset")
+    return when

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from warehouse import layout
 from warehouse.schemas import (
+    ARTICLE_LINKS_SCHEMA,
     ARTICLES_SCHEMA,
     CLICKS_SCHEMA,
     FEED_STATE_SCHEMA,
@@ -24,7 +25,7 @@ from warehouse.schemas import (
 from warehouse.store import ObjectStore
 from warehouse.tables import list_segments, read_segments, read_table
 
-TABLE_VIEWS = ("articles", "stories", "story_changes", "feeds", "publishers", "pages", "clicks")
+TABLE_VIEWS = ("articles", "stories", "story_changes", "feeds", "publishers", "pages", "clicks", "article_links")
 EXAMPLE_QUERIES = ("first_reporter", "originality_rate", "syndication_chains", "story_lineage",
                    "coverage_by_region")
 """Documented analyst queries in ``warehouse/sql/examples`` (docs/queries.md), each tested."""
@@ -99,6 +100,7 @@ def read_raw_tables(store: ObjectStore) -> dict[str, pa.Table]:
         "feed_registry": feed_registry,
         "feed_state": feed_state,
         "clicks_log": read_segments(store, list_segments(store, layout.CLICKS_PREFIX), CLICKS_SCHEMA),
+        "article_links_log": read_segments(store, list_segments(store, "log/article_links/"), ARTICLE_LINKS_SCHEMA),
         "pages_raw": _pages_table(store),
     }
 

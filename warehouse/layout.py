@@ -75,6 +75,11 @@ def story_snapshot_pointer_key() -> str:
     return f"{PAGES_PREFIX}{STORIES_PAGE}/latest.json"
 
 
+def article_links_key(day: datetime, segment_id: str) -> str:
+    """Key of a segment of links from other URLs (AMP, print) to the article they copy."""
+    return f"log/article_links/date={day:%Y-%m-%d}/{_check(segment_id, 'segment id')}.parquet"
+
+
 def click_segment_key(day: datetime, segment_id: str) -> str:
     return f"{CLICKS_PREFIX}date={day:%Y-%m-%d}/{_check(segment_id, 'segment id')}.parquet"
 

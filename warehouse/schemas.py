@@ -125,3 +125,14 @@ PAGES_SCHEMA = pa.schema(
         ("is_live", pa.bool_()),
     ]
 )
+
+ARTICLE_LINKS_SCHEMA = pa.schema(
+    [
+        ("article_id", pa.string()),  # the id of the other URL (an AMP or print page)
+        ("url", pa.string()),
+        ("canonical_url", pa.string()),
+        ("linked_to", pa.string()),  # the article it copies, which is stored once
+        ("publisher_id", pa.string()),
+        ("first_seen_at", _TS),
+    ]
+)

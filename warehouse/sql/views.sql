@@ -1,6 +1,7 @@
 -- views: the analyst-facing tables over the raw logs registered by warehouse.duck.connect.
--- inputs: articles_log, story_changes_log, publishers_raw, feed_registry, feed_state, clicks_log, pages_raw
--- output: views articles, story_changes, stories, feeds, publishers, pages, clicks
+-- inputs: articles_log, story_changes_log, publishers_raw, feed_registry, feed_state, clicks_log,
+--         article_links_log, pages_raw
+-- output: views articles, story_changes, stories, feeds, publishers, pages, clicks, article_links
 -- An article is its first-seen row per (article_id, version); a rerun after a crash may have
 -- appended the same row twice, and the views count it once.
 create or replace view articles as
@@ -31,6 +32,9 @@ left join feed_state as s using (feed_id);
 
 create or replace view clicks as
 select * from clicks_log;
+
+create or replace view article_links as
+select * from article_links_log;
 
 create or replace view pages as
 select * from pages_raw;
