@@ -23,7 +23,8 @@ the path a writer takes on every run. The measured stream then arrives at the st
 rate (articles over 48 hours): 10% copies of a recent article, 55% follow-ups of an existing
 story, 35% new stories.
 
-The brute-force baseline is the same clusterer scoring every active story in full (no
+The writer's objects are frozen out of the garbage collector after loading (``gc.freeze``), as
+a long-running writer should do. The brute-force baseline is the same clusterer scoring every active story in full (no
 inverted index, no shortlist), loaded from the same checkpoint and fed the first
 ``--brute-articles`` articles of the same stream in the same run; its decisions are compared
 with the indexed ones over those articles.
@@ -32,6 +33,7 @@ with the indexed ones over those articles.
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import sys
 import time
@@ -255,6 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     stream = build_stream(synth, args.articles, topics, prebuilt, per_hour)
     t1 = time.perf_counter()
     indexed = LanguageClusterer.from_state(state)
+    # A writer holds ~10^7 long-lived objects after loading its state; without freezing them
+    # every full garbage collection walks them all (halving throughput). tasks/cluster.py
+    # should do the same after load_writer_state.
+    gc.collect()
+    gc.freeze()
     t2 = time.perf_counter()
     print(f"synthetic: {args.stories} stories from {len(prebuilt)} articles over 47 h "
           f"(generated in {t1 - t0:.1f} s); from_state {t2 - t1:.1f} s; "

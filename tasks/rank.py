@@ -62,6 +62,7 @@ from warehouse.store import ObjectStore
 log = logging.getLogger(__name__)
 
 Pages = dict[tuple[str, str], dict[str, Any]]
+ROLLBACK_EVENT = "page.rollback"
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +119,7 @@ class PageHistory:
         self._versions: dict[tuple[str, str], list[tuple[int, str]]] = {}
         self._listed = False
         self._story_versions: list[tuple[int, str]] = []
+        self._rollback_events: dict[tuple[str, str], list[tuple[str, int]]] | None = None
 
     def pages(self) -> list[tuple[str, str]]:
         """Every page with a published version; one listing of ``pages/`` serves every page."""
@@ -151,26 +153,39 @@ class PageHistory:
             self._payloads[key] = json.loads(self._store.get(key).data)
         return self._payloads[key]
 
-    def live_at(self, edition: str, section: str, at: datetime, *, strict: bool) -> dict[str, Any] | None:
-        """The newest version with ``as_of`` before ``at`` (or at it, when not ``strict``)."""
-        limit = iso(at)
-        assert limit is not None
-        for _, key in reversed(self.versions(edition, section)):
-            payload = self.payload(key)
-            if payload["as_of"] < limit or (not strict and payload["as_of"] == limit):
-                return payload
-        return None
+    def _rollbacks(self) -> dict[tuple[str, str], list[tuple[str, int]]]:
+        if self._rollback_events is None:
+            found: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
+            for key in self._store.list(f"{layout.EVENTS_PREFIX}{ROLLBACK_EVENT}/"):
+                event = self.payload(key)
+                found[(event["edition"], event["section"])].append((event["at"], int(event["to"])))
+            self._rollback_events = {page: sorted(v) for page, v in found.items()}
+        return self._rollback_events
 
-    def day_representatives(self, edition: str, at: datetime) -> list[tuple[str, list[str]]]:
-        """(as_of, representative publishers) of the day's top-page versions before ``at``."""
-        day = at.strftime("%Y-%m-%d")
-        out = []
-        for _, key in reversed(self.versions(edition, TOP_SECTION)):
-            payload = self.payload(key)
-            if payload["as_of"][:10] < day:
+    def live_version_at(self, edition: str, section: str, at: datetime, *, strict: bool) -> tuple[int, str] | None:
+        """The version a page's pointer named at ``at`` (just before it, when ``strict``): the newest
+        published version, unless a later rollback (``log/events/page.rollback/``) named another."""
+        limit = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        def before(ts: str) -> bool:
+            return ts < limit or (not strict and ts == limit)
+
+        keys = dict(self.versions(edition, section))
+        best: tuple[str, int] | None = None
+        for version, key in reversed(self.versions(edition, section)):
+            as_of = self.payload(key)["as_of"]
+            if before(as_of):
+                best = (as_of, version)
                 break
-            out.append((payload["as_of"], [s["sources"][0]["publisher_id"] for s in payload["stories"]]))
-        return out
+        for when, version in self._rollbacks().get((edition, section), []):
+            if before(when) and (best is None or when >= best[0]) and version in keys:
+                best = (when, version)
+        return (best[1], keys[best[1]]) if best else None
+
+    def live_at(self, edition: str, section: str, at: datetime, *, strict: bool) -> dict[str, Any] | None:
+        """The payload of ``live_version_at``."""
+        found = self.live_version_at(edition, section, at, strict=strict)
+        return self.payload(found[1]) if found else None
 
 
 def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
@@ -324,11 +339,11 @@ def rebuild_as_of(store: ObjectStore, at: datetime, settings: RankSettings,
         (page, history.versions(*page)) for page in history.pages()]
     candidates.append((None, history.story_versions()))
     for page, versions in candidates:
-        for version, key in reversed(versions):
-            as_of = history.payload(key)["as_of"]
-            if as_of <= limit:
-                targets[datetime.fromisoformat(as_of.replace("Z", "+00:00"))].append((page, version, key))
-                break
+        found = (history.live_version_at(*page, at, strict=False) if page is not None
+                 else next(((v, k) for v, k in reversed(versions) if history.payload(k)["as_of"] <= limit), None))
+        if found is not None:
+            as_of = history.payload(found[1])["as_of"]
+            targets[datetime.fromisoformat(as_of.replace("Z", "+00:00"))].append((page, found[0], found[1]))
     report = []
     for when, pages in sorted(targets.items()):
         output = compute_pages(store, when, settings, history)
@@ -347,8 +362,14 @@ def rebuild_as_of(store: ObjectStore, at: datetime, settings: RankSettings,
 
 def rollback_pointer(store: ObjectStore, edition: str, section: str, version: int, now: datetime) -> PublishResult:
     """Move a page's pointer back to an earlier version (``newsroom pages rollback``)."""
+    live = PageHistory(store).live_version_at(edition, section, now, strict=False)
     result = rollback_page(store, edition, section, version, now=now)
     log.warning("page_rollback edition=%s section=%s version=%d reason=%s", edition, section, version, result.reason)
+    if result.published:
+        # Recorded so that stability and --as-of see the pointer as readers did (issue 5).
+        _write_event(store, ROLLBACK_EVENT, f"{edition}.{section}.{now:%Y%m%dT%H%M%S}",
+                     {"kind": ROLLBACK_EVENT, "edition": edition, "section": section, "at": iso(now),
+                      "from": live[0] if live else None, "to": version})
     return result
 
 

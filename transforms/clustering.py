@@ -28,12 +28,14 @@ import hashlib
 import heapq
 import math
 import re
+from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import numpy.typing as npt
 
 from transforms.features import DATE_TERM_PREFIX, ArticleFeatures
 from transforms.signatures import (
@@ -110,7 +112,7 @@ class ClusterParams:
     active_window_hours: float = 48.0
     centroid_min_weight: float = 0.1
     centroid_terms: int = 200
-    max_candidates: int = 30
+    max_candidates: int = 15
     idf_half_life_hours: float = 24.0 * 7
     idf_prior_docs: float = 10.0
     lsh_bands: int = LSH_BANDS
@@ -287,8 +289,15 @@ class LanguageClusterer:
         self.language = language
         self.params = params or ClusterParams()
         self._stories: dict[str, _Story] = {}
-        # term -> story id -> the term's weight in the story's centroid
-        self._term_index: dict[str, dict[str, float]] = defaultdict(dict)
+        # term -> postings (story slot, the term's weight in the story's centroid); a story's
+        # slot is a small integer so candidate scores are summed with numpy.
+        self._term_index: dict[str, _Postings] = {}
+        self._slot_of: dict[str, int] = {}
+        self._story_of_slot: list[str] = []
+        self._free_slots: list[int] = []
+        self._slot_stamp = np.full(1024, -1, dtype=np.int64)
+        self._next_stamp = 0
+        self._bands_memo: tuple[Sequence[int], list[int]] | None = None
         self._recent: dict[str, _Recent] = {}
         self._lsh: dict[int, list[str]] = defaultdict(list)
         self._df: dict[str, float] = {}
@@ -368,8 +377,7 @@ class LanguageClusterer:
         cutoff = now_ms - window_ms
         dropped = [s for s in self._stories.values() if s.last_seen_ms < cutoff]
         for story in dropped:
-            self._unindex_story(story)
-            del self._stories[story.story_id]
+            self._drop_story(story)
         old = [r for r in self._recent.values() if r.seen_ms < cutoff]
         for recent in old:
             for key in recent.bands:
@@ -486,8 +494,7 @@ class LanguageClusterer:
             raise ValueError("a story cannot be merged into itself")
         survivor = self._stories[survivor_id]
         merged = self._stories[merged_id]
-        self._unindex_story(merged)
-        del self._stories[merged_id]
+        self._drop_story(merged)
         moved = list(merged.members)
         self._rebuild_story(survivor, survivor.members + moved, _to_ms(now))
         self._restory_recent(moved, survivor_id)
@@ -595,7 +602,7 @@ class LanguageClusterer:
         return original_id, recent.story_id, jaccard
 
     def _find_copy(self, features: ArticleFeatures) -> tuple[_Recent, float] | None:
-        keys = lsh_bands(features.minhash, self.params.lsh_bands, self.params.lsh_rows)
+        keys = self._bands_of(features.minhash)
         seen: dict[str, None] = {}
         for key in keys:
             for aid in self._lsh.get(key, ()):
@@ -634,8 +641,8 @@ class LanguageClusterer:
             shortlist = sorted(partial, key=lambda s: (-partial[s], s))
         if rest:  # terms whose postings were pruned: complete the dots of the shortlisted stories
             for sid in shortlist:
-                centroid = self._stories[sid].centroid
-                partial[sid] += sum(w * centroid.get(t, 0.0) for t, w in rest)
+                get = self._stories[sid].centroid.get
+                partial[sid] += sum([w * get(t, 0.0) for t, w in rest])
         all_years = set(_years(features.terms))
         article_dates = {y for y in all_years if y.startswith(DATE_TERM_PREFIX)}
         article_years = all_years - article_dates
@@ -694,23 +701,37 @@ class LanguageClusterer:
         bar = self._least_joinable_cosine()
         bar_sq = bar * bar if bar > 0 else -1.0
         budget = self.params.max_postings
-        partial: dict[str, float] = defaultdict(float)
         rest: list[tuple[str, float]] = []
+        slot_parts: list[npt.NDArray[np.int64]] = []
+        value_parts: list[npt.NDArray[np.float64]] = []
         for i, (term, weight) in enumerate(ranked):
             scaled = weight * idf(term)
             if tail[i] < bar_sq:
                 rest.extend((t, w * idf(t)) for t, w in ranked[i:])
                 break
             postings = self._term_index.get(term)
-            if not postings:
+            if postings is None:
                 continue
-            if len(postings) > budget:
+            if postings.live > budget:
                 rest.append((term, scaled))  # a common term: counted for the shortlist only
                 continue
-            budget -= len(postings)
-            for sid, value in postings.items():
-                partial[sid] += scaled * value
-        return partial, rest
+            budget -= postings.live
+            slots, values = postings.read(self._slot_stamp)
+            slot_parts.append(slots)
+            value_parts.append(values * scaled)
+        if not slot_parts:
+            return {}, rest
+        # Sums per story in term order (as a loop over the terms would add them).
+        unique, inverse = np.unique(np.concatenate(slot_parts), return_inverse=True)
+        sums = np.bincount(inverse, weights=np.concatenate(value_parts), minlength=unique.size)
+        keep = self.params.max_candidates
+        if unique.size > keep:  # the shortlist and every story tied with its last place
+            cut = np.partition(sums, unique.size - keep)[unique.size - keep]
+            chosen = np.flatnonzero(sums >= cut)
+        else:
+            chosen = np.arange(unique.size)
+        story_of_slot = self._story_of_slot
+        return {story_of_slot[int(unique[k])]: float(sums[k]) for k in chosen}, rest
 
     def _least_joinable_cosine(self) -> float:
         """Least centroid cosine with which a story could still reach ``join_threshold``."""
@@ -802,23 +823,63 @@ class LanguageClusterer:
         return total / len(originals)
 
     def _index_story(self, story: _Story) -> None:
+        slot = self._slot_of.get(story.story_id)
+        if slot is not None and self._slot_stamp[slot] >= 0:
+            self._unindex_story(story)
+        if slot is None:
+            slot = heapq.heappop(self._free_slots) if self._free_slots else len(self._story_of_slot)
+            if slot == len(self._story_of_slot):
+                self._story_of_slot.append(story.story_id)
+                if slot >= self._slot_stamp.size:
+                    self._slot_stamp = np.concatenate([self._slot_stamp, np.full(max(1024, slot), -1, np.int64)])
+            else:
+                self._story_of_slot[slot] = story.story_id
+            self._slot_of[story.story_id] = slot
+        self._next_stamp += 1
+        stamp = self._next_stamp
+        self._slot_stamp[slot] = stamp
         for term, weight in story.centroid.items():
-            self._term_index[term][story.story_id] = weight
+            postings = self._term_index.get(term)
+            if postings is None:
+                postings = self._term_index[term] = _Postings()
+            postings.add(slot, weight, stamp, self._slot_stamp)
 
     def _unindex_story(self, story: _Story) -> None:
+        slot = self._slot_of.get(story.story_id)
+        if slot is None or self._slot_stamp[slot] < 0:
+            return
+        self._slot_stamp[slot] = -1  # every posting of the story is stale from now on
         for term in story.centroid:
-            bucket = self._term_index.get(term)
-            if bucket is not None:
-                bucket.pop(story.story_id, None)
-                if not bucket:
+            postings = self._term_index.get(term)
+            if postings is not None:
+                postings.live -= 1
+                if postings.live <= 0:
                     del self._term_index[term]
+
+    def _drop_story(self, story: _Story) -> None:
+        """Unindex a story and free its slot."""
+        self._unindex_story(story)
+        del self._stories[story.story_id]
+        slot = self._slot_of.pop(story.story_id)
+        self._story_of_slot[slot] = ""
+        heapq.heappush(self._free_slots, slot)
+
+    def _bands_of(self, minhash: Sequence[int]) -> list[int]:
+        """LSH keys of a signature; the copy check and ``_remember`` of one article share them."""
+        memo = self._bands_memo
+        if memo is not None and memo[0] is minhash:
+            return memo[1]
+        keys = lsh_bands(minhash, self.params.lsh_bands, self.params.lsh_rows)
+        self._bands_memo = (minhash, keys)
+        return keys
 
     def _remember(self, features: ArticleFeatures, story_id: str, root_id: str, now_ms: int) -> None:
         recent = _Recent(features.article_id, story_id, root_id, now_ms, list(features.minhash))
-        self._index_recent(recent)
+        self._index_recent(recent, self._bands_of(features.minhash))
 
-    def _index_recent(self, recent: _Recent) -> None:
-        recent.bands = lsh_bands(recent.minhash, self.params.lsh_bands, self.params.lsh_rows)
+    def _index_recent(self, recent: _Recent, bands: list[int] | None = None) -> None:
+        recent.bands = bands if bands is not None else lsh_bands(recent.minhash, self.params.lsh_bands,
+                                                                   self.params.lsh_rows)
         self._recent[recent.article_id] = recent
         for key in recent.bands:
             self._lsh[key].append(recent.article_id)
@@ -830,6 +891,45 @@ class LanguageClusterer:
         for entity in _entity_words(features.entities):
             key = "e:" + entity
             self._df[key] = self._df.get(key, 0.0) + 1.0
+
+
+class _Postings:
+    """The postings of one term: append-only arrays of (slot, weight, stamp).
+
+    A posting is live while its stamp is the current stamp of its slot; re-indexing a story
+    gives it a new stamp, so its old postings go stale without being searched for. Stale
+    postings are dropped once they outnumber the live ones.
+    """
+
+    __slots__ = ("slots", "weights", "stamps", "live")
+
+    def __init__(self) -> None:
+        self.slots = array("q")
+        self.weights = array("d")
+        self.stamps = array("q")
+        self.live = 0
+
+    def add(self, slot: int, weight: float, stamp: int, slot_stamp: npt.NDArray[np.int64]) -> None:
+        self.slots.append(slot)
+        self.weights.append(weight)
+        self.stamps.append(stamp)
+        self.live += 1
+        if len(self.slots) > 2 * self.live + 16:
+            self.read(slot_stamp)
+
+    def read(self, slot_stamp: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """Live ``(slots, weights)``, compacting the arrays when stale postings are found."""
+        slots = np.frombuffer(self.slots, dtype=np.int64)
+        weights = np.frombuffer(self.weights, dtype=np.float64)
+        if slots.size == self.live:
+            return slots, weights
+        mask = np.frombuffer(self.stamps, dtype=np.int64) == slot_stamp[slots]
+        slots, weights = slots[mask], weights[mask]
+        stamps = np.frombuffer(self.stamps, dtype=np.int64)[mask]
+        self.slots = array("q", slots.tobytes())
+        self.weights = array("d", weights.tobytes())
+        self.stamps = array("q", stamps.tobytes())
+        return slots, weights
 
 
 class _Idf:

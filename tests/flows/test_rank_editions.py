@@ -120,6 +120,11 @@ def test_a_bad_cycle_keeps_the_live_version_and_rollback_moves_the_pointer(cli_s
     assert main(["pages", "rollback", "en-US", "top", "1"]) == 0
     assert read_pointer(store, "en-US", "top").version == 1
     assert rollback_pointer(store, "en-US", "top", 1, later).published is False  # already live
+    # A rollback is an event in the log, so --as-of sees the pointer as readers did.
+    assert read_pointer(store, "en-SG", "top").version == 2
+    assert rollback_pointer(store, "en-SG", "top", 1, later + timedelta(seconds=30)).published
+    rows = {r["key"]: r for r in rebuild_as_of(store, later + timedelta(seconds=40), SETTINGS)}
+    assert rows["pages/en-SG/top/v1.json"]["identical"] and "pages/en-SG/top/v2.json" not in rows
     world.add(world.quiet_minute(later + timedelta(minutes=1), ids, 0.5))
     publish_all(store, later + timedelta(minutes=1), SETTINGS)
     assert read_pointer(store, "en-US", "top").version == 3
@@ -136,12 +141,19 @@ def test_as_of_rebuilds_published_pages_byte_for_byte(cli_store: LocalStore, tmp
             _burst(world, at, pubs[(cycle - 2) * 4:(cycle - 1) * 4])
         publish_all(store, at, SETTINGS)
     assert ("en-US", "pool") not in list_live_pages(store)
+    pool = json.loads(read_live_page(store, "en-US", "pool").data)
+    top = _top(store)
+    assert pool["stories"][0]["story_id"] == top[0]["story_id"] == "burst"  # pinned in both
+    assert pool["representatives"] == [s["sources"][0]["publisher_id"] for s in top]
+    assert sum(pool["impressions"]["counts"].values()) > 0
+    assert set(top[0]["score_parts"]) == {"coverage", "velocity", "freshness", "regional_share"}
     before = {k: store.get(k).data for k in store.list("")}
     for minute in (1, 3, 5):
         report = rebuild_as_of(store, now + timedelta(minutes=minute, seconds=30), SETTINGS)
         assert len(report) >= 10
         assert all(r["identical"] for r in report), [r for r in report if not r["identical"]][:3]
     assert {r["version"] for r in report if r["key"].startswith("pages/en-US/top/")} == {6}
+    assert any(r["key"].startswith("pages/stories/") for r in report)  # Full Coverage too
     out = tmp_path / "asof"
     assert main(["rank", "--as-of", (now + timedelta(minutes=4)).isoformat(), "--output", str(out)]) == 0
     rebuilt = out / "pages/en-US/top/v5.json"
