@@ -276,9 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"indexed     {len(stream):6d} articles in {elapsed:7.2f} s = {len(stream) / elapsed:8.1f} articles/s "
           f"(active stories at end {indexed.active_story_count})")
     print(f"            {_quality(stream, out, story_key)}")
-    # Every story is scored in full, with norms recomputed for every article (no cache).
-    exhaustive = {**state["params"], "max_candidates": 10**9, "norm_tolerance": 0.0}  # type: ignore[dict-item]
+    # Every story is a candidate and is scored in full (with the same norm cache).
+    exhaustive = {**state["params"], "max_candidates": 10**9}  # type: ignore[dict-item]
     brute = BruteForceClusterer.from_state({**state, "params": exhaustive})
+    gc.collect()
+    gc.freeze()
     head = stream[: args.brute_articles]
     brute_out, brute_elapsed = _run(brute, head)
     same = sum(1 for a, b in zip(out, brute_out, strict=False) if (a.story_id, a.copy_of) == (b.story_id, b.copy_of))

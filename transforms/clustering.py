@@ -111,7 +111,7 @@ class ClusterParams:
     time_penalty_per_hour: float = 0.002
     active_window_hours: float = 48.0
     centroid_min_weight: float = 0.1
-    centroid_terms: int = 200
+    centroid_terms: int = 100
     max_candidates: int = 15
     idf_half_life_hours: float = 24.0 * 7
     idf_prior_docs: float = 10.0

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -137,3 +138,61 @@ def test_assignment_is_frozen() -> None:
     a = Assignment("a", "s", None, True, 0.0)
     with pytest.raises(AttributeError):
         a.score = 1.0  # type: ignore[misc]
+
+
+def _signed(article_id: str, minhash: list[int], minutes: float) -> ArticleFeatures:
+    base = _article(article_id, ORIGINAL, minutes)
+    return dataclasses.replace(base, minhash=tuple(minhash))
+
+
+def test_copy_names_the_article_it_matched_when_the_chain_link_is_weak() -> None:
+    root = list(range(1000, 1128))
+    # 70 of 128 values shared: an estimated Jaccard of 0.55, a copy by a margin within the noise.
+    weak = root[:70] + list(range(5000, 5058))
+    clusterer = LanguageClusterer("en")
+    clusterer.assign(_signed("root", root, 0))
+    weak_copy = clusterer.assign(_signed("weak", weak, 1))
+    assert weak_copy.copy_of == "root"
+    # A verbatim reprint of "weak" is a copy of "weak", not of "root" (estimated Jaccard 0.55 < 0.6).
+    assert clusterer.find_copy(_signed("reprint-weak", weak, 2))[:1] == ("weak",)
+    # A reprint close to both still names the first article of the chain.
+    assert clusterer.find_copy(_signed("reprint-root", root[:100] + weak[100:], 2))[:1] == ("root",)
+    # find_copy changes nothing: the clusterer's state is as before.
+    before = clusterer.to_state()
+    clusterer.find_copy(_signed("x", weak, 3))
+    assert clusterer.to_state() == before
+
+
+def test_pruned_candidates_and_norm_cache_decide_as_exhaustive_scoring() -> None:
+    exhaustive = ClusterParams(max_postings=10**9, norm_tolerance=0.0, max_candidates=10**6)
+    stream = _stream() + [
+        _article(f"g-{i}", UNRELATED.replace("giraffe", f"giraffe {i}"), 50 + i) for i in range(5)
+    ]
+    # The Cauchy-Schwarz stop and the posting budget skip only stories that cannot be joined
+    # here; cached norms shift scores by at most the IDF drift, not decisions.
+    decided = [(a.article_id, a.story_id, a.copy_of, a.is_new_story) for a in cluster_articles(stream)]
+    assert decided == [(a.article_id, a.story_id, a.copy_of, a.is_new_story)
+                       for a in cluster_articles(stream, exhaustive)]
+    assert len({story for _, story, _, _ in decided}) == 2
+
+
+def test_index_stays_compact_and_frees_slots_of_expired_stories() -> None:
+    clusterer = LanguageClusterer("en", ClusterParams(join_threshold=0.0, copy_jaccard=1.0))
+    for i in range(40):
+        clusterer.assign(_article(f"u-{i}", f"{UNRELATED}\nUpdate {i}.", i))
+    postings = clusterer._term_index  # noqa: SLF001 - the memory bound is the behaviour under test
+    assert postings and all(len(p.slots) <= 2 * p.live + 16 for p in postings.values())
+    assert clusterer.expire(T0 + timedelta(hours=100)) == 1
+    assert clusterer._term_index == {} and clusterer._free_slots == [0]  # noqa: SLF001
+
+
+def test_state_without_norm_cache_still_loads() -> None:
+    clusterer = LanguageClusterer("en")
+    for f in _stream():
+        clusterer.assign(f)
+    state = json.loads(json.dumps(clusterer.to_state()))
+    state["stories"] = [raw[:10] for raw in state["stories"]]
+    resumed = LanguageClusterer.from_state(state)
+    assert resumed.story_ids() == clusterer.story_ids()
+    late = _article("late", SAME_EVENT, 45)
+    assert resumed.assign(late).story_id == clusterer.assign(late).story_id

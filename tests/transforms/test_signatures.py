@@ -138,3 +138,15 @@ def test_lsh_arguments_checked() -> None:
         minhash_signature(["a"], num_perm=0)
     with pytest.raises(ValueError):
         estimate_jaccard([1, 2], [1, 2, 3])
+
+
+def test_minhash_from_hashes_is_minhash_signature_of_the_shingle_hashes() -> None:
+    from transforms.signatures import hash_shingles, minhash_from_hashes
+
+    shingles = _shingles(ORIGINAL)
+    hashes = hash_shingles(shingles)
+    assert np.array_equal(minhash_from_hashes(hashes), minhash_signature(shingles))
+    # Order and duplicates of the hashes do not matter.
+    assert np.array_equal(minhash_from_hashes(np.concatenate([hashes[::-1], hashes[:3]])), minhash_signature(shingles))
+    with pytest.raises(ValueError):
+        minhash_from_hashes(hashes, num_perm=0)
