@@ -17,6 +17,7 @@ Synthetic but realistic features, seeded:
 - MinHash of 300 random 64-bit shingle hashes (``signatures.minhash_from_hashes``); a copy
   keeps 80% of its original's shingles and adds 10% new ones (Jaccard about 0.7).
 
+The IDF's document counts are scaled to the steady state of a writer that has run for weeks.
 The 50,000 stories (1-4 articles each, about 2 on average, spread over the 47 hours before the
 stream starts) are built as a writer checkpoint and loaded with ``LanguageClusterer.from_state``,
 the path a writer takes on every run. The measured stream then arrives at the steady-state
@@ -171,11 +172,16 @@ def build_state(synth: _Synth, stories: int, params: ClusterParams
         for m in members:
             recent.append([m.article_id, sid, m.article_id, _ms(m.first_seen_at), list(m.minhash)])
         topics.append((sid, topic))
+    # The online IDF of a writer that has run for weeks: document frequencies decayed with a
+    # half-life of idf_half_life_hours hold rate × half-life / ln 2 documents, where arrivals
+    # and decay balance. The 47 hours generated here are scaled up to that level.
+    steady = (n_docs / 47.0) * params.idf_half_life_hours / math.log(2)
+    scale = max(1.0, steady / n_docs)
     state = {
         "version": STATE_VERSION, "signature_version": SIGNATURE_VERSION, "language": "en",
         "params": {f: getattr(params, f) for f in params.__slots__},
         "clock_ms": _ms(T_START - timedelta(seconds=1)), "decayed_ms": _ms(T_START - timedelta(seconds=1)),
-        "n_docs": float(n_docs), "df": [[t, c] for t, c in df.items()], "stories": story_rows, "recent": recent,
+        "n_docs": n_docs * scale, "df": [[t, c * scale] for t, c in df.items()], "stories": story_rows, "recent": recent,
     }
     return state, topics, articles
 

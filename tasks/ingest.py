@@ -7,6 +7,7 @@ read in memory, turned into a snippet and signatures, and dropped: no article bo
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 from collections import defaultdict
@@ -46,6 +47,7 @@ from transforms.robots import RobotsRules, is_allowed, parse_robots, robots_poli
 from transforms.text import snippet_from_text
 from transforms.websub import PUSH_MIN_INTERVAL_SECONDS, is_lease_live, is_push_due
 from warehouse import layout
+from warehouse.errors import ObjectNotFoundError
 from warehouse.schemas import ARTICLES_SCHEMA, FEED_STATE_SCHEMA, SNIPPET_MAX_CHARS
 from warehouse.store import ObjectStore
 from warehouse.tables import content_segment_id, read_table, rows_to_table, write_segment, write_table
@@ -124,8 +126,24 @@ def load_feed_states(store: ObjectStore) -> tuple[dict[str, dict[str, Any]], str
     return states, etag
 
 
+def load_feed_boosts(store: ObjectStore) -> dict[str, datetime]:
+    """``{publisher_id: until}`` from the boosts rank writes for Breaking stories (empty if none)."""
+    try:
+        raw = json.loads(store.get(layout.FEED_BOOSTS_KEY).data)
+    except (ObjectNotFoundError, ValueError):
+        return {}
+    boosts = {}
+    for publisher_id, until in raw.items():
+        try:
+            boosts[str(publisher_id)] = datetime.fromisoformat(str(until).replace("Z", "+00:00"))
+        except ValueError:
+            continue
+    return boosts
+
+
 def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
-                   push_min_interval_seconds: int = PUSH_MIN_INTERVAL_SECONDS) -> list[list[FeedJob]]:
+                   push_min_interval_seconds: int = PUSH_MIN_INTERVAL_SECONDS,
+                   boost_interval_seconds: int = 60) -> list[list[FeedJob]]:
     """Due feeds of publishers that have not opted out, sharded by host so a host stays in one shard.
 
     Pushed feeds (a push marker under ``state/push/``, issue 3) form a priority lane: they are
@@ -136,6 +154,7 @@ def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
     states, _ = load_feed_states(store)
     pushed = list_push_markers(store)
     subscribed = subscribed_feed_ids(store)
+    boosted = load_feed_boosts(store)
     buckets: dict[int, list[FeedJob]] = defaultdict(list)
     for feed in registry.feeds:
         publisher = registry.publishers.get(feed["publisher_id"])
@@ -149,6 +168,9 @@ def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
         if push_keys and not is_push_due(state["last_polled_at"], now, push_min_interval_seconds):
             push_keys = ()
         due_at = state["next_poll_at"]
+        if boosted.get(feed["publisher_id"], now) > now and is_push_due(state["last_polled_at"], now,
+                                                                       boost_interval_seconds):
+            due_at = None  # a Breaking story's publishers are polled faster for an hour (issue 5)
         if not push_keys and due_at is not None and due_at > now:
             continue
         job = FeedJob(feed["feed_id"], feed["url"], feed["publisher_id"], publisher["language"],

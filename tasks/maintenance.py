@@ -17,7 +17,7 @@ def run_maintenance(store: ObjectStore, now: datetime, *, article_days: int = 30
                     keep_page_versions: int = 20) -> dict[str, Any]:
     report = compact_logs(store, now)
     apply_retention(store, now, article_days=article_days, click_days=click_days, report=report)
-    prune_page_versions(store, keep=keep_page_versions, report=report)
+    prune_page_versions(store, now, keep=keep_page_versions, report=report)
     prune_writer_states(store, report=report)
     return asdict(report)
 

@@ -197,6 +197,7 @@ def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
         parts = pl.from_arrow(con.sql(load_sql("story_scores"), params=score_params(now, settings)).to_arrow_table())
         members = con.sql(load_sql("story_members"), params={"now": now}).to_arrow_table().to_pylist()
         editions = pl.from_arrow(con.sql(load_sql("editions")).to_arrow_table())
+        aliases = dict(con.sql(load_sql("story_aliases"), params={"now": now}).fetchall())
     finally:
         con.close()
     assert isinstance(parts, pl.DataFrame) and isinstance(editions, pl.DataFrame)
@@ -225,7 +226,7 @@ def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
     regions = dict(zip(editions["edition"].to_list(), editions["region"].to_list(), strict=True))
     pages, listed, by_story_pages = build_ranked_pages(ranked.to_dicts(), members, now, edition_rules(settings),
                                                        previous=previous, impressions=impressions, regions=regions)
-    stories = build_story_snapshot(listed, by_story_pages, now)
+    stories = build_story_snapshot(listed, by_story_pages, now, aliases)
     pinned = ranked.filter(pl.col("is_pinned") & (pl.col("section") == TOP_SECTION))
     breaking = [
         {"story_id": r["story_id"], "breaking_since": iso(r["breaking_since"]),

@@ -144,14 +144,16 @@ def apply_retention(store: ObjectStore, now: datetime, *, article_days: int = 30
     return report
 
 
-def prune_page_versions(store: ObjectStore, *, keep: int = 20, report: MaintenanceReport | None = None
+def prune_page_versions(store: ObjectStore, now: datetime | None = None, *, keep: int = 20,
+                        keep_for: timedelta = timedelta(hours=48), report: MaintenanceReport | None = None
                         ) -> MaintenanceReport:
-    """Delete page versions older than the ``keep`` versions before the live one.
+    """Delete page versions that neither a rollback nor time travel can need.
 
-    The live version, everything newer than it, and the ``keep`` versions a rollback may return to
-    always stay.
+    A version stays when it is live or newer, among the ``keep`` before the live one (rollback), or
+    published within ``keep_for`` of ``now`` (``newsroom rank --as-of`` rebuilds and compares it).
     """
     report = report or MaintenanceReport()
+    horizon = (now - keep_for).strftime("%Y-%m-%dT%H:%M:%SZ") if now is not None else None
     for folder, keys in sorted(_by_folder(store.list(layout.PAGES_PREFIX)).items()):
         pointer_key = f"{folder}/latest.json"
         if pointer_key not in keys:
@@ -159,8 +161,12 @@ def prune_page_versions(store: ObjectStore, *, keep: int = 20, report: Maintenan
         live = int(json.loads(store.get(pointer_key).data)["version"])
         for key in keys:
             name = key.rsplit("/", 1)[-1]
-            if name.startswith("v") and name.endswith(".json") and name[1:-5].isdigit():
-                if int(name[1:-5]) < live - keep:
-                    store.delete(key)
-                    report.pruned_page_versions += 1
+            if not (name.startswith("v") and name.endswith(".json") and name[1:-5].isdigit()):
+                continue
+            if int(name[1:-5]) >= live - keep:
+                continue
+            if horizon is not None and str(json.loads(store.get(key).data).get("as_of") or "") >= horizon:
+                continue
+            store.delete(key)
+            report.pruned_page_versions += 1
     return report
