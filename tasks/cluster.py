@@ -8,6 +8,7 @@ so exactly one set of decisions is kept.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import logging
@@ -170,6 +171,19 @@ def cluster_language(store: ObjectStore, language: str, now: datetime, kill_befo
                      params: ClusterParams | None = None) -> dict[str, Any]:
     """Assign this language's unconsumed articles to stories and commit, fenced. Returns a summary.
 
+    See :func:`_cluster_language`; the writer's state is kept out of the cyclic garbage collector
+    while the batch runs, and handed back to it afterwards.
+    """
+    try:
+        return _cluster_language(store, language, now, kill_before_checkpoint=kill_before_checkpoint, params=params)
+    finally:
+        gc.unfreeze()
+
+
+def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_before_checkpoint: bool = False,
+                     params: ClusterParams | None = None) -> dict[str, Any]:
+    """Assign this language's unconsumed articles to stories and commit, fenced. Returns a summary.
+
     ``kill_before_checkpoint`` (crash tests only) makes the process SIGKILL itself after its
     change segment is written and before its checkpoint moves. ``params`` apply to a language's
     first run only; later runs keep the parameters stored in the state.
@@ -180,6 +194,10 @@ def cluster_language(store: ObjectStore, language: str, now: datetime, kill_befo
     # Compacted segments hold only rows every writer has consumed (warehouse.maintenance).
     pending = [k for k in existing if k not in consumed and not is_compacted(k)]
     clusterer, seen = load_writer_state(store, language, checkpoint, params)
+    # The loaded state is long-lived; keeping it out of the cyclic collector's scans doubled
+    # assignment throughput with 50,000 active stories (bench/cluster_speed.py).
+    gc.collect()
+    gc.freeze()
     rows: list[dict[str, Any]] = []
     ready: list[str] = []
     for key in pending:

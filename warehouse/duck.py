@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,8 @@ from warehouse.schemas import (
 from warehouse.store import ObjectStore
 from warehouse.tables import list_segments, read_segments, read_table
 
+SQL_DIR = Path(__file__).resolve().parent / "sql"
+"""The SQL files ship inside the package (package data), next to this module."""
 TABLE_VIEWS = ("articles", "stories", "story_changes", "feeds", "publishers", "pages", "clicks", "article_links")
 EXAMPLE_QUERIES = ("first_reporter", "originality_rate", "syndication_chains", "story_lineage",
                    "coverage_by_region")
@@ -33,14 +34,14 @@ EXAMPLE_QUERIES = ("first_reporter", "originality_rate", "syndication_chains", "
 
 def load_sql(name: str) -> str:
     """The text of ``warehouse/sql/<name>.sql``."""
-    return resources.files("warehouse").joinpath("sql", f"{name}.sql").read_text(encoding="utf-8")
+    return (SQL_DIR / f"{name}.sql").read_text(encoding="utf-8")
 
 
 def load_example_sql(name: str) -> str:
     """The text of one documented example query."""
     if name not in EXAMPLE_QUERIES:
         raise ValueError(f"unknown example query {name!r}; choose from {', '.join(EXAMPLE_QUERIES)}")
-    return resources.files("warehouse").joinpath("sql", "examples", f"{name}.sql").read_text(encoding="utf-8")
+    return (SQL_DIR / "examples" / f"{name}.sql").read_text(encoding="utf-8")
 
 
 def export_day(store: ObjectStore, day: str, output: Path) -> dict[str, int]:
