@@ -25,8 +25,12 @@ sys.path.append(str(REPO / "tests"))  # after the packages, which tests/ folders
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=int, default=60)
-    parser.add_argument("--limit", type=int, default=300, help="corpus articles released over the hour")
+    parser.add_argument("--limit", type=int, default=None, help="corpus articles released (default: all)")
+    parser.add_argument("--warmup", type=int, default=30,
+                        help="minutes run before the measured hour, so feeds learn their publishing rates")
     parser.add_argument("--maintenance-every", type=int, default=15, help="cycles between maintenance runs")
+    parser.add_argument("--keep-page-hours", type=float, default=0.25,
+                        help="page versions kept for time travel (production default 48)")
     parser.add_argument("--store", default=None)
     args = parser.parse_args()
 
@@ -49,19 +53,20 @@ def main() -> int:
     from warehouse.duck import EXAMPLE_QUERIES, connect, load_example_sql
 
     start = datetime(2026, 12, 1, 6, 0, tzinfo=UTC)
-    site = ReplaySite.from_corpora(CORPORA, seed=7, start=start, span_hours=args.minutes / 60, limit=args.limit)
+    total = args.warmup + args.minutes
+    site = ReplaySite.from_corpora(CORPORA, seed=7, start=start, span_hours=total / 60, limit=args.limit)
     site.start(port=0)
     counts = []
     began = time.perf_counter()
     try:
         with pipeline_env({"NEWSROOM_WAREHOUSE_ROOT": str(store_dir)}) as store:
             import_publishers(store, download_publishers_csv(site.control_url, store_dir.parent / "soak.csv"))
-            for minute in range(1, args.minutes + 1):
+            for minute in range(1, total + 1):
                 now = start + timedelta(minutes=minute)
                 site.set_clock(now)
                 pipeline_cycle(now=now.isoformat())
                 if minute % args.maintenance_every == 0:
-                    maintain_store(now=now.isoformat())
+                    maintain_store(now=now.isoformat(), keep_page_hours=args.keep_page_hours)
                 if minute % 10 == 0:
                     counts.append((minute, len(store.list(""))))
                     print(f"minute {minute:>3}: {counts[-1][1]} objects, {time.perf_counter() - began:.0f}s",

@@ -13,10 +13,12 @@ from tasks.storage import configured_store
 
 
 @flow(name="maintain_store")
-def maintain_store(now: str | None = None, keep_page_versions: int = 20) -> dict[str, Any]:
-    """Compact small log segments, apply retention and prune page versions beyond ``keep_page_versions``."""
+def maintain_store(now: str | None = None, keep_page_versions: int = 20, keep_page_hours: float = 48.0
+                   ) -> dict[str, Any]:
+    """Compact small log segments, apply retention, and prune page versions that are neither among the
+    ``keep_page_versions`` before the live one (rollback) nor younger than ``keep_page_hours`` (time travel)."""
     at = resolve_now(now)
-    report = run_maintenance_task(configured_store(), at, keep_page_versions)
+    report = run_maintenance_task(configured_store(), at, keep_page_versions, keep_page_hours)
     get_run_logger().info("maintenance_done %s", " ".join(f"{k}={v}" for k, v in report.items()))
     publish_artifact("maintenance", maintenance_markdown(report, at.isoformat()), "maintenance summary")
     return report

@@ -47,10 +47,13 @@ def check_health(store: ObjectStore, now: datetime, limits: HealthLimits | None 
     flags: list[HealthFlag] = []
     con = connect(store)
     try:
-        for tier, count, _p50, p95 in con.sql(load_sql("health_freshness"), params={"now": now}).fetchall():
-            if p95 is not None and p95 > limits.lag_p95_seconds:
-                flags.append(HealthFlag("freshness_lag", f"tier {tier}",
-                                        f"p95 publish->first-seen {p95:.0f}s over {count} articles"))
+        lags = con.sql(load_sql("health_freshness"), params={"now": now}).fetchall()
+        overall = [row for row in lags if row[0] is None]
+        if overall and overall[0][3] is not None and overall[0][3] > limits.lag_p95_seconds:
+            per_tier = ", ".join(f"tier {t}: {p95:.0f}s" for t, _, _, p95 in lags if t is not None)
+            flags.append(HealthFlag("freshness_lag", "all feeds",
+                                    f"p95 publish->first-seen {overall[0][3]:.0f}s over {overall[0][1]} articles "
+                                    f"({per_tier})"))
         for publisher_id, last_seen, gap, silent in con.sql(load_sql("health_silent_publishers"),
                                                            params={"now": now}).fetchall():
             flags.append(HealthFlag("silent_tier1_feed", publisher_id,

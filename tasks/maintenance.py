@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from prefect import task
@@ -14,14 +14,15 @@ from warehouse.store import ObjectStore
 
 
 def run_maintenance(store: ObjectStore, now: datetime, *, article_days: int = 30, click_days: int = 90,
-                    keep_page_versions: int = 20) -> dict[str, Any]:
+                    keep_page_versions: int = 20, keep_page_hours: float = 48.0) -> dict[str, Any]:
     report = compact_logs(store, now)
     apply_retention(store, now, article_days=article_days, click_days=click_days, report=report)
-    prune_page_versions(store, now, keep=keep_page_versions, report=report)
+    prune_page_versions(store, now, keep=keep_page_versions, keep_for=timedelta(hours=keep_page_hours), report=report)
     prune_writer_states(store, report=report)
     return asdict(report)
 
 
 @task(name="maintain_store", retries=1, retry_delay_seconds=5, timeout_seconds=1800, cache_policy=NO_CACHE)
-def run_maintenance_task(store: ObjectStore, now: datetime, keep_page_versions: int) -> dict[str, Any]:
-    return run_maintenance(store, now, keep_page_versions=keep_page_versions)
+def run_maintenance_task(store: ObjectStore, now: datetime, keep_page_versions: int, keep_page_hours: float
+                         ) -> dict[str, Any]:
+    return run_maintenance(store, now, keep_page_versions=keep_page_versions, keep_page_hours=keep_page_hours)

@@ -63,7 +63,7 @@ def test_each_check_fires(tmp_path) -> None:
 
     flags = {(f.check, f.subject) for f in check_health(store, NOW)}
     assert flags == {
-        ("freshness_lag", "tier 1"),
+        ("freshness_lag", "all feeds"),
         ("silent_tier1_feed", "wire"),
         ("stale_snapshot", "pages"),
         ("duplicate_in_top10", "en-US/top"),

@@ -1,6 +1,6 @@
 -- health_freshness: publish -> first-seen lag per publisher tier over the last hour.
 -- inputs: articles, publishers (views)
--- output: tier, articles, lag_p50_seconds, lag_p95_seconds
+-- output: tier (null on the row over every tier), articles, lag_p50_seconds, lag_p95_seconds
 -- parameters: $now (timestamptz)
 -- The claimed publication time is used only here, to measure how fast we saw an article.
 with recent as (
@@ -23,8 +23,8 @@ final as (
         quantile_cont(lag_seconds, 0.5) as lag_p50_seconds,
         quantile_cont(lag_seconds, 0.95) as lag_p95_seconds
     from recent
-    group by tier
+    group by grouping sets ((tier), ())
 )
 
 select * from final
-order by tier
+order by tier nulls first
