@@ -2,8 +2,9 @@
 -- inputs: articles, publishers (views)
 -- output: publisher_id, last_seen_at, usual_gap_seconds, silent_seconds
 -- parameters: $now (timestamptz)
--- The usual gap is the median gap between a publisher's articles over the last 7 days; at least
--- 5 articles are needed before a publisher can be called silent.
+-- The usual gap is the 90th percentile of the gaps between a publisher's articles over the last 7
+-- days (news arrives in bursts, so a median would call every lull a silence); at least 5 articles
+-- are needed before a publisher can be called silent.
 with seen as (
     select
         a.publisher_id,
@@ -25,7 +26,7 @@ usual as (
     select
         publisher_id,
         max(first_seen_at) as last_seen_at,
-        median(gap_seconds) filter (where gap_seconds > 0) as usual_gap_seconds,
+        quantile_cont(gap_seconds, 0.9) filter (where gap_seconds > 0) as usual_gap_seconds,
         count(*) as articles
     from seen
     group by publisher_id
