@@ -1,7 +1,7 @@
 -- views: the analyst-facing tables over the raw logs registered by warehouse.duck.connect.
 -- inputs: articles_log, story_changes_log, publishers_raw, feed_registry, feed_state, clicks_log,
 --         article_links_log, pages_raw
--- output: views articles, story_changes, stories, feeds, publishers, pages, clicks, article_links
+-- output: views articles, story_changes, story_assignments, stories, feeds, publishers, pages, clicks, article_links
 -- An article is its first-seen row per (article_id, version); a rerun after a crash may have
 -- appended the same row twice, and the views count it once.
 create or replace view articles as
@@ -39,28 +39,28 @@ select * from article_links_log;
 create or replace view pages as
 select * from pages_raw;
 
-create or replace view stories as
-with assignments as (
-    select
-        article_id,
-        story_id,
-        language,
-        copy_of,
-        changed_at
-    from story_changes_log
-    -- merges and splits move articles: an article's latest change names its story (issue 4)
-    where kind in ('new_story', 'assign', 'copy', 'merge', 'split')
-    qualify row_number() over (partition by article_id order by "offset" desc) = 1
-),
+create or replace view story_assignments as
+select
+    article_id,
+    story_id,
+    language,
+    copy_of,
+    changed_at,
+    "offset"
+from story_changes_log
+-- merges and splits move articles: an article's latest change names its story (issue 4)
+where kind in ('new_story', 'assign', 'copy', 'merge', 'split')
+qualify row_number() over (partition by article_id order by "offset" desc) = 1;
 
-members as (
+create or replace view stories as
+with members as (
     select
         a.story_id,
         a.language,
         a.copy_of,
         art.publisher_id,
         art.first_seen_at
-    from assignments as a
+    from story_assignments as a
     inner join articles as art using (article_id)
 ),
 

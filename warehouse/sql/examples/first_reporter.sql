@@ -1,22 +1,13 @@
 -- first_reporter: who reported each story first (by first_seen_at, never a claimed date).
--- inputs: stories, story_changes, articles, publishers (views)
+-- inputs: stories, story_assignments, articles, publishers (views)
 -- output: story_id, publisher, first_seen_at, article_count, publisher_count
-with assignments as (
-    select
-        article_id,
-        story_id
-    from story_changes
-    where kind in ('new_story', 'assign', 'copy')
-    qualify row_number() over (partition by article_id order by "offset" desc) = 1
-),
-
-firsts as (
+with firsts as (
     select
         a.story_id,
         p.name as publisher,
         art.title,
         art.first_seen_at
-    from assignments as a
+    from story_assignments as a
     inner join articles as art using (article_id)
     inner join publishers as p using (publisher_id)
     qualify row_number() over (
