@@ -192,14 +192,24 @@ def render_atom(publisher: Publisher, articles: Sequence[ReplayArticle], updated
     return body.encode("utf-8")
 
 
-def render_sitemap(articles: Sequence[ReplayArticle]) -> bytes:
-    """A plain XML sitemap of the released article pages."""
-    urls = "".join(
-        f"<url><loc>{_x(a.url)}</loc><lastmod>{_iso(a.published_at)}</lastmod></url>\n" for a in articles
-    )
+def render_sitemap(articles: Sequence[ReplayArticle], publisher: Publisher | None = None) -> bytes:
+    """A Google News sitemap of the released article pages (a plain sitemap without ``publisher``)."""
+    def entry(a: ReplayArticle) -> str:
+        news = ""
+        if publisher is not None:
+            news = (
+                "<news:news><news:publication>"
+                f"<news:name>{_x(publisher.name)}</news:name><news:language>{_x(a.language)}</news:language>"
+                f"</news:publication><news:publication_date>{_iso(a.published_at)}</news:publication_date>"
+                f"<news:title>{_x(a.title)}</news:title></news:news>"
+            )
+        return f"<url><loc>{_x(a.url)}</loc><lastmod>{_iso(a.published_at)}</lastmod>{news}</url>\n"
+
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
-        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n' + urls + "</urlset>\n"
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
+        'xmlns:news="http://www.google.com/schemas/sitemap-news/0.9">\n'
+        + "".join(entry(a) for a in articles) + "</urlset>\n"
     ).encode()
 
 

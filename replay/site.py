@@ -689,7 +689,7 @@ class _Handler(BaseHTTPRequestHandler):
             kind = "sitemap"
             released = site.released(pid)
             updated_at = released[-1].published_at if released else site._start
-            doc = _cached(render_sitemap(released), updated_at, "application/xml; charset=utf-8")
+            doc = _cached(render_sitemap(released, publisher), updated_at, "application/xml; charset=utf-8")
         elif path.startswith("/articles/") and site.faults.get(pid) == "pages_503":
             site._count(pid, "fault")
             self._send(503, b"replay fault pages_503\n", "text/plain; charset=utf-8")
