@@ -28,6 +28,9 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None, help="corpus articles released (default: all)")
     parser.add_argument("--warmup", type=int, default=30,
                         help="minutes run before the measured hour, so feeds learn their publishing rates")
+    parser.add_argument("--history", type=int, default=60,
+                        help="simulated minutes the publishers have already published when polling starts "
+                        "(real feeds are never empty at the first poll; their history seeds the rates)")
     parser.add_argument("--maintenance-every", type=int, default=15, help="cycles between maintenance runs")
     parser.add_argument("--keep-page-hours", type=float, default=0.25,
                         help="page versions kept for time travel (production default 48)")
@@ -54,7 +57,8 @@ def main() -> int:
 
     start = datetime(2026, 12, 1, 6, 0, tzinfo=UTC)
     total = args.warmup + args.minutes
-    site = ReplaySite.from_corpora(CORPORA, seed=7, start=start, span_hours=total / 60, limit=args.limit)
+    site = ReplaySite.from_corpora(CORPORA, seed=7, start=start, span_hours=(args.history + total) / 60,
+                                   limit=args.limit)
     site.start(port=0)
     counts = []
     began = time.perf_counter()
@@ -62,7 +66,7 @@ def main() -> int:
         with pipeline_env({"NEWSROOM_WAREHOUSE_ROOT": str(store_dir)}) as store:
             import_publishers(store, download_publishers_csv(site.control_url, store_dir.parent / "soak.csv"))
             for minute in range(1, total + 1):
-                now = start + timedelta(minutes=minute)
+                now = start + timedelta(minutes=args.history + minute)
                 site.set_clock(now)
                 pipeline_cycle(now=now.isoformat())
                 if minute % args.maintenance_every == 0:
