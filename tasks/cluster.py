@@ -229,7 +229,7 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
                                kill_before_checkpoint=kill_before_checkpoint)
     log.info("cluster_committed language=%s articles=%d offset=%d", language, len(changes), new_offset)
     return {"language": language, "articles": len(changes), "committed": True, "offset": new_offset,
-            "stories": clusterer.active_story_count, **dict(kinds)}
+            "stories": clusterer.active_story_count, "sizes": clusterer.story_size_counts(), **dict(kinds)}
 
 
 @task(name="cluster_language", retries=1, retry_delay_seconds=2, timeout_seconds=900, cache_policy=NO_CACHE,

@@ -40,7 +40,26 @@ def cluster_markdown(summaries: Sequence[Mapping[str, Any]], now: str) -> str:
     for s in summaries:
         lines.append(f"| {s.get('language')} | {s.get('articles', 0)} | {s.get('new_story', 0)} | "
                      f"{s.get('assign', 0)} | {s.get('copy', 0)} | {s.get('stories', '')} |")
+    sizes: dict[int, int] = {}
+    for s in summaries:
+        for size, count in (s.get("sizes") or {}).items():
+            sizes[int(size)] = sizes.get(int(size), 0) + int(count)
+    if sizes:
+        lines += ["", "### Active stories by number of articles", "", "```", *size_chart(sizes), "```"]
     return "\n".join(lines) + "\n"
+
+
+def size_chart(sizes: Mapping[int, int], width: int = 40) -> list[str]:
+    """A horizontal bar chart of story sizes, grouped 1, 2, 3, 4-5, 6-10, 11-20, 21+.
+
+    >>> size_chart({1: 4, 2: 2, 30: 1}, width=4)
+    ['    1 | ████ 4', '    2 | ██ 2', '    3 |  0', '  4-5 |  0', ' 6-10 |  0', '11-20 |  0', '  21+ | █ 1']
+    """
+    bins = [("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4-5", 4, 5), ("6-10", 6, 10), ("11-20", 11, 20),
+            ("21+", 21, 10**9)]
+    counts = [(label, sum(c for n, c in sizes.items() if low <= n <= high)) for label, low, high in bins]
+    top = max((c for _, c in counts), default=0) or 1
+    return [f"{label:>5} | {'█' * round(width * c / top)} {c}" for label, c in counts]
 
 
 def rank_markdown(summary: Mapping[str, Any], now: str) -> str:

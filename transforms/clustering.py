@@ -401,6 +401,13 @@ class LanguageClusterer:
         """The latest first-seen time this clusterer has seen (its stream time)."""
         return None if self._clock_ms is None else _EPOCH + timedelta(milliseconds=self._clock_ms)
 
+    def story_size_counts(self) -> dict[int, int]:
+        """How many active stories have each number of members (for the run's size distribution)."""
+        sizes: dict[int, int] = {}
+        for story in self._stories.values():
+            sizes[len(story.members)] = sizes.get(len(story.members), 0) + 1
+        return dict(sorted(sizes.items()))
+
     @property
     def active_story_count(self) -> int:
         """Stories currently in memory."""
