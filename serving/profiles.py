@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Literal, Protocol
 
 from serving.errors import ProfileStoreError
+from warehouse.profiles import PROFILE_TABLES_SQL
 
 FollowKind = Literal["topic", "source"]
 HideKind = Literal["source", "story"]
@@ -29,23 +30,8 @@ MAX_READS = 200
 MAX_TERMS = 64
 """Only a reader's strongest terms enter the re-rank; the rest barely move it and cost time."""
 
-SCHEMA_SQL = """
-create table if not exists follows (
-    reader_hash text not null, kind text not null, target_id text not null, created_at real not null,
-    primary key (reader_hash, kind, target_id));
-create table if not exists hides (
-    reader_hash text not null, kind text not null, target_id text not null, created_at real not null,
-    primary key (reader_hash, kind, target_id));
-create table if not exists reads (
-    reader_hash text not null, story_id text not null, read_at real not null,
-    primary key (reader_hash, story_id));
-create table if not exists weights (
-    reader_hash text not null, kind text not null, key text not null, weight real not null,
-    as_of real not null, primary key (reader_hash, kind, key));
-create table if not exists clicks_consumed (segment_key text primary key, consumed_at real not null);
-"""
-"""The profile database's tables. ``tasks/profiles.py`` writes ``weights`` and
-``clicks_consumed`` with the same definitions (kept equal by tests/tasks/test_profiles.py)."""
+SCHEMA_SQL = PROFILE_TABLES_SQL
+"""The profile database's tables, defined once in warehouse/profiles.py for serving and the profiles flow."""
 
 _EMPTY: Mapping[str, float] = MappingProxyType({})
 

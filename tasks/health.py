@@ -15,6 +15,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from tasks.clock import resolve_now
 from warehouse import layout
 from warehouse.duck import connect, load_sql
 from warehouse.snapshots import list_live_pages, read_live_page, read_pointer
@@ -34,10 +35,6 @@ class HealthLimits:
     cycle_seconds: int = 60
     lag_p95_seconds: float = 300.0
     stale_cycles: int = 3
-
-
-def _parse(ts: str) -> datetime:
-    return datetime.fromisoformat(ts.replace("Z", "+00:00"))
 
 
 def check_health(store: ObjectStore, now: datetime, limits: HealthLimits | None = None) -> list[HealthFlag]:
@@ -63,7 +60,7 @@ def check_health(store: ObjectStore, now: datetime, limits: HealthLimits | None 
 
     pages = list_live_pages(store)
     newest = max((p.published_at for p in (read_pointer(store, e, s) for e, s in pages) if p), default=None)
-    if pages and newest is not None and now - _parse(newest) > stale:
+    if pages and newest is not None and now - resolve_now(newest) > stale:
         flags.append(HealthFlag("stale_snapshot", "pages", f"newest page published {newest}"))
     for edition, section in pages:
         if section != "top":
@@ -84,7 +81,7 @@ def check_health(store: ObjectStore, now: datetime, limits: HealthLimits | None 
         checkpoint = json.loads(store.get(key).data)
         waiting = [k for k in segments - set(checkpoint.get("consumed", [])) if "/compact-" not in k]
         updated = checkpoint.get("updated_at")
-        if waiting and updated and now - _parse(updated) > stale:
+        if waiting and updated and now - resolve_now(updated) > stale:
             flags.append(HealthFlag("writer_stalled", key.split("/")[2],
                                     f"checkpoint last moved {updated}; {len(waiting)} segments waiting"))
     return flags

@@ -30,6 +30,7 @@ from transforms.affinity import (
 )
 from warehouse import layout
 from warehouse.errors import SnapshotNotFoundError
+from warehouse.profiles import PROFILE_TABLES_SQL
 from warehouse.schemas import CLICKS_SCHEMA
 from warehouse.snapshots import read_live_stories
 from warehouse.store import ObjectStore
@@ -37,13 +38,6 @@ from warehouse.tables import list_segments, read_segments
 
 log = logging.getLogger(__name__)
 
-# The same definitions as serving/profiles.py SCHEMA_SQL (tests/tasks/test_profiles.py checks).
-PROFILE_TABLES_SQL = """
-create table if not exists weights (
-    reader_hash text not null, kind text not null, key text not null, weight real not null,
-    as_of real not null, primary key (reader_hash, kind, key));
-create table if not exists clicks_consumed (segment_key text primary key, consumed_at real not null);
-"""
 
 
 class ProfilesSettings(BaseSettings):
