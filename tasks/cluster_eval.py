@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from transforms.clustering import ClusterParams, link_languages
+from transforms.embedding import embed_articles
 from transforms.features import ArticleFeatures, features_from_text
 from transforms.repair import RepairParams, cluster_and_repair
 
@@ -36,8 +37,11 @@ def _parse_time(value: object) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def read_eval_articles(input_path: Path) -> list[ArticleFeatures]:
-    """Read a cluster-eval JSONL file and compute each article's features, in stream order."""
+def read_eval_articles(input_path: Path, embed: bool = True) -> list[ArticleFeatures]:
+    """Read a cluster-eval JSONL file and compute each article's features, in stream order.
+
+    ``embed``: also compute each article's sentence embedding (title and lede), as ingestion does.
+    """
     rows: list[tuple[datetime, int, dict[str, object]]] = []
     with input_path.open(encoding="utf-8") as fh:
         for line in fh:
@@ -50,16 +54,19 @@ def read_eval_articles(input_path: Path) -> list[ArticleFeatures]:
             rows.append((when, index, row))
     if all(_parse_time(r["published_at"]) is not None for _, _, r in rows):
         rows.sort(key=lambda x: (x[0], x[1]))
+    texts = [(str(row["title"] or ""), str(row["text"] or ""), str(row["language"] or "und")) for _, _, row in rows]
+    embeddings = embed_articles(texts) if embed else [None] * len(rows)
     out: list[ArticleFeatures] = []
-    for when, _, row in rows:
+    for (when, _, row), (title, text, language), embedding in zip(rows, texts, embeddings, strict=True):
         out.append(
             features_from_text(
                 article_id=str(row["id"]),
-                title=str(row["title"] or ""),
-                text=str(row["text"] or ""),
-                language=str(row["language"] or "und"),
+                title=title,
+                text=text,
+                language=language,
                 first_seen_at=when,
                 publisher_id=None if row["source"] is None else str(row["source"]),
+                embedding=embedding,
             )
         )
     return out

@@ -38,6 +38,7 @@ from tasks.websub import (
     subscribed_feed_ids,
 )
 from transforms.canonical_url import article_id_from_url, canonicalize_url, choose_canonical_url
+from transforms.embedding import embed_articles
 from transforms.errors import FeedRejectedError, TransformError
 from transforms.extraction import extract_page
 from transforms.features import features_from_text, features_to_row
@@ -346,14 +347,18 @@ def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now:
     return state, new, report
 
 
-def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: str, now: datetime) -> dict[str, Any]:
-    """Extract one fetched page into an ``ArticleRow``: snippet and signatures, never the body."""
+def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: str, now: datetime, *,
+                      embed: bool = True) -> dict[str, Any]:
+    """Extract one fetched page into an ``ArticleRow``: snippet, signatures and (with ``embed``) the
+    sentence embedding of the title and lede; never the body."""
     page = extract_page(html, fetched_url)
     canonical = canonicalize_url(choose_canonical_url(fetched_url, page.canonical_url, None))
     title = page.title or item.title or ""
     body = page.text or item.summary or ""
     language = page.language or item.language or job.language
-    features = features_from_text(article_id_from_url(canonical), title, body, language, now, job.publisher_id)
+    embedding = embed_articles([(title, body, language)])[0] if embed else None
+    features = features_from_text(article_id_from_url(canonical), title, body, language, now, job.publisher_id,
+                                  embedding=embedding)
     content_hash = hashlib.blake2b(f"{title}\n{body}".encode(), digest_size=16).hexdigest()
     row: dict[str, Any] = {
         "article_id": features.article_id, "version": 1, "content_hash": content_hash,
@@ -486,7 +491,7 @@ def _fetch_article(job: FeedJob, item: FeedItem, client: httpx.Client, robots: R
         fetched = fetch_url(client, url, settings, max_bytes=settings.max_page_bytes)
         if not 200 <= fetched.status < 300:
             raise FetchError("http_status", f"HTTP {fetched.status}", url=url, status=fetched.status)
-        return build_article_row(job, item, fetched.body, fetched.final_url, now)
+        return build_article_row(job, item, fetched.body, fetched.final_url, now, embed=settings.embeddings)
     except FetchError as e:
         status = None if e.kind in _NO_RESPONSE_KINDS else e.status or 200
         return {"feed_id": job.feed_id, "guid": item.guid, "url": url, "error_kind": e.kind, "error": str(e),

@@ -25,17 +25,21 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.crashpoints import crash_point
 from tasks.settings import RankSettings
+from transforms.clustering import ClusterParams, link_story_profiles, neutral_tokens
 from transforms.diversity import DiversityRule
 from transforms.pages import (
     POOL_SECTION,
     TOP_SECTION,
     EditionRules,
     PageLimits,
+    attach_links,
     build_ranked_pages,
     build_story_snapshot,
     carry_impressions,
@@ -195,7 +199,8 @@ def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
     con = connect(store)
     try:
         parts = pl.from_arrow(con.sql(load_sql("story_scores"), params=score_params(now, settings)).to_arrow_table())
-        members = con.sql(load_sql("story_members"), params={"now": now}).to_arrow_table().to_pylist()
+        member_table = con.sql(load_sql("story_members"), params={"now": now}).to_arrow_table()
+        members = member_table.drop_columns(["embedding"]).to_pylist()
         editions = pl.from_arrow(con.sql(load_sql("editions")).to_arrow_table())
         aliases = dict(con.sql(load_sql("story_aliases"), params={"now": now}).fetchall())
     finally:
@@ -227,6 +232,7 @@ def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
     pages, listed, by_story_pages = build_ranked_pages(ranked.to_dicts(), members, now, edition_rules(settings),
                                                        previous=previous, impressions=impressions, regions=regions)
     stories = build_story_snapshot(listed, by_story_pages, now, aliases)
+    attach_links(stories, story_links(member_table, set(stories["stories"])))
     pinned = ranked.filter(pl.col("is_pinned") & (pl.col("section") == TOP_SECTION))
     breaking = [
         {"story_id": r["story_id"], "breaking_since": iso(r["breaking_since"]),
@@ -235,6 +241,38 @@ def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
         for r in scored.filter(pl.col("is_breaking")).select("story_id", "breaking_since").collect().to_dicts()
     ]
     return RankOutput(pages, stories, sorted(breaking, key=lambda b: b["story_id"]))
+
+
+def story_links(member_table: pa.Table, story_ids: set[str]) -> dict[str, str]:
+    """Cross-language links among ``story_ids`` (story id → group id), from their members' rows.
+
+    Each story's profile: its language, the sentence embeddings and the language-neutral tokens
+    (names, numbers) of its original articles; :func:`transforms.clustering.link_story_profiles`
+    decides. Embeddings go from Arrow to one NumPy matrix, never through Python lists per value.
+    """
+    if not story_ids:
+        return {}
+    table = member_table.filter(pc.and_(pc.is_in(member_table["story_id"], pa.array(sorted(story_ids))),
+                                        pc.invert(member_table["is_copy"])))
+    sids = table["story_id"].to_pylist()
+    languages = table["language"].to_pylist()
+    language_of: dict[str, str] = {}
+    tokens: dict[str, dict[str, float]] = defaultdict(dict)
+    embeddings: dict[str, list[Any]] = defaultdict(list)
+    for sid, language, terms, entities in zip(sids, languages, table["terms"].to_pylist(),
+                                              table["entities"].to_pylist(), strict=True):
+        language_of.setdefault(sid, language)
+        for token in neutral_tokens(entities or (), terms or ()):
+            tokens[sid][token] = tokens[sid].get(token, 0.0) + 1.0
+    column = table["embedding"].combine_chunks()
+    lengths = column.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
+    values = column.flatten().to_numpy(zero_copy_only=False)
+    offset = 0
+    for sid, length in zip(sids, lengths, strict=True):
+        if length:
+            embeddings[sid].append(values[offset : offset + length])
+        offset += int(length)
+    return link_story_profiles(language_of, tokens, embeddings, ClusterParams())
 
 
 def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, settings: RankSettings) -> dict[str, Any]:

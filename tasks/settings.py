@@ -11,6 +11,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class IngestSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="NEWSROOM_INGEST_", env_file=".env", extra="ignore")
 
+    embeddings: bool = Field(
+        True,
+        description="Compute each new article's sentence embedding (title and lede, USE multilingual v3, "
+        "about 10 ms per article) for cross-language story links. Off: links fall back to shared names "
+        "and numbers.",
+    )
     allow_private_addresses: bool = Field(
         False,
         description="Allow fetching private, loopback and link-local addresses. Off in production; "

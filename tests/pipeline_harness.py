@@ -25,8 +25,9 @@ START = datetime(2026, 12, 1, 6, 0, tzinfo=UTC)
 
 
 @contextmanager
-def replay_site(limit: int = 90, seed: int = 7, span_hours: float = 2.0, port: int = 0) -> Iterator[ReplaySite]:
-    site = ReplaySite.from_corpora(CORPORA, seed=seed, start=START, span_hours=span_hours, limit=limit)
+def replay_site(limit: int = 90, seed: int = 7, span_hours: float = 2.0, port: int = 0,
+                corpora: list[Path] | None = None) -> Iterator[ReplaySite]:
+    site = ReplaySite.from_corpora(corpora or CORPORA, seed=seed, start=START, span_hours=span_hours, limit=limit)
     site.start(port=port)
     try:
         yield site

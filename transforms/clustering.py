@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import numpy.typing as npt
 
+from transforms.embedding import mean_direction
 from transforms.features import DATE_TERM_PREFIX, ArticleFeatures
 from transforms.signatures import (
     LSH_BANDS,
@@ -84,6 +85,8 @@ class ClusterParams:
         lsh_rows: MinHash LSH rows per band.
         link_threshold: Least IDF-weighted cosine of the language-neutral profiles (names,
             acronyms, numbers) of two stories of different languages for them to be linked.
+        link_embedding_threshold: Least cosine of the mean sentence embeddings of two stories of
+            different languages, each the other's best match, for them to be linked.
         link_min_shared: Least number of shared language-neutral tokens for a link.
         link_same_language_threshold: If set, stories of one language are also linked at this
             cosine (a merge the online pass missed); off by default, it did not help on dev.
@@ -118,6 +121,7 @@ class ClusterParams:
     lsh_bands: int = LSH_BANDS
     lsh_rows: int = LSH_ROWS
     link_threshold: float = 0.15
+    link_embedding_threshold: float = 0.5
     link_min_shared: int = 2
     link_same_language_threshold: float | None = None
     member_weight: float = 0.0
@@ -129,7 +133,7 @@ class ClusterParams:
     max_postings: int = 3000
 
     def __post_init__(self) -> None:
-        for name in ("join_threshold", "copy_jaccard", "copy_chain_jaccard", "centroid_min_weight", "link_threshold", "member_weight"):
+        for name in ("join_threshold", "copy_jaccard", "copy_chain_jaccard", "centroid_min_weight", "link_threshold", "member_weight", "link_embedding_threshold"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
@@ -982,20 +986,29 @@ _LATIN_TOKEN_RE = re.compile(r"^[a-z\u00c0-\u024f][a-z\u00c0-\u024f0-9'\-]*$")
 
 
 def language_neutral_tokens(features: ArticleFeatures) -> list[str]:
+    """Tokens that read the same in every language: names, acronyms and numbers (see
+    :func:`neutral_tokens`)."""
+    return neutral_tokens(features.entities, features.terms)
+
+
+def neutral_tokens(entities: Sequence[str], terms: Sequence[str]) -> list[str]:
     """Tokens that read the same in every language: names, acronyms and numbers.
 
     Words of the article's entities (Latin-script names, which Malay and English share and
     Chinese newswires give in brackets), Latin-script terms of CJK articles, and numbers of
     two or more digits (amounts, ages, dates), plus the dateline year.
+
+    >>> neutral_tokens(["anwar ibrahim"], ["perdana", "2024", "date:2024"])
+    ['anwar', 'ibrahim', '2024', 'date:2024']
     """
     out: dict[str, None] = {}
-    for name in features.entities:
+    for name in entities:
         for word in name.split():
             word = word.strip("'-")
             if len(word) > 2 and _LATIN_TOKEN_RE.match(word):
                 out[word] = None
-    cjk = any("\u4e00" <= ch <= "\u9fff" for t in features.terms[:10] for ch in t)
-    for term in features.terms:
+    cjk = any("\u4e00" <= ch <= "\u9fff" for t in terms[:10] for ch in t)
+    for term in terms:
         if term.isdigit() and len(term) >= 2:
             out[term] = None
         elif term.startswith(DATE_TERM_PREFIX):
@@ -1010,16 +1023,25 @@ def link_languages(
 ) -> dict[str, str]:
     """Link stories of different languages that report the same event.
 
-    Each story gets a profile of :func:`language_neutral_tokens` counted over its articles;
-    profiles are compared across languages by IDF-weighted cosine (IDF over the stories given,
-    i.e. the active window), and pairs at or above ``params.link_threshold`` are joined with
-    union-find. Only stories of different languages are linked directly; a group can still
-    hold two stories of one language through a third.
+    Two rules, by what the stories carry:
+
+    - **Embeddings** (both stories have articles with a sentence embedding, see
+      :mod:`transforms.embedding`): the stories' mean embeddings are compared across languages;
+      a pair is linked when its cosine is at least ``params.link_embedding_threshold`` and each
+      story is the other's best match in that language (mutual best: one event is usually one
+      story per language, and a near-miss second best is the usual false link).
+    - **Language-neutral tokens** otherwise: a profile of :func:`language_neutral_tokens`
+      counted over the story's articles, compared by IDF-weighted cosine (IDF over the stories
+      given, i.e. the active window); pairs at or above ``params.link_threshold`` sharing at
+      least ``params.link_min_shared`` tokens are linked.
+
+    Links are joined with union-find. Only stories of different languages are linked directly;
+    a group can still hold two stories of one language through a third.
 
     Args:
         articles: Features of the articles of the window, any languages.
         assignments: Their assignments (same order or not; matched by article id).
-        params: Parameters (``link_threshold``, ``link_min_shared``).
+        params: Parameters (``link_embedding_threshold``, ``link_threshold``, ``link_min_shared``).
 
     Returns:
         Story id → linked group id (the smallest story id of the group), only for stories
@@ -1029,6 +1051,7 @@ def link_languages(
     story_of = {a.article_id: a.story_id for a in assignments}
     profiles: dict[str, dict[str, float]] = {}
     language_of: dict[str, str] = {}
+    embeddings: dict[str, list[Sequence[float]]] = defaultdict(list)
     for features in articles:
         sid = story_of.get(features.article_id)
         if sid is None:
@@ -1037,21 +1060,30 @@ def link_languages(
         profile = profiles.setdefault(sid, {})
         for token in language_neutral_tokens(features):
             profile[token] = profile.get(token, 0.0) + 1.0
-    df: dict[str, int] = defaultdict(int)
-    for profile in profiles.values():
-        for token in profile:
-            df[token] += 1
-    n = len(profiles)
-    vectors: dict[str, dict[str, float]] = {}
-    for sid, profile in profiles.items():
-        raw = {t: (1.0 + math.log(c)) * math.log((n + 1) / (df[t] + 0.5)) for t, c in profile.items()}
-        norm = math.sqrt(sum(v * v for v in raw.values()))
-        vectors[sid] = {t: v / norm for t, v in raw.items()} if norm > 0 else {}
-    index: dict[str, list[str]] = defaultdict(list)
-    for sid in sorted(vectors):
-        for token in vectors[sid]:
-            index[token].append(sid)
-    parent = {sid: sid for sid in vectors}
+        if features.embedding:
+            embeddings[sid].append(features.embedding)
+    return link_story_profiles(language_of, profiles, embeddings, params)
+
+
+def link_story_profiles(
+    language_of: Mapping[str, str],
+    token_counts: Mapping[str, Mapping[str, float]],
+    embeddings: Mapping[str, Sequence[Sequence[float]]],
+    params: ClusterParams | None = None,
+) -> dict[str, str]:
+    """The linking of :func:`link_languages`, from per-story profiles.
+
+    Args:
+        language_of: Story id → language, for every story to consider.
+        token_counts: Story id → language-neutral token → count.
+        embeddings: Story id → the sentence embeddings of its articles (may be missing).
+        params: Parameters.
+
+    Returns:
+        Story id → linked group id (the smallest story id of the group), only for linked stories.
+    """
+    params = params or ClusterParams()
+    parent = {sid: sid for sid in language_of}
 
     def find(x: str) -> str:
         while parent[x] != x:
@@ -1059,7 +1091,45 @@ def link_languages(
             x = parent[x]
         return x
 
-    for sid in sorted(vectors):
+    def union(a: str, b: str) -> None:
+        a, b = find(a), find(b)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+
+    ordered = sorted(language_of)
+    directions = {sid: d for sid in ordered if (d := mean_direction(embeddings.get(sid) or ())) is not None}
+    embedded = [sid for sid in ordered if sid in directions]
+    if len(embedded) > 1:
+        matrix = np.vstack([directions[sid] for sid in embedded])
+        sims = matrix @ matrix.T
+        languages = np.array([language_of[sid] for sid in embedded])
+        best: dict[tuple[int, str], int] = {}
+        for i in range(len(embedded)):
+            for language in sorted(set(languages.tolist()) - {languages[i]}):
+                cols = np.flatnonzero(languages == language)
+                best[(i, language)] = int(cols[np.argmax(sims[i, cols])])  # first of ties: id order
+        for i in range(len(embedded)):
+            for language in sorted(set(languages.tolist()) - {languages[i]}):
+                j = best[(i, language)]
+                if i < j and best.get((j, str(languages[i]))) == i and sims[i, j] >= params.link_embedding_threshold:
+                    union(embedded[i], embedded[j])
+
+    # Token profiles, for the pairs the embeddings cannot judge (a story without embeddings).
+    df: dict[str, int] = defaultdict(int)
+    for sid in ordered:
+        for token in token_counts.get(sid, {}):
+            df[token] += 1
+    n = len(ordered)
+    vectors: dict[str, dict[str, float]] = {}
+    for sid in ordered:
+        raw = {t: (1.0 + math.log(c)) * math.log((n + 1) / (df[t] + 0.5)) for t, c in token_counts.get(sid, {}).items()}
+        norm = math.sqrt(sum(v * v for v in raw.values()))
+        vectors[sid] = {t: v / norm for t, v in raw.items()} if norm > 0 else {}
+    index: dict[str, list[str]] = defaultdict(list)
+    for sid in ordered:
+        for token in vectors[sid]:
+            index[token].append(sid)
+    for sid in ordered:
         dots: dict[str, float] = defaultdict(float)
         shared: dict[str, int] = defaultdict(int)
         for token, weight in vectors[sid].items():
@@ -1069,12 +1139,12 @@ def link_languages(
                     shared[other] += 1
         for other in sorted(dots):
             same = language_of[other] == language_of[sid]
+            if not same and sid in directions and other in directions:
+                continue  # judged by the embeddings above
             threshold = params.link_same_language_threshold if same else params.link_threshold
             if threshold is not None and dots[other] >= threshold and shared[other] >= params.link_min_shared:
-                a, b = find(sid), find(other)
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
+                union(sid, other)
     groups: dict[str, list[str]] = defaultdict(list)
-    for sid in vectors:
+    for sid in ordered:
         groups[find(sid)].append(sid)
     return {sid: min(members) for members in groups.values() if len(members) > 1 for sid in members}

@@ -437,6 +437,22 @@ def build_story_snapshot(listed: Mapping[str, set[str]], by_story: Mapping[str, 
             "aliases": resolve_aliases(aliases or {}, full)}
 
 
+def attach_links(snapshot: dict[str, Any], links: Mapping[str, str]) -> None:
+    """Give each story of a story snapshot its ``linked`` list: the stories of its link group in
+    other languages (``story_id``, ``language``, ``title``), by language then id. In place."""
+    stories = snapshot["stories"]
+    groups: dict[str, list[str]] = {}
+    for sid in sorted(stories):
+        if sid in links:
+            groups.setdefault(links[sid], []).append(sid)
+    for sid, story in stories.items():
+        story["linked"] = [
+            {"story_id": other, "language": stories[other]["language"], "title": stories[other]["title"]}
+            for other in sorted(groups.get(links.get(sid, ""), ()), key=lambda o: (stories[o]["language"], o))
+            if other != sid and stories[other]["language"] != story["language"]
+        ]
+
+
 def validate_pool(new: Mapping[str, Any], previous: Mapping[str, Any] | None, *, min_stories: int,
                   max_loss: float) -> str | None:
     """Why a candidate pool must not go live, or None: the count rules of validate_page."""

@@ -31,6 +31,7 @@ from transforms.clustering import Assignment, ClusterParams, LanguageClusterer, 
 from transforms.features import DATE_TERM_PREFIX, ArticleFeatures
 
 RepairKind = Literal["merge", "split"]
+MERGE_NEIGHBOURS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,49 +217,109 @@ def repair_stories(
         out.append(StoryRepair("split", sid, new_id, tuple((m.article_id, m.copy_of) for m in moved),
                                round(within - across, 6)))
 
-    candidates = [sid for sid in clusterer.story_ids() if eligible(sid)]
+    for survivor, merged, mean in plan_merges(clusterer, [sid for sid in clusterer.story_ids() if eligible(sid)], idf, params):
+        moved = clusterer.apply_merge(survivor, merged, now)
+        out.append(StoryRepair("merge", survivor, merged, tuple((m.article_id, m.copy_of) for m in moved), round(mean, 6)))
+    return out
+
+
+def plan_merges(
+    clusterer: LanguageClusterer, candidates: Sequence[str], idf: Callable[[str], float], params: RepairParams
+) -> list[tuple[str, str, float]]:
+    """Average-link agglomeration of ``candidates``: which stories to merge into which.
+
+    Candidate pairs come from an inverted index over the stories' centroids (each story's
+    ``MERGE_NEIGHBOURS`` best centroid dot products). A pair qualifies when the stories share
+    enough entity words, their spans are within ``merge_gap_hours`` and their dateline years do
+    not conflict. The best qualifying pair of groups whose mean cross-member cosine (average
+    link over every pair of original members) is at least ``merge_threshold`` is merged, and
+    the merged group is scored again against its neighbours, until no pair reaches the bar.
+    Average link over all members, not a running centroid, so a chain of weakly related
+    stories never snowballs into one.
+
+    Returns:
+        ``(survivor, merged, mean cosine)`` in the order to apply them: within each group the
+        oldest story survives, and the others merge into it oldest first.
+    """
+    if len(candidates) < 2:
+        return []
     vectors = {sid: [member_vector(m, idf) for m in clusterer.story_members(sid) if m.copy_of is None] for sid in candidates}
     entity_sets = {sid: {e for m in clusterer.story_members(sid) for e in m.entities} for sid in candidates}
+    dates = {sid: _dates(clusterer.story_members(sid)) for sid in candidates}
+    times = {sid: clusterer.story_times(sid)[:2] for sid in candidates}
     centroids = {sid: clusterer.centroid_vector(sid) for sid in candidates}
     index: dict[str, list[str]] = {}
     for sid in candidates:
         for term in centroids[sid]:
             index.setdefault(term, []).append(sid)
+
+    def compatible(a: str, b: str) -> bool:
+        if len(entity_sets[a] & entity_sets[b]) < params.merge_min_shared_entities:
+            return False
+        gap_ms = max(times[a][0], times[b][0]) - min(times[a][1], times[b][1])
+        if gap_ms > params.merge_gap_hours * 3_600_000:
+            return False
+        return not (dates[a] and dates[b] and not dates[a] & dates[b])
+
+    # Cross sums of member cosines between compatible neighbouring stories.
+    cross: dict[tuple[str, str], float] = {}
     for sid in candidates:
-        if sid in touched or sid not in clusterer.story_ids():
-            continue
         partial: dict[str, float] = {}
         for term, weight in centroids[sid].items():
             for other in index.get(term, ()):
-                if other > sid:
+                if other != sid:
                     partial[other] = partial.get(other, 0.0) + weight * centroids[other][term]
-        best: tuple[float, str] | None = None
-        for other in sorted(partial, key=lambda o: (-partial[o], o))[:10]:
-            if other in touched:
-                continue
-            if len(entity_sets[sid] & entity_sets[other]) < params.merge_min_shared_entities:
-                continue
-            first_a, last_a, _ = clusterer.story_times(sid)
-            first_b, last_b, _ = clusterer.story_times(other)
-            gap_ms = max(first_a, first_b) - min(last_a, last_b)
-            if gap_ms > params.merge_gap_hours * 3_600_000:
-                continue
-            dates_a = _dates(clusterer.story_members(sid))
-            dates_b = _dates(clusterer.story_members(other))
-            if dates_a and dates_b and not dates_a & dates_b:
-                continue
-            pairs = [_cosine(a, b) for a in vectors[sid] for b in vectors[other]]
-            mean = sum(pairs) / len(pairs) if pairs else 0.0
-            if mean >= params.merge_threshold and (best is None or (mean, other) > best):
-                best = (mean, other)
+        for other in sorted(partial, key=lambda o: (-partial[o], o))[:MERGE_NEIGHBOURS]:
+            pair = (sid, other) if sid < other else (other, sid)
+            if pair not in cross and compatible(*pair):
+                cross[pair] = sum(_cosine(a, b) for a in vectors[sid] for b in vectors[other])
+    groups = {sid: [sid] for sid in candidates}
+    neighbours: dict[str, dict[str, float]] = {sid: {} for sid in candidates}
+    for (a, b), total in cross.items():
+        neighbours[a][b] = neighbours[b][a] = total
+
+    def group_sum(x: str, y: str) -> float:
+        return sum(_cosine(u, v) for s in groups[x] for u in vectors[s] for t in groups[y] for v in vectors[t])
+
+    def mean(a: str, b: str) -> float:
+        n = sum(len(vectors[s]) for s in groups[a]) * sum(len(vectors[t]) for t in groups[b])
+        return neighbours[a][b] / n if n else 0.0
+
+    while True:
+        best: tuple[float, str, str] | None = None
+        for a in sorted(neighbours):
+            for b in neighbours[a]:
+                if a < b:
+                    score = mean(a, b)
+                    if score >= params.merge_threshold and (best is None or (score, a, b) > best):
+                        best = (score, a, b)
         if best is None:
+            break
+        _, a, b = best
+        # b joins a. Average link over the union: a neighbour of either part is kept only if
+        # every story of the union is compatible with every story of it, and its cross sum
+        # with the union is completed for the part that had not met it.
+        others = (set(neighbours[a]) | set(neighbours[b])) - {a, b}
+        for c in neighbours.pop(b):
+            neighbours[c].pop(b, None)
+        groups[a].extend(groups.pop(b))
+        for c in sorted(others):
+            neighbours[c].pop(a, None)
+            neighbours[a].pop(c, None)
+            if all(compatible(*sorted((s, t))) for s in groups[a] for t in groups[c]):
+                neighbours[a][c] = neighbours[c][a] = group_sum(a, c)
+    plan: list[tuple[str, str, float]] = []
+    for members in groups.values():
+        if len(members) < 2:
             continue
-        mean, other = best
-        older, younger = sorted((sid, other), key=lambda s: (clusterer.story_times(s)[0], s))
-        moved = clusterer.apply_merge(older, younger, now)
-        touched.update((older, younger))
-        out.append(StoryRepair("merge", older, younger, tuple((m.article_id, m.copy_of) for m in moved), round(mean, 6)))
-    return out
+        ordered = sorted(members, key=lambda s: (clusterer.story_times(s)[0], s))
+        union = [v for sid in members for v in vectors[sid]]
+        for merged in ordered[1:]:
+            own = vectors[merged]
+            rest = [v for v in union if all(v is not w for w in own)]
+            pairs = [_cosine(x, y) for x in own for y in rest]
+            plan.append((ordered[0], merged, sum(pairs) / len(pairs) if pairs else 0.0))
+    return plan
 
 
 def repair_due(last_repair_at: datetime | None, now: datetime, interval: timedelta = timedelta(minutes=10)) -> bool:

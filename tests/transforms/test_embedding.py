@@ -1,0 +1,62 @@
+"""Sentence embeddings (USE multilingual v3 from the wheel) and the cross-language link rule."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from transforms.clustering import ClusterParams, link_story_profiles
+from transforms.embedding import EMBEDDING_DIM, embed_articles, embed_texts, embedding_text
+
+
+def test_embedding_text_is_title_and_lede_without_the_repeated_headline() -> None:
+    body = "Quake hits Chile\n" + " ".join(f"w{i}" for i in range(200))
+    text = embedding_text("Quake hits Chile", body, "en")
+    assert text.startswith("Quake hits Chile. w0 w1") and text.endswith("w49")
+    assert embedding_text("台风", "台风来袭" * 100, "zh") == "台风。" + ("台风来袭" * 30)
+
+
+def test_embeddings_are_unit_float32_deterministic_and_zero_when_empty() -> None:
+    first = embed_texts(["Typhoon Nanmadol hits Japan", ""])
+    again = embed_texts(["Typhoon Nanmadol hits Japan"])
+    assert first.shape == (2, EMBEDDING_DIM) and first.dtype == np.float32
+    assert abs(float(np.linalg.norm(first[0])) - 1.0) < 1e-5 and not first[1].any()
+    assert np.array_equal(first[0], again[0])
+    # float32-exact: a row written to Parquet as float32 reads back to the same tuple.
+    (as_tuple,) = embed_articles([("Typhoon Nanmadol hits Japan", "", "en")])
+    assert np.array_equal(np.asarray(as_tuple, dtype=np.float32), np.asarray(as_tuple))
+
+
+def test_translations_are_closer_than_other_news_across_languages() -> None:
+    en, ms, zh, other = embed_texts([
+        "Four feared dead after Typhoon Nanmadol hits Japan",
+        "Empat maut taufan Nanmadol landa Jepun",
+        "台风南玛都袭击日本 四人恐遇难",
+        "Parliament passes long-awaited data protection law",
+    ])
+    assert float(en @ ms) > float(en @ other) + 0.2
+    assert float(en @ zh) > float(zh @ other) + 0.2
+
+
+def _unit(*values: float) -> list[float]:
+    v = np.asarray(values, dtype=np.float64)
+    return list(v / np.linalg.norm(v))
+
+
+def test_links_need_mutual_best_above_the_bar_and_never_join_one_language() -> None:
+    language_of = {"en1": "en", "en2": "en", "zh1": "zh", "ms1": "ms"}
+    embeddings = {
+        "en1": [_unit(1, 0, 0)],
+        "en2": [_unit(0.9, 0.3, 0)],   # close to en1, but same language: never linked directly
+        "zh1": [_unit(0.95, 0.1, 0)],  # en1's best zh match, and en1 is its best en match
+        "ms1": [_unit(0, 0, 1)],       # far from everything
+    }
+    links = link_story_profiles(language_of, {}, embeddings, ClusterParams())
+    assert links == {"en1": "en1", "zh1": "en1"}
+    assert link_story_profiles(language_of, {}, embeddings, ClusterParams(link_embedding_threshold=0.999)) == {}
+
+
+def test_stories_without_embeddings_fall_back_to_shared_names_and_numbers() -> None:
+    language_of = {"a": "en", "b": "ms", "c": "ms"}
+    tokens = {"a": {"leonard": 2.0, "francis": 1.0, "2022": 1.0}, "b": {"leonard": 1.0, "francis": 1.0},
+              "c": {"bermuda": 1.0}}
+    assert link_story_profiles(language_of, tokens, {}, ClusterParams()) == {"a": "a", "b": "a"}
