@@ -202,7 +202,8 @@ class _Story:
     members: list[Member] = field(default_factory=list)
     repaired_ms: int | None = None
     # IDF-weighted norms of the centroid and of the entity counts, and the IDF's document count
-    # they were computed at (see LanguageClusterer._story_norms); None until first needed.
+    # they were computed at (see LanguageClusterer._story_norms); None until the story is next
+    # scored (computed then, lazily, so a resumed writer computes them at the same point).
     norms: tuple[float, float, float] | None = None
 
     def to_json(self) -> list[object]:
@@ -454,13 +455,10 @@ class LanguageClusterer:
         out._decayed_ms = None if decayed is None else int(decayed)  # type: ignore[call-overload]
         out._n_docs = float(state["n_docs"])  # type: ignore[arg-type]
         out._df = {str(t): float(c) for t, c in state["df"]}  # type: ignore[attr-defined]
-        idf = out._idf_function()
         for raw in state["stories"]:  # type: ignore[attr-defined]
             story = _Story.from_json(raw)
             out._stories[story.story_id] = story
-            out._index_story(story)
-            if story.norms is None:  # a state written before the norm cache
-                out._story_norms(story, idf)
+            out._index_story(story)  # norms stay as saved: None ones are computed when first scored
         for aid, sid, root, seen, minhash in state["recent"]:  # type: ignore[attr-defined]
             recent = _Recent(str(aid), str(sid), str(root), int(seen), [int(v) for v in minhash])
             out._index_recent(recent)
@@ -563,7 +561,6 @@ class LanguageClusterer:
         story.first_article_id = members[0].article_id
         story.repaired_ms = now_ms
         self._index_story(story)
-        self._story_norms(story, self._idf_function())
 
     def _restory_recent(self, members: Iterable[Member], story_id: str) -> None:
         for member in members:
@@ -651,9 +648,14 @@ class LanguageClusterer:
         else:
             shortlist = sorted(partial, key=lambda s: (-partial[s], s))
         if rest:  # terms whose postings were pruned: complete the dots of the shortlisted stories
+            rest_weights = dict(rest)
             for sid in shortlist:
-                get = self._stories[sid].centroid.get
-                partial[sid] += sum([w * get(t, 0.0) for t, w in rest])
+                centroid = self._stories[sid].centroid
+                # Only the shared terms count (a C-level key intersection); fsum is exact, so
+                # the set's iteration order cannot change the result.
+                shared_terms = rest_weights.keys() & centroid.keys()
+                if shared_terms:
+                    partial[sid] += math.fsum([rest_weights[t] * centroid[t] for t in shared_terms])
         all_years = set(_years(features.terms))
         article_dates = {y for y in all_years if y.startswith(DATE_TERM_PREFIX)}
         article_years = all_years - article_dates
@@ -783,7 +785,6 @@ class LanguageClusterer:
         )
         self._stories[story_id] = story
         self._index_story(story)
-        self._story_norms(story, self._idf_function())
         return story
 
     def _update_story(self, story: _Story, features: ArticleFeatures, now_ms: int) -> None:
@@ -802,7 +803,6 @@ class LanguageClusterer:
         story.last_seen_ms = max(story.last_seen_ms, now_ms)
         story.members.append(self._member(features, now_ms, None))
         self._index_story(story)
-        self._story_norms(story, self._idf_function())
 
     def _member(self, features: ArticleFeatures, now_ms: int, copy_of: str | None) -> Member:
         k = self.params.member_terms
@@ -849,11 +849,18 @@ class LanguageClusterer:
         self._next_stamp += 1
         stamp = self._next_stamp
         self._slot_stamp[slot] = stamp
+        index, slot_stamp = self._term_index, self._slot_stamp
         for term, weight in story.centroid.items():
-            postings = self._term_index.get(term)
+            postings = index.get(term)
             if postings is None:
-                postings = self._term_index[term] = _Postings()
-            postings.add(slot, weight, stamp, self._slot_stamp)
+                postings = index[term] = _Postings()
+            # _Postings.add, inlined: this loop runs for every term of every updated story.
+            postings.slots.append(slot)
+            postings.weights.append(weight)
+            postings.stamps.append(stamp)
+            postings.live += 1
+            if len(postings.slots) > 2 * postings.live + 16:
+                postings.read(slot_stamp)
 
     def _unindex_story(self, story: _Story) -> None:
         slot = self._slot_of.get(story.story_id)
