@@ -10,12 +10,14 @@ stories active in the last ``lookback_hours``, with every member at hand:
   (mean within-half cosine minus mean across cosine at least ``split_margin``, across at most
   ``split_max_across``) and each half has at least ``split_min_sources`` sources. The half
   holding the representative keeps the story id; the other half gets a new id.
-- **merge**: two stories whose members are close on average (mean cross cosine at least
+- **merge**: stories whose members are close on average (mean cross cosine at least
   ``merge_threshold``), that share an entity word, whose dateline years do not conflict and
-  whose times overlap within ``merge_gap_hours``. The older story survives; the other becomes
-  its alias.
+  whose times overlap within ``merge_gap_hours``, are agglomerated by average link (see
+  :func:`plan_merges`): one pass can fold several fragments of one event into the oldest of
+  them, which survives; the others become its aliases.
 
-A story is repaired at most once per ``cooldown_minutes``. Everything is pure: the clock is an
+A story is repaired at most once per ``cooldown_minutes`` (a merge of several fragments in one
+pass is one repair of each). Everything is pure: the clock is an
 argument, candidates and ties are ordered by story id.
 """
 

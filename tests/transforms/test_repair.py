@@ -72,6 +72,17 @@ def test_two_stories_born_a_minute_apart_are_merged_into_the_older() -> None:
     assert later.story_id == first.story_id and later.copy_of == "m1"
 
 
+def test_one_pass_folds_every_fragment_of_an_event_into_the_oldest() -> None:
+    clusterer = LanguageClusterer("en", ClusterParams(join_threshold=0.95))  # every article starts a story
+    fragments = [clusterer.assign(_f(f"m{i}", mannheim(i), i)).story_id for i in range(4)]
+    other = clusterer.assign(_f("b0", bern(0), 5)).story_id
+    repairs = repair_stories(clusterer, T0 + timedelta(minutes=10))
+    assert [(r.kind, r.story_id) for r in repairs] == [("merge", fragments[0])] * 3
+    assert sorted(r.other_story_id for r in repairs) == sorted(fragments[1:])
+    assert clusterer.story_ids() == sorted([fragments[0], other])
+    assert sorted(m.article_id for m in clusterer.story_members(fragments[0])) == ["m0", "m1", "m2", "m3"]
+
+
 def test_other_events_are_not_merged_and_cooldown_holds() -> None:
     clusterer = LanguageClusterer("en", ClusterParams(join_threshold=0.95))
     a = clusterer.assign(_f("m0", mannheim(0), 0))
