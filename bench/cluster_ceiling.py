@@ -1,0 +1,86 @@
+"""What a bag of words can reach on ECB+ at event level: an offline, oracle-tuned upper bound.
+
+Usage::
+
+    .venv/bin/python bench/cluster_ceiling.py [--input ../shared/corpus/clustering/ecbplus-dev.jsonl]
+
+Clusters every article at once (no arrival order, no online decisions) by average-link
+agglomeration over a similarity matrix, and keeps the cut with the best BCubed F1 against the
+gold events: a threshold chosen by the labels themselves, which no real system has. The
+similarities: TF-IDF over words (English stop words removed), TF-IDF over capitalised words and
+numbers (names, places, dates), the USE multilingual embedding of title and lede, and weighted
+mixes. Whatever scores here bounds what a clusterer built on the same evidence can score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.spatial.distance import squareform
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bcubed import ClusterScore, read_gold, score_partition  # noqa: E402
+from transforms.embedding import embed_texts, embedding_text  # noqa: E402
+
+DEFAULT_INPUT = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "clustering" / "ecbplus-dev.jsonl"
+_NAME_RE = re.compile(r"\b[A-Z][\w'-]+|\b\d[\d,.]*\b")
+
+
+def _tfidf_similarity(texts: list[str], **options: object) -> np.ndarray:
+    matrix = TfidfVectorizer(sublinear_tf=True, **options).fit_transform(texts)  # type: ignore[arg-type]
+    return (matrix @ matrix.T).toarray()
+
+
+def best_cut(similarity: np.ndarray, ids: list[str], gold: dict[str, str]) -> ClusterScore:
+    """Average-link dendrogram over ``similarity``; the cut with the best BCubed F1."""
+    distance = np.clip(similarity.max() - similarity, 0, None)
+    np.fill_diagonal(distance, 0)
+    tree = linkage(squareform(distance, checks=False), method="average")
+    best: ClusterScore | None = None
+    for cut in np.quantile(tree[:, 2], np.linspace(0.5, 0.99, 60)):
+        labels = fcluster(tree, t=cut, criterion="distance")
+        score = score_partition(gold, {i: str(label) for i, label in zip(ids, labels, strict=True)})
+        if best is None or score.bcubed_f1 > best.bcubed_f1:
+            best = score
+    assert best is not None
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--input", type=Path, default=DEFAULT_INPUT)
+    args = parser.parse_args(argv)
+    with args.input.open(encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    gold = read_gold(args.input)
+    ids = [str(r["id"]) for r in rows]
+    full = [f"{r['title']}\n{r['text']}" for r in rows]
+    words = _tfidf_similarity(full, stop_words="english")
+    names = _tfidf_similarity([" ".join(_NAME_RE.findall(t)) for t in full], lowercase=False)
+    vectors = embed_texts([embedding_text(r["title"], r["text"], r["language"]) for r in rows])
+    embedding = vectors @ vectors.T
+    candidates = {
+        "words": words, "names and numbers": names, "embedding": embedding,
+        "0.3 words + 0.7 names": 0.3 * words + 0.7 * names,
+        "0.5 words + 0.5 names": 0.5 * words + 0.5 * names,
+        "0.7 words + 0.3 embedding": 0.7 * words + 0.3 * embedding,
+        "0.5 names + 0.5 embedding": 0.5 * names + 0.5 * embedding,
+        "0.4 words + 0.4 names + 0.2 embedding": 0.4 * words + 0.4 * names + 0.2 * embedding,
+    }
+    print(f"{'similarity':42} {'B3-P':>6} {'B3-R':>6} {'B3-F1':>6} {'pred':>5} (gold {len(set(gold.values()))})")
+    for name, similarity in candidates.items():
+        s = best_cut(similarity, ids, gold)
+        print(f"{name:42} {s.bcubed_precision:6.3f} {s.bcubed_recall:6.3f} {s.bcubed_f1:6.3f} {s.predicted_clusters:5d}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
