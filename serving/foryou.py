@@ -8,8 +8,8 @@ source is hidden, and stories already read (unless updated since) are dropped. N
 more than ``max_run`` times in a row.
 
 This lives in ``serving`` because it runs on every For-you request and ``serving`` must not
-import ``transforms``; ``title_terms`` must stay equal to ``transforms.affinity.title_terms``
-(a test checks), since the profiles flow builds the interest vector with that one.
+import ``transforms``. Story titles are split into terms by ``warehouse.profiles.title_terms``, the
+one function the profiles flow keys the interest vector with.
 """
 
 from __future__ import annotations
@@ -23,31 +23,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from serving.profiles import Profile
+from warehouse.profiles import title_terms
 
 MAX_RUN = 2
 TOP_STORIES_REASON = "Top story in your edition"
 TERM_WEIGHT = 0.5
-_WORD = re.compile(r"[^\W\d_]{4,}")
-_STOPWORDS = frozenset(
-    "about after again against also amid among before being below between could during each from "
-    "have into more most other over says said some such than that their them then there these they "
-    "this those through under until very were what when where which while will with would your".split()
-)
-
-
-def title_terms(title: str) -> tuple[str, ...]:
-    """Distinct lower-cased words of four or more letters, minus stopwords, in first-seen order.
-
-    >>> title_terms("Rail operator orders 40 battery trains for the rail network")
-    ('rail', 'operator', 'orders', 'battery', 'trains', 'network')
-    """
-    seen: dict[str, None] = {}
-    for word in _WORD.findall(title.lower()):
-        if word not in _STOPWORDS:
-            seen.setdefault(word, None)
-    return tuple(seen)
-
-
 def section_label(slug: str) -> str:
     """``"climate-tech"`` → ``"Climate tech"``."""
     text = re.sub(r"[-_]+", " ", slug).strip()

@@ -26,11 +26,10 @@ from transforms.affinity import (
     StoredWeight,
     WeightKey,
     fold_weights,
-    title_terms,
 )
 from warehouse import layout
 from warehouse.errors import SnapshotNotFoundError
-from warehouse.profiles import PROFILE_TABLES_SQL
+from warehouse.profiles import PROFILE_TABLES_SQL, title_terms
 from warehouse.schemas import CLICKS_SCHEMA
 from warehouse.snapshots import read_live_stories
 from warehouse.store import ObjectStore

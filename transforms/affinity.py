@@ -10,7 +10,6 @@ so the absolute scale never matters.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,28 +18,8 @@ HALF_LIFE_HOURS = 72.0
 MIN_WEIGHT = 0.01
 """Weights decayed below this are dropped, so an old interest leaves the profile entirely."""
 MAX_TERMS_PER_READER = 256
-_WORD = re.compile(r"[^\W\d_]{4,}")
-_STOPWORDS = frozenset(
-    "about after again against also amid among before being below between could during each from "
-    "have into more most other over says said some such than that their them then there these they "
-    "this those through under until very were what when where which while will with would your".split()
-)
-
 WeightKey = tuple[str, str]
 """``(kind, key)`` with kind ``topic``, ``source`` or ``term``."""
-
-
-def title_terms(title: str) -> tuple[str, ...]:
-    """Distinct lower-cased words of four or more letters, minus stopwords, in first-seen order.
-
-    >>> title_terms("Rail operator orders 40 battery trains for the rail network")
-    ('rail', 'operator', 'orders', 'battery', 'trains', 'network')
-    """
-    seen: dict[str, None] = {}
-    for word in _WORD.findall(title.lower()):
-        if word not in _STOPWORDS:
-            seen.setdefault(word, None)
-    return tuple(seen)
 
 
 def decay_factor(elapsed_seconds: float, half_life_hours: float) -> float:

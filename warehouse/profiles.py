@@ -1,10 +1,34 @@
-"""The reader-profile database's tables (SQLite), defined once.
+"""The reader-profile database's tables (SQLite), and the keys of its ``term`` weights, defined once.
 
 Serving writes follows, hides and reads; the profiles flow writes ``weights`` and ``clicks_consumed``.
-Both create the tables with this one definition.
+Both create the tables with this one definition, and both key ``term`` weights by
+:func:`title_terms`: the profiles flow when it learns them from clicks, serving when it matches
+them against a story's title.
 """
 
 from __future__ import annotations
+
+import re
+
+_WORD = re.compile(r"[^\W\d_]{4,}")
+_STOPWORDS = frozenset(
+    "about after again against also amid among before being below between could during each from "
+    "have into more most other over says said some such than that their them then there these they "
+    "this those through under until very were what when where which while will with would your".split()
+)
+
+
+def title_terms(title: str) -> tuple[str, ...]:
+    """Distinct lower-cased words of four or more letters, minus stopwords, in first-seen order.
+
+    >>> title_terms("Rail operator orders 40 battery trains for the rail network")
+    ('rail', 'operator', 'orders', 'battery', 'trains', 'network')
+    """
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(title.lower()):
+        if word not in _STOPWORDS:
+            seen.setdefault(word, None)
+    return tuple(seen)
 
 PROFILE_TABLES_SQL = """
 create table if not exists follows (
