@@ -27,7 +27,7 @@ from tasks.errors import FetchError
 from tasks.http import fetch_url, make_client
 from tasks.identity import assign_identities, commit_identities
 from tasks.politeness import HostLimiter, HostLimits, HostStats, host_of_url, run_per_host
-from tasks.registry import load_registry
+from tasks.registry import Registry, load_registry
 from tasks.settings import IngestSettings, WebSubSettings, get_ingest_settings, get_websub_settings
 from tasks.websub import (
     SubscriptionTarget,
@@ -35,6 +35,7 @@ from tasks.websub import (
     lease_of,
     list_push_markers,
     maintain_subscriptions,
+    retire_subscriptions,
     subscribed_feed_ids,
 )
 from transforms.canonical_url import article_id_from_url, canonicalize_url, choose_canonical_url
@@ -140,6 +141,12 @@ def load_feed_boosts(store: ObjectStore) -> dict[str, datetime]:
         except ValueError:
             continue
     return boosts
+
+
+def wanted_feed_ids(registry: Registry) -> set[str]:
+    """The feeds we read: every registered feed of a publisher that has not opted out."""
+    return {f["feed_id"] for f in registry.feeds
+            if (p := registry.publishers.get(f["publisher_id"])) is not None and not p["is_opted_out"]}
 
 
 def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
@@ -542,6 +549,8 @@ def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime, 
         targets = [SubscriptionTarget(r.feed_id, r.topic_url or r.url, r.hub_url) for r in reports
                    if r.hub_url and r.error_kind is None]
         subscriptions = maintain_subscriptions(store, targets, ingest, websub, now)
+        retired = retire_subscriptions(store, wanted_feed_ids(load_registry(store)), ingest, websub, now)
+        subscriptions.update({f"retire_{k}": v for k, v in retired.items()})
     errors: dict[str, int] = defaultdict(int)
     warnings: dict[str, int] = defaultdict(int)
     for r in reports:

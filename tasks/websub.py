@@ -42,6 +42,7 @@ from transforms.websub import (
     parse_lease_seconds,
     ping_context,
     should_answer_challenge,
+    should_unsubscribe,
     subscription_from_dict,
     subscription_to_dict,
     verify_signature,
@@ -251,6 +252,52 @@ def maintain_subscriptions(
             counts[action] += 1
             if record.status == "failed":
                 counts["failed"] += 1
+    return dict(sorted(counts.items()))
+
+
+def retire_subscriptions(
+    store: ObjectStore,
+    wanted_feed_ids: set[str],
+    ingest: IngestSettings,
+    websub: WebSubSettings,
+    now: datetime,
+) -> dict[str, int]:
+    """Unsubscribe the feeds we no longer read: their publisher opted out or they left the registry.
+
+    Each subscription record not in ``wanted_feed_ids`` that ``should_unsubscribe`` names gets an
+    unsubscribe request (the hub verifies it with us like a subscribe, WebSub §5.3), and push
+    markers left for those feeds are deleted, since no poll will ever consume them.
+
+    Returns:
+        Counts: ``unsubscribe`` requests sent, ``failed`` ones, ``conflict`` (the receiver wrote
+        the record meanwhile; the next run decides again), ``markers_dropped``.
+    """
+    counts: Counter[str] = Counter()
+    unwanted = sorted(subscribed_feed_ids(store) - wanted_feed_ids)
+    work: list[Subscription] = []
+    for feed_id in unwanted:
+        record, _ = load_subscription(store, feed_id)
+        if record is not None and should_unsubscribe(record, is_wanted=False, now=now,
+                                                     pending_timeout_seconds=websub.pending_timeout_seconds):
+            work.append(record)
+    if work:
+        with httpx.Client(follow_redirects=False, trust_env=False,
+                          headers={"User-Agent": ingest.user_agent_header}) as client:
+            for record in work:
+                try:
+                    sent = request_subscription(store, client, ingest, websub, feed_id=record.feed_id,
+                                                topic_url=record.topic_url, hub_url=record.hub_url,
+                                                mode="unsubscribe", now=now)
+                except PreconditionFailedError:
+                    counts["conflict"] += 1
+                    continue
+                counts["unsubscribe"] += 1
+                if sent.status == "failed":
+                    counts["failed"] += 1
+    markers = list_push_markers(store)
+    stale = [key for feed_id in unwanted for key in markers.get(feed_id, ())]
+    if stale:
+        counts["markers_dropped"] += delete_push_markers(store, stale)
     return dict(sorted(counts.items()))
 
 

@@ -226,6 +226,30 @@ def decide_subscription(
     return SubscriptionDecision("none", "live")
 
 
+def should_unsubscribe(subscription: Subscription, *, is_wanted: bool, now: datetime,
+                       pending_timeout_seconds: int = PENDING_TIMEOUT_SECONDS) -> bool:
+    """Whether to ask the hub to stop pushing a feed we no longer read (its publisher opted out, or
+    the feed left the registry): a subscribe that is live or in flight, or an unsubscribe the hub
+    never verified within ``pending_timeout_seconds`` (asked again). A denied, failed, expired or
+    finished subscription needs nothing: the hub pushes nothing for it.
+
+    >>> from datetime import UTC
+    >>> t = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> live = Subscription("f", "https://p/feed", "https://hub", "subscribe", "live", t, 3600,
+    ...                     t + timedelta(hours=1), t)
+    >>> should_unsubscribe(live, is_wanted=False, now=t), should_unsubscribe(live, is_wanted=True, now=t)
+    (True, False)
+    """
+    if is_wanted:
+        return False
+    if subscription.mode == "unsubscribe":
+        return (subscription.status == "pending"
+                and (now - subscription.requested_at).total_seconds() >= pending_timeout_seconds)
+    if subscription.status == "pending":
+        return True
+    return subscription.status == "live" and is_lease_live(subscription.lease_expires_at, now)
+
+
 def should_answer_challenge(subscription: Subscription | None, mode: str | None, topic_url: str | None) -> bool:
     """Echo a hub's challenge only for a request of ours (WebSub §5.3): same topic, same mode, still wanted.
 

@@ -8,6 +8,7 @@ the article is in the log. Forgeries and bad pings change nothing but a recorded
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import hmac
 import json
@@ -334,3 +335,39 @@ def test_the_websub_command_runs_the_receiver_as_its_own_process(tmp_path: Path)
     missing = subprocess.run([sys.executable, "-m", "flows.cli", "websub"], capture_output=True, text=True,
                              env={k: v for k, v in env.items() if k != "NEWSROOM_WEBSUB_MASTER_SECRET"}, check=False)
     assert missing.returncode != 0 and "NEWSROOM_WEBSUB_MASTER_SECRET" in missing.stderr
+
+
+def test_an_opted_out_publisher_is_unsubscribed_at_the_hub(world: World, tmp_path: Path) -> None:
+    site, store = world.site, world.store
+    t1 = START + timedelta(minutes=20)
+    _subscribed(world, t1)
+    leaving = site.publishers[0]
+    leaving_feeds = {feed_id_for(leaving.rss_url)}
+    assert leaving.rss_url in {s["topic"] for s in site.hub.subscriptions()}
+
+    # The publisher asks to be left out: the registry says so, and the next run unsubscribes.
+    source = download_publishers_csv(site.control_url, tmp_path / "all.csv")
+    with source.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    changed = tmp_path / "opt-out.csv"
+    with changed.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**r, "opted_out": "true"} for r in rows if r["publisher_id"] == leaving.publisher_id)
+    import_publishers(store, changed)
+    t2 = t1 + timedelta(minutes=5)
+    site.set_clock(t2)
+    summary = world.cycle(t2)
+    assert site.hub.wait_idle(15)
+    assert summary["websub"].get("retire_unsubscribe") == len(leaving_feeds), summary["websub"]
+    for feed_id in leaving_feeds:
+        record, _ = load_subscription(store, feed_id)
+        assert record is not None and record.mode == "unsubscribe" and record.status == "unsubscribed"
+    topics = {s["topic"] for s in site.hub.subscriptions()}
+    assert leaving.rss_url not in topics
+    assert {p.rss_url for p in site.publishers[1:]} <= topics  # everyone else stays subscribed
+
+    # Nothing more to do on the next run: the request is not repeated.
+    t3 = t2 + timedelta(minutes=5)
+    site.set_clock(t3)
+    assert "retire_unsubscribe" not in world.cycle(t3)["websub"]
