@@ -52,6 +52,7 @@ from transforms.clustering import (  # noqa: E402
     Assignment,
     ClusterParams,
     LanguageClusterer,
+    _encode_minhash,
     _Idf,
     make_story_id,
 )
@@ -170,7 +171,7 @@ def build_state(synth: _Synth, stories: int, params: ClusterParams
                            [[t, w] for t, w in centroid], [[e, c] for e, c in entity_counts.items()], years,
                            member_rows, None])
         for m in members:
-            recent.append([m.article_id, sid, m.article_id, _ms(m.first_seen_at), list(m.minhash)])
+            recent.append([m.article_id, sid, m.article_id, _ms(m.first_seen_at), _encode_minhash(np.asarray(m.minhash))])
         topics.append((sid, topic))
     # The online IDF of a writer that has run for weeks: document frequencies decayed with a
     # half-life of idf_half_life_hours hold rate × half-life / ln 2 documents, where arrivals

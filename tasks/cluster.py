@@ -63,7 +63,14 @@ def load_writer_state(store: ObjectStore, language: str, checkpoint: dict[str, A
     """The writer's clusterer and seen-article map; a fresh one (with ``params``) before the first commit."""
     if checkpoint["state_key"] is None:
         return LanguageClusterer(language, params), {}
-    blob = json.loads(gzip.decompress(store.get(checkpoint["state_key"]).data))
+    data = gzip.decompress(store.get(checkpoint["state_key"]).data)
+    # Parsing builds millions of small objects, none of them garbage: the cyclic collector
+    # would walk them again and again (bench/writer_checkpoint.py).
+    gc.disable()
+    try:
+        blob = json.loads(data)
+    finally:
+        gc.enable()
     return LanguageClusterer.from_state(blob["clusterer"]), dict(blob["seen"])
 
 

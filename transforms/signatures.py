@@ -309,14 +309,52 @@ def estimate_jaccard(
     return float(np.mean(left == right))
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_2 = np.uint64(0x94D049BB133111EB)
+
+
+def _splitmix64(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """The splitmix64 finaliser, element-wise (uint64 arithmetic wraps)."""
+    z = x + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX_1
+    z = (z ^ (z >> np.uint64(27))) * _MIX_2
+    return z ^ (z >> np.uint64(31))
+
+
+def lsh_band_keys(signatures: npt.NDArray[np.uint32], bands: int = LSH_BANDS, rows: int = LSH_ROWS
+                  ) -> npt.NDArray[np.int64]:
+    """LSH bucket keys of many MinHash signatures at once: an ``(n, bands)`` array of 63-bit keys.
+
+    Band ``i``'s key hashes the band number and its ``rows`` values through splitmix64, so two
+    signatures share it exactly when those values are equal (up to a 63-bit collision, which
+    only adds a candidate that the Jaccard estimate then rejects), and keys of different bands
+    never meet. Vectorised, because a writer rebuilds the index of every recent article when it
+    loads its checkpoint. Rows of empty-set signatures get keys too; callers skip them.
+
+    Raises:
+        ValueError: If ``bands`` or ``rows`` < 1 or ``bands * rows`` > the signature length.
+    """
+    values = np.asarray(signatures, dtype=np.uint32)
+    if values.ndim != 2:
+        raise ValueError(f"signatures must be a 2-d array, got shape {values.shape}")
+    if bands < 1 or rows < 1:
+        raise ValueError(f"bands and rows must be >= 1, got {bands}x{rows}")
+    if bands * rows > values.shape[1]:
+        raise ValueError(f"{bands}x{rows} bands need {bands * rows} values, signature has {values.shape[1]}")
+    grid = values[:, : bands * rows].astype(np.uint64).reshape(values.shape[0], bands, rows)
+    keys = np.broadcast_to(_splitmix64(np.arange(bands, dtype=np.uint64)), grid.shape[:2]).copy()
+    for r in range(rows):
+        keys = _splitmix64(keys ^ grid[:, :, r])
+    return (keys >> np.uint64(1)).astype(np.int64)
+
+
 def lsh_bands(
     signature: Sequence[int] | npt.NDArray[np.uint32], bands: int = LSH_BANDS, rows: int = LSH_ROWS
 ) -> list[int]:
-    """LSH bucket keys of a MinHash signature: one 63-bit key per band.
+    """LSH bucket keys of one MinHash signature: one 63-bit key per band (see :func:`lsh_band_keys`).
 
-    Two signatures share a key for band ``i`` exactly when their ``rows`` values in that band
-    are equal (up to a blake2b collision); the band number is part of the key, so keys of
-    different bands never meet. The empty-set signature has no keys.
+    The empty-set signature has no keys.
 
     Args:
         signature: MinHash signature.
@@ -330,19 +368,9 @@ def lsh_bands(
         ValueError: If ``bands`` or ``rows`` < 1 or ``bands * rows`` > the signature length.
     """
     values = np.asarray(signature, dtype=np.uint32)
-    if bands < 1 or rows < 1:
-        raise ValueError(f"bands and rows must be >= 1, got {bands}x{rows}")
-    if bands * rows > values.size:
-        raise ValueError(f"{bands}x{rows} bands need {bands * rows} values, signature has {values.size}")
-    if is_empty_signature(values):
+    if bands * rows <= values.size and is_empty_signature(values) and bands >= 1 and rows >= 1:
         return []
-    raw = values[: bands * rows].astype("<u4").tobytes()
-    keys = []
-    for band in range(bands):
-        chunk = band.to_bytes(2, "little") + raw[band * rows * 4 : (band + 1) * rows * 4]
-        digest = hashlib.blake2b(chunk, digest_size=8).digest()
-        keys.append(int.from_bytes(digest, "little") >> 1)
-    return keys
+    return lsh_band_keys(values.reshape(1, -1), bands, rows)[0].tolist()
 
 
 def simhash_blocks(fingerprint: int, blocks: int = 4) -> list[int]:

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from transforms.clustering import (
@@ -73,6 +75,21 @@ def test_state_round_trip_gives_identical_assignments() -> None:
         tail = [resumed.assign(f) for f in stream[cut:]]
         assert head + tail == uninterrupted, f"diverged after a checkpoint at {cut}"
         assert resumed.to_state() == cluster_state_after(stream)
+
+
+def test_a_version_2_checkpoint_still_loads_and_decides_the_same() -> None:
+    stream = _stream()
+    cut = len(stream) // 2
+    first = LanguageClusterer("en", ClusterParams())
+    for f in stream[:cut]:
+        first.assign(f)
+    state = json.loads(json.dumps(first.to_state()))
+    assert all(isinstance(row[4], str) for row in state["recent"])  # version 3: base64 signatures
+    old = {**state, "version": 2, "recent": [[*row[:4], np.frombuffer(base64.b64decode(row[4]), "<u4").tolist()]
+                                             for row in state["recent"]]}
+    resumed, migrated = LanguageClusterer.from_state(state), LanguageClusterer.from_state(old)
+    assert [resumed.assign(f) for f in stream[cut:]] == [migrated.assign(f) for f in stream[cut:]]
+    assert migrated.to_state() == resumed.to_state()
 
 
 def cluster_state_after(stream: list[ArticleFeatures]) -> dict[str, object]:
