@@ -890,7 +890,8 @@ class LanguageClusterer:
             postings = index.get(term)
             if postings is None:
                 postings = index[term] = _Postings()
-            # _Postings.add, inlined: this loop runs for every term of every updated story.
+            # Append one posting (the only place postings are added; inlined, as this loop runs for
+            # every term of every updated story), compacting once stale ones outnumber live ones.
             postings.slots.append(slot)
             postings.weights.append(weight)
             postings.stamps.append(stamp)
@@ -962,14 +963,6 @@ class _Postings:
         self.weights = array("d")
         self.stamps = array("q")
         self.live = 0
-
-    def add(self, slot: int, weight: float, stamp: int, slot_stamp: npt.NDArray[np.int64]) -> None:
-        self.slots.append(slot)
-        self.weights.append(weight)
-        self.stamps.append(stamp)
-        self.live += 1
-        if len(self.slots) > 2 * self.live + 16:
-            self.read(slot_stamp)
 
     def read(self, slot_stamp: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """Live ``(slots, weights)``, compacting the arrays when stale postings are found."""
