@@ -18,15 +18,15 @@ import hashlib
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import numpy as np
 import polars as pl
-import pyarrow as pa
-import pyarrow.compute as pc
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
@@ -198,13 +198,17 @@ def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
     history = history or PageHistory(store)
     con = connect(store)
     try:
-        parts = pl.from_arrow(con.sql(load_sql("story_scores"), params=score_params(now, settings)).to_arrow_table())
-        member_table = con.sql(load_sql("story_members"), params={"now": now}).to_arrow_table()
-        members = member_table.drop_columns(["embedding"]).to_pylist()
-        editions = pl.from_arrow(con.sql(load_sql("editions")).to_arrow_table())
-        aliases = dict(con.sql(load_sql("story_aliases"), params={"now": now}).fetchall())
+        return _compute_pages(con, now, settings, history)
     finally:
         con.close()
+
+
+def _compute_pages(con: duckdb.DuckDBPyConnection, now: datetime, settings: RankSettings,
+                   history: PageHistory) -> RankOutput:
+    parts = pl.from_arrow(con.sql(load_sql("story_scores"), params=score_params(now, settings)).to_arrow_table())
+    members = con.sql(load_sql("story_members"), params={"now": now}).to_arrow_table().to_pylist()
+    editions = pl.from_arrow(con.sql(load_sql("editions")).to_arrow_table())
+    aliases = dict(con.sql(load_sql("story_aliases"), params={"now": now}).fetchall())
     assert isinstance(parts, pl.DataFrame) and isinstance(editions, pl.DataFrame)
     by_story: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for m in members:
@@ -232,7 +236,7 @@ def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
     pages, listed, by_story_pages = build_ranked_pages(ranked.to_dicts(), members, now, edition_rules(settings),
                                                        previous=previous, impressions=impressions, regions=regions)
     stories = build_story_snapshot(listed, by_story_pages, now, aliases)
-    attach_links(stories, story_links(member_table, set(stories["stories"])))
+    attach_links(stories, story_links(con, now, stories["stories"], by_story))
     pinned = ranked.filter(pl.col("is_pinned") & (pl.col("section") == TOP_SECTION))
     breaking = [
         {"story_id": r["story_id"], "breaking_since": iso(r["breaking_since"]),
@@ -243,35 +247,34 @@ def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
     return RankOutput(pages, stories, sorted(breaking, key=lambda b: b["story_id"]))
 
 
-def story_links(member_table: pa.Table, story_ids: set[str]) -> dict[str, str]:
-    """Cross-language links among ``story_ids`` (story id → group id), from their members' rows.
+def story_links(con: duckdb.DuckDBPyConnection, now: datetime, story_ids: Iterable[str],
+                by_story: Mapping[str, list[dict[str, Any]]]) -> dict[str, str]:
+    """Cross-language links among ``story_ids`` (story id → group id).
 
-    Each story's profile: its language, the sentence embeddings and the language-neutral tokens
-    (names, numbers) of its original articles; :func:`transforms.clustering.link_story_profiles`
-    decides. Embeddings go from Arrow to one NumPy matrix, never through Python lists per value.
+    Each story's profile: its language, the language-neutral tokens (names, numbers) of its
+    original articles, and their sentence embeddings (``story_embeddings.sql``, read for these
+    stories only, straight from Arrow into NumPy); :func:`transforms.clustering.link_story_profiles`
+    decides.
     """
-    if not story_ids:
+    ids = sorted(story_ids)
+    if not ids:
         return {}
-    table = member_table.filter(pc.and_(pc.is_in(member_table["story_id"], pa.array(sorted(story_ids))),
-                                        pc.invert(member_table["is_copy"])))
-    sids = table["story_id"].to_pylist()
-    languages = table["language"].to_pylist()
     language_of: dict[str, str] = {}
     tokens: dict[str, dict[str, float]] = defaultdict(dict)
+    for sid in ids:
+        for m in by_story[sid]:
+            language_of.setdefault(sid, m["language"])
+            if not m["is_copy"]:
+                for token in neutral_tokens(m["entities"] or (), m["terms"] or ()):
+                    tokens[sid][token] = tokens[sid].get(token, 0.0) + 1.0
+    table = con.sql(load_sql("story_embeddings"), params={"now": now, "story_ids": ids}).to_arrow_table()
     embeddings: dict[str, list[Any]] = defaultdict(list)
-    for sid, language, terms, entities in zip(sids, languages, table["terms"].to_pylist(),
-                                              table["entities"].to_pylist(), strict=True):
-        language_of.setdefault(sid, language)
-        for token in neutral_tokens(entities or (), terms or ()):
-            tokens[sid][token] = tokens[sid].get(token, 0.0) + 1.0
     column = table["embedding"].combine_chunks()
-    lengths = column.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
+    lengths = column.value_lengths().to_numpy(zero_copy_only=False)
     values = column.flatten().to_numpy(zero_copy_only=False)
-    offset = 0
-    for sid, length in zip(sids, lengths, strict=True):
-        if length:
-            embeddings[sid].append(values[offset : offset + length])
-        offset += int(length)
+    ends = np.cumsum(lengths)
+    for sid, end, length in zip(table["story_id"].to_pylist(), ends.tolist(), lengths.tolist(), strict=True):
+        embeddings[sid].append(values[end - length : end])
     return link_story_profiles(language_of, tokens, embeddings, ClusterParams())
 
 

@@ -1101,6 +1101,35 @@ def link_languages(
     return link_story_profiles(language_of, profiles, embeddings, params)
 
 
+def _mutual_best_pairs(left: npt.NDArray[np.float64], right: npt.NDArray[np.float64], threshold: float,
+                       chunk: int = 1024) -> list[tuple[int, int]]:
+    """Index pairs ``(i, j)`` where row ``i`` of ``left`` and row ``j`` of ``right`` are each other's
+    most similar (dot product; first index on ties) and their dot is at least ``threshold``.
+
+    Computed in row chunks, so memory stays ``chunk × len(right)`` however many stories a
+    snapshot lists.
+
+    >>> eye = np.eye(3)
+    >>> _mutual_best_pairs(eye, eye[[2, 0]], 0.5)
+    [(0, 1), (2, 0)]
+    """
+    best_right = np.empty(len(left), dtype=np.int64)
+    best_right_score = np.empty(len(left))
+    col_best = np.full(len(right), -1, dtype=np.int64)
+    col_score = np.full(len(right), -np.inf)
+    for start in range(0, len(left), chunk):
+        sims = left[start : start + chunk] @ right.T
+        best_right[start : start + len(sims)] = np.argmax(sims, axis=1)
+        best_right_score[start : start + len(sims)] = sims.max(axis=1)
+        rows = np.argmax(sims, axis=0)
+        scores = sims[rows, np.arange(len(right))]
+        better = scores > col_score  # strictly: an earlier row keeps a tie
+        col_best[better] = rows[better] + start
+        col_score[better] = scores[better]
+    return [(i, int(j)) for i, j in enumerate(best_right.tolist())
+            if col_best[j] == i and best_right_score[i] >= threshold]
+
+
 def link_story_profiles(
     language_of: Mapping[str, str],
     token_counts: Mapping[str, Mapping[str, float]],
@@ -1134,21 +1163,18 @@ def link_story_profiles(
 
     ordered = sorted(language_of)
     directions = {sid: d for sid in ordered if (d := mean_direction(embeddings.get(sid) or ())) is not None}
-    embedded = [sid for sid in ordered if sid in directions]
-    if len(embedded) > 1:
-        matrix = np.vstack([directions[sid] for sid in embedded])
-        sims = matrix @ matrix.T
-        languages = np.array([language_of[sid] for sid in embedded])
-        best: dict[tuple[int, str], int] = {}
-        for i in range(len(embedded)):
-            for language in sorted(set(languages.tolist()) - {languages[i]}):
-                cols = np.flatnonzero(languages == language)
-                best[(i, language)] = int(cols[np.argmax(sims[i, cols])])  # first of ties: id order
-        for i in range(len(embedded)):
-            for language in sorted(set(languages.tolist()) - {languages[i]}):
-                j = best[(i, language)]
-                if i < j and best.get((j, str(languages[i]))) == i and sims[i, j] >= params.link_embedding_threshold:
-                    union(embedded[i], embedded[j])
+    by_language: dict[str, list[str]] = defaultdict(list)
+    for sid in ordered:
+        if sid in directions:
+            by_language[language_of[sid]].append(sid)
+    languages = sorted(by_language)
+    for i, first in enumerate(languages):
+        for second in languages[i + 1 :]:
+            a_ids, b_ids = by_language[first], by_language[second]
+            for a, b in _mutual_best_pairs(np.vstack([directions[s] for s in a_ids]),
+                                           np.vstack([directions[s] for s in b_ids]),
+                                           params.link_embedding_threshold):
+                union(a_ids[a], b_ids[b])
 
     # Token profiles, for the pairs the embeddings cannot judge (a story without embeddings).
     df: dict[str, int] = defaultdict(int)

@@ -60,3 +60,17 @@ def test_stories_without_embeddings_fall_back_to_shared_names_and_numbers() -> N
     tokens = {"a": {"leonard": 2.0, "francis": 1.0, "2022": 1.0}, "b": {"leonard": 1.0, "francis": 1.0},
               "c": {"bermuda": 1.0}}
     assert link_story_profiles(language_of, tokens, {}, ClusterParams()) == {"a": "a", "b": "a"}
+
+
+def test_mutual_best_pairs_do_not_depend_on_the_chunk_size() -> None:
+    from transforms.clustering import _mutual_best_pairs
+
+    rng = np.random.default_rng(3)
+    left, right = rng.normal(size=(300, 16)), rng.normal(size=(120, 16))
+    left /= np.linalg.norm(left, axis=1, keepdims=True)
+    right /= np.linalg.norm(right, axis=1, keepdims=True)
+    whole = _mutual_best_pairs(left, right, 0.3, chunk=10_000)
+    assert whole and _mutual_best_pairs(left, right, 0.3, chunk=7) == whole
+    sims = left @ right.T
+    for i, j in whole:  # each pair is the row's best and the column's best
+        assert sims[i].argmax() == j and sims[:, j].argmax() == i and sims[i, j] >= 0.3

@@ -1,7 +1,7 @@
 -- story_members: every article of every story, as of $now, with its publisher, for page assembly.
 -- inputs: story_changes_log, articles (view), publishers (view)
--- output: one row per article: story_id, article fields (with terms, entities, embedding), publisher
---         fields, is_copy
+-- output: one row per article: story_id, article fields (with terms and entities), publisher fields,
+--         is_copy
 -- parameters: $now (timestamptz)
 with assignments as (
     select
@@ -30,7 +30,6 @@ final as (
         art.terms,
         art.term_weights,
         art.entities,
-        art.embedding,
         art.is_opinion,
         art.language,
         art.first_seen_at,
