@@ -72,6 +72,7 @@ class LinkedStoryPublic(BaseModel):
 
     story_id: str = Field(description="The same story in another language.")
     language: str | None = None
+    title: str | None = Field(None, description="That story's headline, in its language.")
 
 
 class FullCoveragePublic(StoryPublic):

@@ -601,7 +601,8 @@
       const list = el("ul");
       list.append(...story.linked.map((l) => {
         const li = el("li");
-        const a = el("a", null, l.language ? editionLabel(l.language) : l.story_id);
+        const label = l.language ? editionLabel(l.language) : l.story_id;
+        const a = el("a", null, l.title ? `${label} · ${l.title}` : label);
         a.href = storyHash(l.story_id);
         li.append(a);
         return li;

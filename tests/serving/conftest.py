@@ -182,7 +182,7 @@ def stories_payload(
         item["sources"] = sorted(item["sources"], key=lambda s: (s["first_seen_at"], s["article_id"]))
         item["editions"] = editions
         if story["story_id"] == "0196f1c2a3b40003":
-            item["linked"] = [{"story_id": "0196f1c2a3b4f003", "language": "de"}]
+            item["linked"] = [{"story_id": "0196f1c2a3b4f003", "language": "de", "title": "Bahnstreik beendet"}]
         full[story["story_id"]] = item
     return {"schema": STORIES_SCHEMA, "version": 0, "as_of": _iso(now), "stories": full, "aliases": aliases}
 

@@ -206,7 +206,14 @@ def test_reader_renders_stories_sources_and_full_coverage(site: RunningSite, tmp
             page.wait_for_function("[...document.images].every((i) => i.complete)")
             page.screenshot(path=str(shots / "reader-full-coverage.png"), full_page=True)
 
-            page.locator(".back-link").click()
+            # The same story in another language, linked (not merged) by the pipeline.
+            page.goto(f"{site.base_url}/#/story/0196f1c2a3b40003")
+            linked = page.locator(".coverage-linked li a")
+            expect(linked).to_have_count(1)
+            expect(linked).to_have_text("Deutsch · Bahnstreik beendet")
+            assert linked.get_attribute("href") == "#/story/0196f1c2a3b4f003"
+
+            page.goto(f"{site.base_url}/#/e/en-US/top")
             expect(page.locator("article.story")).to_have_count(len(top))
 
             page.locator("#edition-select").select_option("en-GB")

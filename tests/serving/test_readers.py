@@ -134,7 +134,7 @@ def test_full_coverage_has_timeline_publishers_local_sources_opinion_and_links(c
     assert story["opinion_count"] == 1
     assert story["linked"] == []
     assert client.get("/v1/stories/0196f1c2a3b40003").json()["linked"] == [
-        {"story_id": "0196f1c2a3b4f003", "language": "de"}
+        {"story_id": "0196f1c2a3b4f003", "language": "de", "title": "Bahnstreik beendet"}
     ]
 
 
