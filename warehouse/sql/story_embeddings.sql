@@ -5,13 +5,12 @@
 -- output: story_id, embedding (one row per original article that has one)
 -- parameters: $now (timestamptz), $story_ids (varchar[])
 with assignments as (
+    -- each article's story as of $now (views.sql)
     select
         article_id,
         story_id,
         copy_of
-    from story_changes_log
-    where kind in ('new_story', 'assign', 'copy', 'merge', 'split') and changed_at <= $now
-    qualify row_number() over (partition by article_id order by "offset" desc) = 1
+    from story_assignments_as_of($now)
 ),
 
 final as (

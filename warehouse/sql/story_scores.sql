@@ -14,14 +14,12 @@
 --             $breaking_new_story_minutes
 -- Ranking uses first_seen_at, never the publisher's claimed date. Copies never add coverage.
 with assignments as (
+    -- each article's story as of $now (views.sql)
     select
         article_id,
         story_id,
         copy_of
-    from story_changes_log
-    -- merges and splits move articles: an article's latest change names its story (issue 4)
-    where kind in ('new_story', 'assign', 'copy', 'merge', 'split') and changed_at <= $now
-    qualify row_number() over (partition by article_id order by "offset" desc) = 1
+    from story_assignments_as_of($now)
 ),
 
 members as (

@@ -39,7 +39,10 @@ select * from article_links_log;
 create or replace view pages as
 select * from pages_raw;
 
-create or replace view story_assignments as
+-- story_assignments_as_of(t): each article's story as of t (its latest change at or before t);
+-- merges and splits move articles, so an article's latest change names its story (issue 4).
+-- The rank job's SQL reads it at $now, so `newsroom rank --as-of` sees the past exactly.
+create or replace macro story_assignments_as_of(as_of) as table
 select
     article_id,
     story_id,
@@ -48,9 +51,11 @@ select
     changed_at,
     "offset"
 from story_changes_log
--- merges and splits move articles: an article's latest change names its story (issue 4)
-where kind in ('new_story', 'assign', 'copy', 'merge', 'split')
+where kind in ('new_story', 'assign', 'copy', 'merge', 'split') and changed_at <= as_of
 qualify row_number() over (partition by article_id order by "offset" desc) = 1;
+
+create or replace view story_assignments as
+select * from story_assignments_as_of('infinity'::timestamptz);
 
 create or replace view stories as
 with members as (
