@@ -1,30 +1,17 @@
 -- story_embeddings: the sentence embeddings of the original articles of some stories, as of $now,
 -- for cross-language links (issue 4). Kept apart from story_members: 512 floats an article are
 -- read only for the stories a snapshot lists.
--- inputs: story_changes_log, articles (view)
+-- inputs: story_assignments_as_of (views.sql), articles (view)
 -- output: story_id, embedding (one row per original article that has one)
 -- parameters: $now (timestamptz), $story_ids (varchar[])
-with assignments as (
-    -- each article's story as of $now (views.sql)
-    select
-        article_id,
-        story_id,
-        copy_of
-    from story_assignments_as_of($now)
-),
-
-final as (
-    select
-        a.story_id,
-        art.embedding
-    from assignments as a
-    inner join articles as art using (article_id)
-    where
-        a.copy_of is null
-        and art.embedding is not null
-        and art.first_seen_at <= $now
-        and a.story_id in (select unnest($story_ids))
-)
-
-select * from final
-order by story_id
+select
+    a.story_id,
+    art.embedding
+from story_assignments_as_of($now) as a
+inner join articles as art using (article_id)
+where
+    a.copy_of is null
+    and art.embedding is not null
+    and art.first_seen_at <= $now
+    and a.story_id in (select unnest($story_ids))
+order by a.story_id, art.first_seen_at, art.article_id
