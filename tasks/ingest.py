@@ -27,7 +27,7 @@ from tasks.errors import FetchError
 from tasks.http import fetch_url, make_client
 from tasks.identity import assign_identities, commit_identities
 from tasks.politeness import HostLimiter, HostLimits, HostStats, host_of_url, run_per_host
-from tasks.registry import Registry, load_registry
+from tasks.registry import load_registry
 from tasks.settings import IngestSettings, WebSubSettings, get_ingest_settings, get_websub_settings
 from tasks.websub import (
     SubscriptionTarget,
@@ -143,12 +143,6 @@ def load_feed_boosts(store: ObjectStore) -> dict[str, datetime]:
     return boosts
 
 
-def wanted_feed_ids(registry: Registry) -> set[str]:
-    """The feeds we read: every registered feed of a publisher that has not opted out."""
-    return {f["feed_id"] for f in registry.feeds
-            if (p := registry.publishers.get(f["publisher_id"])) is not None and not p["is_opted_out"]}
-
-
 def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
                    push_min_interval_seconds: int = PUSH_MIN_INTERVAL_SECONDS,
                    boost_interval_seconds: int = 60) -> list[list[FeedJob]]:
@@ -164,10 +158,8 @@ def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
     subscribed = subscribed_feed_ids(store)
     boosted = load_feed_boosts(store)
     buckets: dict[int, list[FeedJob]] = defaultdict(list)
-    for feed in registry.feeds:
-        publisher = registry.publishers.get(feed["publisher_id"])
-        if publisher is None or publisher["is_opted_out"]:
-            continue
+    for feed in registry.read_feeds():
+        publisher = registry.publishers[feed["publisher_id"]]
         state = states.get(feed["feed_id"]) or empty_state(feed["feed_id"])
         if feed["feed_id"] in subscribed:
             # The receiver keeps the lease on the subscription record; the state takes a copy.
@@ -549,7 +541,8 @@ def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime, 
         targets = [SubscriptionTarget(r.feed_id, r.topic_url or r.url, r.hub_url) for r in reports
                    if r.hub_url and r.error_kind is None]
         subscriptions = maintain_subscriptions(store, targets, ingest, websub, now)
-        retired = retire_subscriptions(store, wanted_feed_ids(load_registry(store)), ingest, websub, now)
+        read = {f["feed_id"] for f in load_registry(store).read_feeds()}
+        retired = retire_subscriptions(store, read, ingest, websub, now)
         subscriptions.update({f"retire_{k}": v for k, v in retired.items()})
     errors: dict[str, int] = defaultdict(int)
     warnings: dict[str, int] = defaultdict(int)

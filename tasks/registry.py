@@ -25,6 +25,11 @@ class Registry:
     publishers: dict[str, dict[str, Any]]
     feeds: list[dict[str, Any]]
 
+    def read_feeds(self) -> list[dict[str, Any]]:
+        """The feeds we read: every feed of a registered publisher that has not opted out."""
+        return [f for f in self.feeds
+                if (p := self.publishers.get(f["publisher_id"])) is not None and not p["is_opted_out"]]
+
 
 def feed_id_for(url: str) -> str:
     return hashlib.blake2b(url.strip().encode(), digest_size=8).hexdigest()

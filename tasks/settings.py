@@ -14,7 +14,7 @@ class IngestSettings(BaseSettings):
     embeddings: bool = Field(
         True,
         description="Compute each new article's sentence embedding (title and lede, USE multilingual v3, "
-        "about 10 ms per article) for cross-language story links. Off: links fall back to shared names "
+        "about 3 ms per article, bench/embedding_speed.py) for cross-language story links. Off: links fall back to shared names "
         "and numbers.",
     )
     allow_private_addresses: bool = Field(

@@ -257,14 +257,14 @@ def maintain_subscriptions(
 
 def retire_subscriptions(
     store: ObjectStore,
-    wanted_feed_ids: set[str],
+    read_feed_ids: set[str],
     ingest: IngestSettings,
     websub: WebSubSettings,
     now: datetime,
 ) -> dict[str, int]:
     """Unsubscribe the feeds we no longer read: their publisher opted out or they left the registry.
 
-    Each subscription record not in ``wanted_feed_ids`` that ``should_unsubscribe`` names gets an
+    Each subscription record not in ``read_feed_ids`` that ``should_unsubscribe`` names gets an
     unsubscribe request (the hub verifies it with us like a subscribe, WebSub §5.3), and push
     markers left for those feeds are deleted, since no poll will ever consume them.
 
@@ -273,11 +273,11 @@ def retire_subscriptions(
         the record meanwhile; the next run decides again), ``markers_dropped``.
     """
     counts: Counter[str] = Counter()
-    unwanted = sorted(subscribed_feed_ids(store) - wanted_feed_ids)
+    unwanted = sorted(subscribed_feed_ids(store) - read_feed_ids)
     work: list[Subscription] = []
     for feed_id in unwanted:
         record, _ = load_subscription(store, feed_id)
-        if record is not None and should_unsubscribe(record, is_wanted=False, now=now,
+        if record is not None and should_unsubscribe(record, now=now,
                                                      pending_timeout_seconds=websub.pending_timeout_seconds):
             work.append(record)
     if work:
@@ -294,10 +294,11 @@ def retire_subscriptions(
                 counts["unsubscribe"] += 1
                 if sent.status == "failed":
                     counts["failed"] += 1
-    markers = list_push_markers(store)
-    stale = [key for feed_id in unwanted for key in markers.get(feed_id, ())]
-    if stale:
-        counts["markers_dropped"] += delete_push_markers(store, stale)
+    if unwanted:
+        markers = list_push_markers(store)
+        stale = [key for feed_id in unwanted for key in markers.get(feed_id, ())]
+        if stale:
+            counts["markers_dropped"] += delete_push_markers(store, stale)
     return dict(sorted(counts.items()))
 
 
@@ -485,9 +486,8 @@ class WebSubReceiver:
                              headers=(("Retry-After", str(max(1, int(wait + 0.999)))),))
             self._last_ping[publisher_id] = now
         registry = load_registry(self._store)
-        publisher = registry.publishers.get(publisher_id)
-        feeds = [f["feed_id"] for f in registry.feeds if f["publisher_id"] == publisher_id]
-        if publisher is None or publisher.get("is_opted_out") or not feeds:
+        feeds = [f["feed_id"] for f in registry.read_feeds() if f["publisher_id"] == publisher_id]
+        if not feeds:  # unknown, opted out, or without feeds
             self._count("ping_unknown")
             return Reply(404, b"unknown publisher\n")
         for feed_id in sorted(feeds):

@@ -226,7 +226,7 @@ def decide_subscription(
     return SubscriptionDecision("none", "live")
 
 
-def should_unsubscribe(subscription: Subscription, *, is_wanted: bool, now: datetime,
+def should_unsubscribe(subscription: Subscription, *, now: datetime,
                        pending_timeout_seconds: int = PENDING_TIMEOUT_SECONDS) -> bool:
     """Whether to ask the hub to stop pushing a feed we no longer read (its publisher opted out, or
     the feed left the registry): a subscribe that is live or in flight, or an unsubscribe the hub
@@ -237,11 +237,9 @@ def should_unsubscribe(subscription: Subscription, *, is_wanted: bool, now: date
     >>> t = datetime(2026, 1, 1, tzinfo=UTC)
     >>> live = Subscription("f", "https://p/feed", "https://hub", "subscribe", "live", t, 3600,
     ...                     t + timedelta(hours=1), t)
-    >>> should_unsubscribe(live, is_wanted=False, now=t), should_unsubscribe(live, is_wanted=True, now=t)
+    >>> should_unsubscribe(live, now=t), should_unsubscribe(live, now=t + timedelta(hours=2))
     (True, False)
     """
-    if is_wanted:
-        return False
     if subscription.mode == "unsubscribe":
         return (subscription.status == "pending"
                 and (now - subscription.requested_at).total_seconds() >= pending_timeout_seconds)

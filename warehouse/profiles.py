@@ -30,6 +30,7 @@ def title_terms(title: str) -> tuple[str, ...]:
             seen.setdefault(word, None)
     return tuple(seen)
 
+
 PROFILE_TABLES_SQL = """
 create table if not exists follows (
     reader_hash text not null, kind text not null, target_id text not null, created_at real not null,
