@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cluster_speed import _Synth, build_state  # noqa: E402
 
-from transforms.clustering import ClusterParams, LanguageClusterer  # noqa: E402
+from transforms.clustering import ClusterParams, LanguageClusterer, paused_gc  # noqa: E402
 
 
 def _timed(label: str, state: dict[str, object]) -> float:
@@ -37,15 +37,13 @@ def _timed(label: str, state: dict[str, object]) -> float:
     blob = gzip.compress(json.dumps(state, separators=(",", ":")).encode(), compresslevel=1)
     encoded = time.perf_counter()
     data = gzip.decompress(blob)
-    gc.disable()  # as tasks.cluster.load_writer_state parses it
-    loaded = json.loads(data)
-    gc.enable()
+    with paused_gc():  # as tasks.cluster.load_writer_state parses it
+        loaded = json.loads(data)
     parsed = time.perf_counter()
     clusterer = LanguageClusterer.from_state(loaded)
     built = time.perf_counter()
-    gc.disable()
-    clusterer.to_state()
-    gc.enable()
+    with paused_gc():
+        clusterer.to_state()
     saved = time.perf_counter()
     print(f"{label:34} {len(blob) / 1e6:7.1f} MB gzip | dump+gzip {encoded - start:5.1f} s | "
           f"gunzip+parse {parsed - encoded:5.1f} s | from_state {built - parsed:5.1f} s | "

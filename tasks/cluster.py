@@ -22,7 +22,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.crashpoints import crash_point
-from transforms.clustering import ClusterParams, LanguageClusterer
+from transforms.clustering import ClusterParams, LanguageClusterer, paused_gc
 from transforms.features import features_from_row
 from warehouse import layout
 from warehouse.errors import NewsroomError, ObjectNotFoundError, PreconditionFailedError
@@ -66,11 +66,8 @@ def load_writer_state(store: ObjectStore, language: str, checkpoint: dict[str, A
     data = gzip.decompress(store.get(checkpoint["state_key"]).data)
     # Parsing builds millions of small objects, none of them garbage: the cyclic collector
     # would walk them again and again (bench/writer_checkpoint.py).
-    gc.disable()
-    try:
+    with paused_gc():
         blob = json.loads(data)
-    finally:
-        gc.enable()
     return LanguageClusterer.from_state(blob["clusterer"]), dict(blob["seen"])
 
 

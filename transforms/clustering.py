@@ -32,7 +32,8 @@ import math
 import re
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 
@@ -266,6 +267,19 @@ def _decode_minhash(raw: object) -> npt.NDArray[np.uint32]:
     return np.asarray(raw, dtype=np.uint32)  # a version 2 checkpoint: a list of ints
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while many long-lived objects are built (a checkpoint
+    parsed and rebuilt: none of them can be garbage yet), and restore it as it was."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _to_ms(when: datetime) -> int:
     if when.tzinfo is None:
         raise ValueError(f"datetimes must be timezone-aware, got {when!r}")
@@ -461,13 +475,8 @@ class LanguageClusterer:
         Raises:
             ValueError: If the state was written by another state or signature version.
         """
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with paused_gc():
             return cls._from_state(state)
-        finally:
-            if was_enabled:
-                gc.enable()
 
     @classmethod
     def _from_state(cls, state: Mapping[str, object]) -> LanguageClusterer:
