@@ -48,8 +48,8 @@ from transforms.signatures import (
     NUM_PERM,
     SIGNATURE_VERSION,
     estimate_jaccard,
-    lsh_band_keys,
     lsh_bands,
+    lsh_bands_many,
 )
 
 STATE_VERSION = 3
@@ -502,11 +502,9 @@ class LanguageClusterer:
         rows = list(state["recent"])  # type: ignore[call-overload]
         if rows:
             signatures = np.vstack([_decode_minhash(row[4]) for row in rows])
-            keys = lsh_band_keys(signatures, params.lsh_bands, params.lsh_rows).tolist()
-            empty = np.all(signatures == 0xFFFFFFFF, axis=1).tolist()
-            for (aid, sid, root, seen, _), signature, bands, is_empty in zip(rows, signatures, keys, empty, strict=True):
-                recent = _Recent(str(aid), str(sid), str(root), int(seen), signature)
-                out._index_recent(recent, [] if is_empty else bands)
+            keys = lsh_bands_many(signatures, params.lsh_bands, params.lsh_rows)
+            for (aid, sid, root, seen, _), signature, bands in zip(rows, signatures, keys, strict=True):
+                out._index_recent(_Recent(str(aid), str(sid), str(root), int(seen), signature), bands)
         return out
 
     # ---------------------------------------------------------------- repair support
@@ -941,9 +939,8 @@ class LanguageClusterer:
         recent = _Recent(features.article_id, story_id, root_id, now_ms, np.asarray(features.minhash, dtype=np.uint32))
         self._index_recent(recent, self._bands_of(features.minhash))
 
-    def _index_recent(self, recent: _Recent, bands: list[int] | None = None) -> None:
-        recent.bands = bands if bands is not None else lsh_bands(recent.minhash, self.params.lsh_bands,
-                                                                   self.params.lsh_rows)
+    def _index_recent(self, recent: _Recent, bands: list[int]) -> None:
+        recent.bands = bands
         self._recent[recent.article_id] = recent
         for key in recent.bands:
             self._lsh[key].append(recent.article_id)

@@ -284,7 +284,7 @@ def minhash_from_hashes(
 
 def is_empty_signature(signature: Sequence[int] | npt.NDArray[np.unsignedinteger[Any]]) -> bool:
     """Whether a MinHash signature is the one of the empty set."""
-    return bool(np.all(np.asarray(signature, dtype=np.uint64) == 0xFFFFFFFF))
+    return bool(np.all(np.asarray(signature, dtype=np.uint64) == _MAX_HASH32))
 
 
 def estimate_jaccard(
@@ -349,6 +349,19 @@ def lsh_band_keys(signatures: npt.NDArray[np.uint32], bands: int = LSH_BANDS, ro
     return (keys >> np.uint64(1)).astype(np.int64)
 
 
+def lsh_bands_many(signatures: npt.NDArray[np.uint32], bands: int = LSH_BANDS, rows: int = LSH_ROWS
+                   ) -> list[list[int]]:
+    """LSH bucket keys of many MinHash signatures (rows of a 2-d array), each as
+    :func:`lsh_bands` gives them: the empty-set signature has no keys.
+
+    Raises:
+        ValueError: As :func:`lsh_band_keys`.
+    """
+    keys = lsh_band_keys(signatures, bands, rows).tolist()
+    empty = np.all(np.asarray(signatures, dtype=np.uint64) == _MAX_HASH32, axis=1).tolist()
+    return [[] if is_empty else row for row, is_empty in zip(keys, empty, strict=True)]
+
+
 def lsh_bands(
     signature: Sequence[int] | npt.NDArray[np.uint32], bands: int = LSH_BANDS, rows: int = LSH_ROWS
 ) -> list[int]:
@@ -367,10 +380,7 @@ def lsh_bands(
     Raises:
         ValueError: If ``bands`` or ``rows`` < 1 or ``bands * rows`` > the signature length.
     """
-    values = np.asarray(signature, dtype=np.uint32)
-    if bands * rows <= values.size and is_empty_signature(values) and bands >= 1 and rows >= 1:
-        return []
-    return lsh_band_keys(values.reshape(1, -1), bands, rows)[0].tolist()
+    return lsh_bands_many(np.asarray(signature, dtype=np.uint32).reshape(1, -1), bands, rows)[0]
 
 
 def simhash_blocks(fingerprint: int, blocks: int = 4) -> list[int]:
