@@ -280,8 +280,8 @@ def plan_merges(
     for (a, b), total in cross.items():
         neighbours[a][b] = neighbours[b][a] = total
 
-    def group_sum(x: str, y: str) -> float:
-        return sum(_cosine(u, v) for s in groups[x] for u in vectors[s] for t in groups[y] for v in vectors[t])
+    def cross_sum(xs: Sequence[str], ys: Sequence[str]) -> float:
+        return sum(_cosine(u, v) for s in xs for u in vectors[s] for t in ys for v in vectors[t])
 
     def mean(a: str, b: str) -> float:
         n = sum(len(vectors[s]) for s in groups[a]) * sum(len(vectors[t]) for t in groups[b])
@@ -299,28 +299,28 @@ def plan_merges(
             break
         _, a, b = best
         # b joins a. Average link over the union: a neighbour of either part is kept only if
-        # every story of the union is compatible with every story of it, and its cross sum
-        # with the union is completed for the part that had not met it.
-        others = (set(neighbours[a]) | set(neighbours[b])) - {a, b}
-        for c in neighbours.pop(b):
-            neighbours[c].pop(b, None)
-        groups[a].extend(groups.pop(b))
-        for c in sorted(others):
+        # every story of the union is compatible with every story of it; its cross sum with the
+        # union is the sum of the parts' sums, computed only for the part that had not met it.
+        part_a, part_b = groups[a], groups.pop(b)
+        from_a, from_b = neighbours[a], neighbours.pop(b)
+        groups[a] = part_a + part_b
+        neighbours[a] = {}
+        for c in sorted((set(from_a) | set(from_b)) - {a, b}):
             neighbours[c].pop(a, None)
-            neighbours[a].pop(c, None)
+            neighbours[c].pop(b, None)
             if all(compatible(*sorted((s, t))) for s in groups[a] for t in groups[c]):
-                neighbours[a][c] = neighbours[c][a] = group_sum(a, c)
+                total = (from_a[c] if c in from_a else cross_sum(part_a, groups[c])) + (
+                    from_b[c] if c in from_b else cross_sum(part_b, groups[c]))
+                neighbours[a][c] = neighbours[c][a] = total
     plan: list[tuple[str, str, float]] = []
     for members in groups.values():
         if len(members) < 2:
             continue
-        ordered = sorted(members, key=lambda s: (clusterer.story_times(s)[0], s))
-        union = [v for sid in members for v in vectors[sid]]
+        ordered = sorted(members, key=lambda s: (times[s][0], s))
         for merged in ordered[1:]:
-            own = vectors[merged]
-            rest = [v for v in union if all(v is not w for w in own)]
-            pairs = [_cosine(x, y) for x in own for y in rest]
-            plan.append((ordered[0], merged, sum(pairs) / len(pairs) if pairs else 0.0))
+            rest = [sid for sid in members if sid != merged]
+            pairs = len(vectors[merged]) * sum(len(vectors[sid]) for sid in rest)
+            plan.append((ordered[0], merged, cross_sum([merged], rest) / pairs if pairs else 0.0))
     return plan
 
 
