@@ -26,7 +26,6 @@ import numpy.typing as npt
 
 from transforms.signatures import is_cjk_language
 
-EMBEDDING_MODEL = "use-multilingual-v3"
 EMBEDDING_DIM = 512
 LEDE_WORDS = 50
 LEDE_CJK_CHARS = 120
