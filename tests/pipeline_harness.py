@@ -12,15 +12,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from corpus_paths import CLUSTERING_CORPORA
 from s3server import S3Server
 
 from replay.site import ReplaySite
 from tasks.storage import configured_store, reset_configured_store
 from warehouse.store import ObjectStore
 
-REPO = Path(__file__).resolve().parents[1]
-CORPUS = Path(os.environ.get("NEWSROOM_CORPUS_DIR", REPO.parent / "shared" / "corpus"))
-CORPORA = [CORPUS / "clustering" / "ecbplus-dev.jsonl", CORPUS / "clustering" / "mmds-dev.jsonl"]
+CORPORA = CLUSTERING_CORPORA
 START = datetime(2026, 12, 1, 6, 0, tzinfo=UTC)
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pipeline_harness import CORPUS
+from corpus_paths import CORPUS
 
 REPO = Path(__file__).resolve().parents[2]
 NEWSROOM = [sys.executable, "-m", "flows.cli"]

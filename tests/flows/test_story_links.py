@@ -8,8 +8,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from corpus_paths import CORPUS
 from fastapi.testclient import TestClient
-from pipeline_harness import CORPUS, cycle_times, local_env, pipeline_env, replay_site
+from pipeline_harness import cycle_times, local_env, pipeline_env, replay_site
 
 from flows.cycle import pipeline_cycle
 from serving.app import create_app

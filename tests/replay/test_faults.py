@@ -10,15 +10,15 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
+from corpus_paths import CLUSTERING_CORPORA
 
 from replay.site import FAULTS, HUGE_FEED_BYTES, RETRY_AFTER_429_SECONDS, ReplaySite
 
 pytestmark = pytest.mark.integration
 
-CORPORA = [Path("/work/shared/corpus/clustering") / name for name in ("ecbplus-dev.jsonl", "mmds-dev.jsonl")]
+CORPORA = CLUSTERING_CORPORA
 START = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPRedirectHandler())
 

@@ -17,18 +17,17 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from html.parser import HTMLParser
-from pathlib import Path
 
 import feedparser
 import pytest
+from corpus_paths import CLUSTERING_CORPORA
 
 from replay.corpus import EDITS, TRACKING_QUERY, build_publishers, build_schedule, load_corpus
 from replay.site import PUBLISHERS_CSV_COLUMNS, ClockError, ReplaySite
 
 pytestmark = pytest.mark.integration
 
-CORPUS_DIR = Path("/work/shared/corpus/clustering")
-CORPORA = [CORPUS_DIR / "ecbplus-dev.jsonl", CORPUS_DIR / "mmds-dev.jsonl"]
+CORPORA = CLUSTERING_CORPORA
 START = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
 SEED = 7
 LIMIT = 160

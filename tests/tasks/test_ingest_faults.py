@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from corpus_paths import CLUSTERING_CORPORA
 
 from replay.site import RETRY_AFTER_429_SECONDS, RETRY_AFTER_503_SECONDS, Fault, ReplaySite
 from tasks.http import make_client
@@ -36,7 +37,7 @@ from warehouse.tables import parquet_bytes_to_table
 
 pytestmark = pytest.mark.integration
 
-CORPORA = [Path("/work/shared/corpus/clustering") / n for n in ("ecbplus-dev.jsonl", "mmds-dev.jsonl")]
+CORPORA = CLUSTERING_CORPORA
 START = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
 
 # fault -> (error kind recorded, is it a hard error?)

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from corpus_paths import CLUSTERING_CORPORA
 
 from replay.site import ReplaySite
 from tasks.ingest import commit_ingest, load_feed_states, plan_due_feeds, poll_shard
@@ -45,7 +46,7 @@ from warehouse.tables import parquet_bytes_to_table
 
 pytestmark = pytest.mark.integration
 
-CORPORA = [Path("/work/shared/corpus/clustering") / n for n in ("ecbplus-dev.jsonl", "mmds-dev.jsonl")]
+CORPORA = CLUSTERING_CORPORA
 START = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
 MASTER = "test-master-secret"
 

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from corpus_paths import CORPUS
 
 from transforms.errors import FeedRejectedError, TransformError
 from transforms.feeds import SUMMARY_MAX_CHARS, ParsedFeed, parse_feed
 
-# <repo>/../shared/corpus: the corpus sits beside the repository, not inside it.
-CORPUS = Path(
-    os.environ.get("NEWSROOM_CORPUS", Path(__file__).resolve().parents[2].parent / "shared" / "corpus")
-)
 REAL_DIR = CORPUS / "feeds" / "real"
 CONFORMANCE_DIR = CORPUS / "feeds" / "conformance"
 FEED_URL = "https://news.example/feeds/main.xml"

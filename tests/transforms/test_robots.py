@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+from corpus_paths import CORPUS
 
 from transforms.robots import (
     ROBOTS_MAX_BYTES,
@@ -17,10 +16,6 @@ from transforms.robots import (
     robots_policy_for_status,
 )
 
-# <repo>/../shared/corpus: the corpus sits beside the repository, not inside it.
-CORPUS = Path(
-    os.environ.get("NEWSROOM_CORPUS", Path(__file__).resolve().parents[2].parent / "shared" / "corpus")
-)
 SPEC_DIR = CORPUS / "robots" / "spec"
 WILD_DIR = CORPUS / "robots" / "wild" / "sites"
 SPEC_EXPECTATIONS = 400  # corpus README: 204 ALLOWED + 196 DISALLOWED
