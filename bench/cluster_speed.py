@@ -278,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     indexed = LanguageClusterer.from_state(state)
     warm_norms(indexed)
     # A writer holds ~10^7 long-lived objects after loading its state; without freezing them
-    # every full garbage collection walks them all (halving throughput). tasks/cluster.py
-    # should do the same after load_writer_state.
+    # every full garbage collection walks them all (halving throughput); tasks/cluster.py
+    # does the same after load_writer_state.
     gc.collect()
     gc.freeze()
     t2 = time.perf_counter()

@@ -14,7 +14,6 @@ the same checkpoint written as version 2 (signatures as lists of ints; the loade
 from __future__ import annotations
 
 import argparse
-import base64
 import gc
 import gzip
 import json
@@ -22,14 +21,12 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cluster_speed import _Synth, build_state  # noqa: E402
 
-from transforms.clustering import ClusterParams, LanguageClusterer, paused_gc  # noqa: E402
+from transforms.clustering import ClusterParams, LanguageClusterer, _decode_minhash, paused_gc  # noqa: E402
 
 
 def _timed(label: str, state: dict[str, object]) -> float:
@@ -58,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stories", type=int, default=50_000)
     args = parser.parse_args(argv)
     state, _, _ = build_state(_Synth(7), args.stories, ClusterParams())
-    old = {**state, "version": 2, "recent": [[*row[:4], np.frombuffer(base64.b64decode(row[4]), "<u4").tolist()]
+    old = {**state, "version": 2, "recent": [[*row[:4], _decode_minhash(row[4]).tolist()]
                                              for row in state["recent"]]}  # type: ignore[attr-defined]
     gc.collect()
     baseline = _timed("version 2 (signatures as int lists)", old)
