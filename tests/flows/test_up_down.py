@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from corpus_paths import CORPUS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -35,7 +36,7 @@ def test_up_runs_every_deployment_and_down_stops_it(tmp_path: Path) -> None:
     prefect_port, api_port, replay_port = _free_port(), _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO), "NEWSROOM_WAREHOUSE_ROOT": str(tmp_path / "store"),
            "NEWSROOM_SERVING_PROFILES_PATH": str(tmp_path / "profiles.sqlite3"),
-           "NEWSROOM_SERVING_HMAC_KEY": "k" * 40}
+           "NEWSROOM_SERVING_HMAC_KEY": "k" * 40, "NEWSROOM_CORPUS_DIR": str(CORPUS)}
     for key in [k for k in env if k.startswith("PREFECT_")]:
         env.pop(key)
     up = _newsroom(["up", "--replay", "--prefect-port", str(prefect_port), "--port", str(api_port),
