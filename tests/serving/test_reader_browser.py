@@ -288,7 +288,11 @@ def test_reader_for_you_follow_hide_new_stories_and_click_through(site: RunningS
             page.screenshot(path=str(shots / "reader-for-you.png"), full_page=True)
 
             # New stories: publish a new version of the front page; the pill appears.
+            # Wait until the front page itself is rendered (For you may also lead with top[0]):
+            # only then is the shown version the one fetched before the new one is published.
             page.locator(".section-tab", has_text="Top stories").click()
+            expect(page.locator(".for-you-grid")).to_have_count(0)
+            expect(page.locator("#front .page-heading")).to_have_text("Top stories")
             expect(page.locator("article.story").first).to_have_attribute("data-story-id", top[0]["story_id"])
             now = datetime.now(UTC)
             newer = page_payload("en-US", "top", list(reversed(top)), now)
