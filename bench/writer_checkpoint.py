@@ -1,14 +1,15 @@
-"""Load and save time of a language writer's checkpoint with 50,000 active stories (issue 4).
+"""Save and load time of a language writer's state with 50,000 active stories (issue 4).
 
 Usage::
 
     taskset -c 0,1 .venv/bin/python bench/writer_checkpoint.py [--stories 50000]
 
-Every cluster run loads its language's checkpoint (gzip JSON), rebuilds the term and LSH indexes
-(``LanguageClusterer.from_state``) and saves it again (``to_state``). Times each step for the
-synthetic 50,000-story checkpoint of bench/cluster_speed.py, in the current format (version 3:
-MinHash signatures as base64, LSH keys rebuilt vectorised) and, as the baseline in the same run,
-the same checkpoint written as version 2 (signatures as lists of ints; the loader still reads it).
+Every cluster run loads its language's state blob, rebuilds the term and LSH indexes
+(``LanguageClusterer.from_state``), and at the end builds the state again (``to_state``) and
+saves it. Times each step for the synthetic 50,000-story state of bench/cluster_speed.py in the
+blob format the writer uses (``warehouse.state_blobs``: orjson, key-sorted, Zstandard level 1)
+and, as the baseline in the same run, the format before it (``json.dumps(sort_keys=True)`` and
+gzip level 9 to save; gunzip and ``json.loads`` to load), which old checkpoints still use.
 """
 
 from __future__ import annotations
@@ -19,35 +20,49 @@ import gzip
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cluster_speed import _Synth, build_state  # noqa: E402
 
-from transforms.clustering import ClusterParams, LanguageClusterer, _decode_minhash, paused_gc  # noqa: E402
+from transforms.clustering import ClusterParams, LanguageClusterer, paused_gc  # noqa: E402
+from warehouse.state_blobs import decode_state, encode_state  # noqa: E402
 
 
-def _timed(label: str, state: dict[str, object]) -> float:
-    start = time.perf_counter()
-    blob = gzip.compress(json.dumps(state, separators=(",", ":")).encode(), compresslevel=1)
-    encoded = time.perf_counter()
-    data = gzip.decompress(blob)
-    with paused_gc():  # as tasks.cluster.load_writer_state parses it
-        loaded = json.loads(data)
-    parsed = time.perf_counter()
-    clusterer = LanguageClusterer.from_state(loaded)
-    built = time.perf_counter()
-    with paused_gc():
-        clusterer.to_state()
-    saved = time.perf_counter()
-    print(f"{label:34} {len(blob) / 1e6:7.1f} MB gzip | dump+gzip {encoded - start:5.1f} s | "
-          f"gunzip+parse {parsed - encoded:5.1f} s | from_state {built - parsed:5.1f} s | "
-          f"to_state {saved - built:5.1f} s | load total {built - encoded:5.1f} s")
-    del clusterer, loaded
+def _gzip_json(state: dict[str, Any]) -> bytes:
+    return gzip.compress(json.dumps(state, sort_keys=True).encode(), mtime=0)
+
+
+def _gunzip_json(blob: bytes) -> dict[str, Any]:
+    return json.loads(gzip.decompress(blob))  # type: ignore[no-any-return]
+
+
+def _timed(label: str, clusterer: LanguageClusterer, save: Callable[[dict[str, Any]], bytes],
+           load: Callable[[bytes], dict[str, Any]]) -> tuple[float, float]:
+    """(save seconds, load seconds) of one format, each step printed."""
     gc.collect()
-    return built - encoded
+    start = time.perf_counter()
+    with paused_gc():  # as tasks.cluster.commit_writer builds it
+        state = {"clusterer": clusterer.to_state(), "seen": {}}
+    built = time.perf_counter()
+    blob = save(state)
+    saved = time.perf_counter()
+    del state
+    gc.collect()
+    start_load = time.perf_counter()
+    with paused_gc():  # as tasks.cluster.load_writer_state parses it
+        loaded = load(blob)
+    parsed = time.perf_counter()
+    LanguageClusterer.from_state(loaded["clusterer"])
+    rebuilt = time.perf_counter()
+    print(f"{label:30} {len(blob) / 1e6:6.1f} MB | to_state {built - start:5.1f} s | encode {saved - built:5.1f} s | "
+          f"decode {parsed - start_load:5.1f} s | from_state {rebuilt - parsed:5.1f} s | "
+          f"save {saved - start:5.1f} s | load {rebuilt - start_load:5.1f} s")
+    return saved - start, rebuilt - start_load
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,12 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stories", type=int, default=50_000)
     args = parser.parse_args(argv)
     state, _, _ = build_state(_Synth(7), args.stories, ClusterParams())
-    old = {**state, "version": 2, "recent": [[*row[:4], _decode_minhash(row[4]).tolist()]
-                                             for row in state["recent"]]}  # type: ignore[attr-defined]
-    gc.collect()
-    baseline = _timed("version 2 (signatures as int lists)", old)
-    current = _timed("version 3 (base64 signatures)", state)
-    print(f"load: {baseline / current:.2f}x faster than version 2")
+    clusterer = LanguageClusterer.from_state(state)
+    del state
+    base_save, base_load = _timed("before: json + gzip 9", clusterer, _gzip_json, _gunzip_json)
+    save, load = _timed("now: orjson + zstd 1", clusterer, encode_state, decode_state)
+    print(f"save {base_save / save:.1f}x faster, load {base_load / load:.2f}x faster, "
+          f"a run's state I/O {base_save + base_load:.1f} s -> {save + load:.1f} s")
     return 0
 
 

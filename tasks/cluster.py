@@ -9,7 +9,6 @@ so exactly one set of decisions is kept.
 from __future__ import annotations
 
 import gc
-import gzip
 import json
 import logging
 import os
@@ -28,6 +27,7 @@ from warehouse import layout
 from warehouse.errors import NewsroomError, ObjectNotFoundError, PreconditionFailedError
 from warehouse.maintenance import is_compacted
 from warehouse.schemas import ARTICLES_SCHEMA, STORY_CHANGES_SCHEMA
+from warehouse.state_blobs import decode_state, encode_state
 from warehouse.store import ObjectStore
 from warehouse.tables import (
     list_segments,
@@ -63,11 +63,11 @@ def load_writer_state(store: ObjectStore, language: str, checkpoint: dict[str, A
     """The writer's clusterer and seen-article map; a fresh one (with ``params``) before the first commit."""
     if checkpoint["state_key"] is None:
         return LanguageClusterer(language, params), {}
-    data = gzip.decompress(store.get(checkpoint["state_key"]).data)
+    data = store.get(checkpoint["state_key"]).data
     # Parsing builds millions of small objects, none of them garbage: the cyclic collector
     # would walk them again and again (bench/writer_checkpoint.py).
     with paused_gc():
-        blob = json.loads(data)
+        blob = decode_state(data)
     return LanguageClusterer.from_state(blob["clusterer"]), dict(blob["seen"])
 
 
@@ -90,6 +90,17 @@ def _orphan_changes(store: ObjectStore, language: str, checkpoint: dict[str, Any
     return int(parquet_bytes_to_table(obj.data).num_rows)
 
 
+def _read_state_at(store: ObjectStore, language: str, offset: int) -> tuple[str, bytes]:
+    """The state blob written at ``offset``, under its current key or, written before the
+    Zstandard format, its gzip key."""
+    key = layout.story_state_key(language, offset)
+    try:
+        return key, store.get(key).data
+    except ObjectNotFoundError:
+        legacy = layout.legacy_story_state_key(language, offset)
+        return legacy, store.get(legacy).data
+
+
 def open_writer(store: ObjectStore, language: str) -> tuple[dict[str, Any], str | None]:
     """Load a language writer's checkpoint, first rolling forward a run that died between its
     change segment and its checkpoint (so none of its decisions is lost or made twice)."""
@@ -98,8 +109,9 @@ def open_writer(store: ObjectStore, language: str) -> tuple[dict[str, Any], str 
         rows = _orphan_changes(store, language, checkpoint)
         if rows is None:
             return checkpoint, etag
-        state_key = layout.story_state_key(language, checkpoint["offset"] + rows)
-        blob = json.loads(gzip.decompress(store.get(state_key).data))
+        state_key, data = _read_state_at(store, language, checkpoint["offset"] + rows)
+        with paused_gc():
+            blob = decode_state(data)
         rolled = {"offset": checkpoint["offset"] + rows, "state_key": state_key, "consumed": blob["consumed"],
                   "updated_at": blob["updated_at"]}
         try:
@@ -137,8 +149,10 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
         seen = dict(list(seen.items())[-SEEN_ARTICLES_KEPT:])
     updated_at = now.astimezone(UTC).isoformat()
     state_key = layout.story_state_key(language, new_offset)
-    blob = gzip.compress(json.dumps({"clusterer": clusterer.to_state(), "seen": seen, "consumed": consumed,
-                                     "updated_at": updated_at}, sort_keys=True).encode(), mtime=0)
+    with paused_gc():
+        state = {"clusterer": clusterer.to_state(), "seen": seen, "consumed": consumed, "updated_at": updated_at}
+    blob = encode_state(state)
+    del state
     try:
         store.put(state_key, blob, if_none_match=True)
     except PreconditionFailedError as e:

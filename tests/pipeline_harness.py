@@ -11,12 +11,14 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from corpus_paths import CLUSTERING_CORPORA
 from s3server import S3Server
 
 from replay.site import ReplaySite
 from tasks.storage import configured_store, reset_configured_store
+from warehouse.state_blobs import zstd_content_size
 from warehouse.store import ObjectStore
 
 CORPORA = CLUSTERING_CORPORA
@@ -79,9 +81,11 @@ def snapshot_store(store: ObjectStore) -> dict[str, bytes]:
 
 
 def object_text(key: str, data: bytes) -> str:
-    """Everything an object holds, as text: Parquet rows as JSON, gzip inflated, JSON as is."""
+    """Everything an object holds, as text: Parquet rows as JSON, gzip and Zstandard inflated, JSON as is."""
     if key.endswith(".parquet"):
         return json.dumps(pq.read_table(io.BytesIO(data)).to_pylist(), default=str, ensure_ascii=False)
     if key.endswith(".gz"):
         data = gzip.decompress(data)
+    elif key.endswith(".zst"):
+        data = pa.Codec("zstd").decompress(data, decompressed_size=zstd_content_size(data), asbytes=True)
     return data.decode("utf-8", errors="replace")

@@ -47,7 +47,12 @@ def story_checkpoint_key(language: str) -> str:
 
 
 def story_state_key(language: str, offset: int) -> str:
-    """Key of the immutable story-state blob a checkpoint points at."""
+    """Key of the immutable story-state blob a checkpoint points at (Zstandard JSON)."""
+    return f"{STORY_STATE_PREFIX}{_check(language, 'language')}/state-{offset:016d}.json.zst"
+
+
+def legacy_story_state_key(language: str, offset: int) -> str:
+    """Where a state blob written as gzip JSON (before Zstandard) sits; such blobs still load."""
     return f"{STORY_STATE_PREFIX}{_check(language, 'language')}/state-{offset:016d}.json.gz"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import multiprocessing
 import threading
 from datetime import datetime, timedelta
@@ -17,8 +19,10 @@ from tasks.registry import import_publishers
 from tasks.repair import repair_language
 from transforms.clustering import ClusterParams
 from transforms.pages import build_story, resolve_aliases
+from warehouse import layout
 from warehouse.duck import connect, load_sql
 from warehouse.snapshots import publish_stories
+from warehouse.state_blobs import decode_state
 from warehouse.store import LocalStore, ObjectStore
 
 
@@ -188,3 +192,46 @@ def test_repair_splits_a_story_fed_two_events_through_the_writer(tmp_path: Path)
     stories = _story_snapshot(store, T0 + timedelta(minutes=21), {})
     counts = sorted(s["article_count"] for s in stories["stories"].values())
     assert counts == [6, 6]
+
+
+def _to_legacy_gzip(store: ObjectStore, key: str) -> str:
+    """Rewrite a state blob as the writer wrote it before Zstandard (gzip JSON, ``.json.gz``)."""
+    legacy_key = key.removesuffix(".json.zst") + ".json.gz"
+    state = decode_state(store.get(key).data)
+    store.put(legacy_key, gzip.compress(json.dumps(state, sort_keys=True).encode(), mtime=0))
+    store.delete(key)
+    return legacy_key
+
+
+def test_states_written_as_gzip_before_still_load_and_roll_forward(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    store = LocalStore(root)
+    stream = two_event_stream()
+    write_articles(store, stream[:5])
+    cluster_language(store, "en", T0 + timedelta(minutes=5))
+    checkpoint_key = layout.story_checkpoint_key("en")
+    checkpoint = json.loads(store.get(checkpoint_key).data)
+    assert checkpoint["state_key"].endswith(".json.zst")
+    checkpoint["state_key"] = _to_legacy_gzip(store, checkpoint["state_key"])
+    store.put(checkpoint_key, json.dumps(checkpoint).encode())
+    # A run that dies after writing its state and changes, whose state is then found as gzip.
+    write_articles(store, stream[5:])
+    now = T0 + timedelta(minutes=30)
+    proc = multiprocessing.get_context("spawn").Process(target=_killed_writer, args=(str(root), now))
+    proc.start()
+    proc.join(120)
+    assert proc.exitcode == -9
+    orphan = [k for k in store.list(layout.STORY_STATE_PREFIX) if k.endswith(".json.zst")]
+    assert len(orphan) == 1
+    _to_legacy_gzip(store, orphan[0])
+
+    assert cluster_language(store, "en", now)["committed"] is False  # rolled forward from the gzip state
+    assert json.loads(store.get(checkpoint_key).data)["state_key"].endswith(".json.gz")
+    reference = LocalStore(tmp_path / "reference")
+    write_articles(reference, stream)
+    cluster_language(reference, "en", now)
+    assert final_story(changes_of(store)) == final_story(changes_of(reference))
+    # The next commit writes Zstandard again, from the state the gzip blob held.
+    write_articles(store, [("late", mannheim(0) + " Police said more arrests may follow.", 40, "pub7")])
+    assert cluster_language(store, "en", now + timedelta(minutes=20))["committed"] is True
+    assert json.loads(store.get(checkpoint_key).data)["state_key"].endswith(".json.zst")

@@ -213,3 +213,41 @@ def test_state_without_norm_cache_still_loads() -> None:
     assert resumed.story_ids() == clusterer.story_ids()
     late = _article("late", SAME_EVENT, 45)
     assert resumed.assign(late).story_id == clusterer.assign(late).story_id
+
+
+def _synthetic_stream(n: int, seed: int) -> list[ArticleFeatures]:
+    """``n`` articles of random words over many small topics: thousands of stories."""
+    rng = np.random.default_rng(seed)
+    vocabulary = [f"w{i:05d}" for i in range(20_000)]
+    topics = [rng.choice(vocabulary, size=30, replace=False) for _ in range(n // 2)]
+    out = []
+    for i in range(n):
+        words = list(rng.choice(topics[int(rng.integers(len(topics)))], size=20)) + list(rng.choice(vocabulary, size=10))
+        out.append(_article(f"s{seed}-{i:05d}", " ".join(words) + ".", minutes=i * 0.01, title=" ".join(words[:6])))
+    return out
+
+
+def test_a_loaded_state_is_indexed_as_if_its_stories_had_been_indexed_one_by_one() -> None:
+    # More than 1,024 stories, so the slot table grows as it does one story at a time.
+    stream = _synthetic_stream(2_600, seed=3)
+    uninterrupted = LanguageClusterer("en", ClusterParams())
+    for f in stream[:2_400]:
+        uninterrupted.assign(f)
+    state = json.loads(json.dumps(uninterrupted.to_state()))
+    bulk = LanguageClusterer.from_state(state)
+    assert len(bulk._stories) > 1_024
+    one_by_one = LanguageClusterer("en", ClusterParams())
+    for sid, story in bulk._stories.items():
+        one_by_one._stories[sid] = story
+        one_by_one._index_story(story)
+    assert bulk._story_of_slot == one_by_one._story_of_slot and bulk._slot_of == one_by_one._slot_of
+    assert bulk._next_stamp == one_by_one._next_stamp
+    assert np.array_equal(bulk._slot_stamp, one_by_one._slot_stamp)
+    assert list(bulk._term_index) == list(one_by_one._term_index)
+    for term, postings in bulk._term_index.items():
+        other = one_by_one._term_index[term]
+        assert (postings.slots, postings.weights, postings.stamps, postings.live) == (
+            other.slots, other.weights, other.stamps, other.live), term
+    # And it decides the rest of the stream exactly as the writer that never stopped.
+    assert [bulk.assign(f) for f in stream[2_400:]] == [uninterrupted.assign(f) for f in stream[2_400:]]
+    assert bulk.to_state() == uninterrupted.to_state()
