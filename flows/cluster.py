@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
 from typing import Any
 
 from prefect import flow, get_run_logger
 
 from tasks.clock import resolve_now
-from tasks.cluster import cluster_language_task, languages_in_log_task
+from tasks.cluster import (
+    WriterFencedError,
+    cluster_language_task,
+    keep_states_in_memory,
+    languages_in_log_task,
+)
 from tasks.reports import cluster_markdown, publish_artifact
 from tasks.storage import configured_store
 
@@ -24,3 +31,43 @@ def cluster_stories(now: str | None = None, languages: list[str] | None = None) 
         logger.info("cluster_done %s", " ".join(f"{k}={v}" for k, v in s.items()))
     publish_artifact("cluster-summary", cluster_markdown(summaries, at.isoformat()), "cluster run summary")
     return summaries
+
+
+@flow(name="cluster_writer_session")
+def cluster_writer_session(languages: list[str] | None = None, minutes: float = 60.0, every_seconds: float = 60.0,
+                           start: str | None = None) -> dict[str, Any]:
+    """Run the language writers every ``every_seconds`` for ``minutes`` in this one process,
+    keeping each language's state in memory between runs (``tasks.cluster.keep_states_in_memory``):
+    a run loads its state from the store only when another writer (a repair) committed since.
+
+    For languages with tens of thousands of active stories, where loading the state is most of
+    a run (bench/writer_checkpoint.py); the ``cluster_writer_session-hourly`` deployment runs one
+    session an hour, in place of ``cluster_stories-every-minute``. Fencing is unchanged: every
+    commit still goes through the checkpoint's If-Match.
+
+    ``start``: replay stream time from this ISO instant, one tick per ``every_seconds``, without
+    waiting (tests and backfills); by default real time, each tick on the next interval.
+    """
+    logger = get_run_logger()
+    store = configured_store()
+    ticks = max(1, int(minutes * 60 // every_seconds))
+    replay_from = resolve_now(start) if start is not None else None
+    runs: list[dict[str, Any]] = []
+    with keep_states_in_memory() as kept:
+        for tick in range(ticks):
+            if replay_from is not None:
+                at = replay_from + timedelta(seconds=tick * every_seconds)
+            else:
+                time.sleep(max(0.0, every_seconds - time.time() % every_seconds) if tick else 0.0)
+                at = resolve_now(None)
+            targets = languages or languages_in_log_task(store)
+            for language in targets:
+                try:
+                    summary = cluster_language_task(store, language, at)
+                except WriterFencedError as e:  # another writer committed first; the next tick goes on
+                    summary = {"language": language, "committed": False, "fenced": str(e)}
+                runs.append({"tick": tick, "at": at.isoformat(), **summary})
+        hits = kept.hits
+    logger.info("cluster_session_done ticks=%d runs=%d states_reused=%d", ticks, len(runs), hits)
+    return {"ticks": ticks, "runs": runs, "states_reused": hits,
+            "articles": sum(int(r.get("articles", 0)) for r in runs)}

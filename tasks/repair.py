@@ -19,7 +19,14 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.cluster import WriterFencedError, change_row, commit_writer, load_writer_state, open_writer
+from tasks.cluster import (
+    KEPT_STATES,
+    WriterFencedError,
+    change_row,
+    commit_writer,
+    load_writer_state,
+    open_writer,
+)
 from transforms.repair import RepairParams, repair_stories
 from warehouse.store import ObjectStore
 
@@ -32,9 +39,11 @@ def repair_language(store: ObjectStore, language: str, now: datetime,
     checkpoint, etag = open_writer(store, language)
     if checkpoint["state_key"] is None:
         return {"language": language, "committed": False, "merge": 0, "split": 0}
-    clusterer, seen = load_writer_state(store, language, checkpoint)
+    clusterer, seen = load_writer_state(store, language, checkpoint, etag=etag)
     repairs = repair_stories(clusterer, now, params)
-    if not repairs:
+    if not repairs:  # nothing applied, nothing changed: the state in memory is still the stored one
+        if etag is not None:
+            KEPT_STATES.put(store, language, etag, clusterer, seen)
         return {"language": language, "committed": False, "merge": 0, "split": 0}
     offset = checkpoint["offset"]
     changes: list[dict[str, Any]] = []

@@ -30,3 +30,11 @@ def test_every_flow_has_a_deployment() -> None:
     names = {d["entrypoint"] for d in DEPLOYMENTS}
     assert {"flows/ingest.py:ingest_feeds", "flows/cluster.py:cluster_stories",
             "flows/rank.py:rank_and_publish"} <= names
+
+
+def test_one_writer_deployment_is_active_at_a_time() -> None:
+    # The hourly writer session replaces the per-minute cluster flow; it ships switched off.
+    writers = {d["name"]: d for d in DEPLOYMENTS if d["entrypoint"].startswith("flows/cluster.py:")}
+    active = [name for name, d in writers.items() if any(s.get("active", True) for s in d["schedules"])]
+    assert set(writers) == {"cluster_stories-every-minute", "cluster_writer_session-hourly"}
+    assert active == ["cluster_stories-every-minute"]

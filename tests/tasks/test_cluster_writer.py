@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from repair_corpus import PUBLISHERS, T0, changes_of, final_story, mannheim, two_event_stream, write_articles
 
 from serving.app import create_app
-from tasks.cluster import WriterFencedError, cluster_language
+from tasks.cluster import KEPT_STATES, WriterFencedError, cluster_language, keep_states_in_memory
 from tasks.registry import import_publishers
 from tasks.repair import repair_language
 from transforms.clustering import ClusterParams
@@ -235,3 +235,81 @@ def test_states_written_as_gzip_before_still_load_and_roll_forward(tmp_path: Pat
     write_articles(store, [("late", mannheim(0) + " Police said more arrests may follow.", 40, "pub7")])
     assert cluster_language(store, "en", now + timedelta(minutes=20))["committed"] is True
     assert json.loads(store.get(checkpoint_key).data)["state_key"].endswith(".json.zst")
+
+
+class _CountingStore(LocalStore):
+    """A LocalStore that counts reads of writer state blobs."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.state_reads = 0
+
+    def get(self, key: str):  # type: ignore[no-untyped-def]
+        if "/state-" in key:
+            self.state_reads += 1
+        return super().get(key)
+
+
+def _writer_sequence(store: ObjectStore, other: ObjectStore) -> list[dict[str, Any]]:
+    """Cluster runs, a run with nothing new, a repair, and a commit by another process's writer."""
+    stream = two_event_stream()
+    out = []
+    write_articles(store, stream[:4])
+    out.append(cluster_language(store, "en", T0 + timedelta(minutes=5)))
+    write_articles(store, stream[4:8])
+    out.append(cluster_language(store, "en", T0 + timedelta(minutes=20)))
+    out.append(cluster_language(store, "en", T0 + timedelta(minutes=21)))
+    out.append(repair_language(store, "en", T0 + timedelta(minutes=30)))
+    write_articles(store, stream[8:10])
+    out.append(cluster_language(other, "en", T0 + timedelta(minutes=40)))  # another writer commits
+    write_articles(store, stream[10:])
+    out.append(cluster_language(store, "en", T0 + timedelta(minutes=50)))
+    return out
+
+
+def test_a_kept_state_is_reused_only_while_the_checkpoint_is_still_its_own(tmp_path: Path) -> None:
+    store = _CountingStore(tmp_path / "kept")
+    with keep_states_in_memory() as kept:
+        summaries = _writer_sequence(store, LocalStore(tmp_path / "kept"))
+        # Runs 2, 3 and the repair reuse the state the previous run left; the last run finds the
+        # checkpoint moved by the other writer and loads the state that writer stored.
+        assert kept.hits == 3
+        assert store.state_reads == 1
+    assert KEPT_STATES.hits == 3 and not KEPT_STATES.enabled
+    reference = _CountingStore(tmp_path / "reference")
+    assert _writer_sequence(reference, LocalStore(tmp_path / "reference")) == summaries
+    assert reference.state_reads == 4  # without keeping: every run after the first loads
+    assert changes_of(store) == changes_of(reference)
+    assert final_story(changes_of(store)) == final_story(changes_of(reference))
+    assert sorted(final_story(changes_of(store))) == sorted(a for a, _, _, _ in two_event_stream())
+
+
+def test_a_fenced_run_does_not_keep_its_state(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    store, other = _CountingStore(root), LocalStore(root)
+    stream = two_event_stream()
+    with keep_states_in_memory() as kept:
+        write_articles(store, stream[:4])
+        cluster_language(store, "en", T0 + timedelta(minutes=5))
+        write_articles(store, stream[4:])
+        checkpoint = store.get(layout.story_checkpoint_key("en"))
+        # Another writer commits between this writer's read of the checkpoint and its commit.
+        original_put = store.put
+
+        def racing_put(key: str, data: bytes, **kwargs: Any) -> str:
+            if key == layout.story_checkpoint_key("en") and kwargs.get("if_match") == checkpoint.etag:
+                cluster_language(other, "en", T0 + timedelta(minutes=20))
+            return original_put(key, data, **kwargs)
+
+        store.put = racing_put  # type: ignore[method-assign]
+        try:
+            cluster_language(store, "en", T0 + timedelta(minutes=20))
+        except WriterFencedError:
+            pass
+        else:
+            raise AssertionError("the second commit must be fenced")
+        store.put = original_put  # type: ignore[method-assign]
+        reads = store.state_reads
+        assert cluster_language(store, "en", T0 + timedelta(minutes=21))["committed"] is False
+        assert store.state_reads == reads + 1 and kept.hits == 1  # loaded again, not the fenced state
+    assert sorted(final_story(changes_of(store))) == sorted(a for a, _, _, _ in stream)
