@@ -118,18 +118,29 @@ def _killed_writer(root: str, now: datetime) -> None:
     cluster_language(LocalStore(Path(root)), "en", now, kill_before_checkpoint=True)
 
 
-def test_kill_9_mid_batch_loses_nothing_and_assigns_nothing_twice(tmp_path: Path) -> None:
+def _started_store(tmp_path: Path) -> tuple[Path, LocalStore, list[tuple[str, str, int, str]]]:
+    """A store whose writer has committed the first five articles of the stream, and has the rest to do."""
     root = tmp_path / "store"
     store = LocalStore(root)
     stream = two_event_stream()
     write_articles(store, stream[:5])
     cluster_language(store, "en", T0 + timedelta(minutes=5))
-    write_articles(store, stream[5:])
-    now = T0 + timedelta(minutes=30)
+    return root, store, stream
+
+
+def _run_killed_mid_batch(root: Path, now: datetime) -> None:
+    """A writer process that dies (SIGKILL) after its change segment, before its checkpoint."""
     proc = multiprocessing.get_context("spawn").Process(target=_killed_writer, args=(str(root), now))
     proc.start()
     proc.join(120)
     assert proc.exitcode == -9
+
+
+def test_kill_9_mid_batch_loses_nothing_and_assigns_nothing_twice(tmp_path: Path) -> None:
+    root, store, stream = _started_store(tmp_path)
+    write_articles(store, stream[5:])
+    now = T0 + timedelta(minutes=30)
+    _run_killed_mid_batch(root, now)
     # The killed run's change segment is there, its checkpoint never moved; a restart rolls it forward.
     summary = cluster_language(store, "en", now)
     assert summary["committed"] is False
@@ -204,11 +215,7 @@ def _to_legacy_gzip(store: ObjectStore, key: str) -> str:
 
 
 def test_states_written_as_gzip_before_still_load_and_roll_forward(tmp_path: Path) -> None:
-    root = tmp_path / "store"
-    store = LocalStore(root)
-    stream = two_event_stream()
-    write_articles(store, stream[:5])
-    cluster_language(store, "en", T0 + timedelta(minutes=5))
+    root, store, stream = _started_store(tmp_path)
     checkpoint_key = layout.story_checkpoint_key("en")
     checkpoint = json.loads(store.get(checkpoint_key).data)
     assert checkpoint["state_key"].endswith(".json.zst")
@@ -217,10 +224,7 @@ def test_states_written_as_gzip_before_still_load_and_roll_forward(tmp_path: Pat
     # A run that dies after writing its state and changes, whose state is then found as gzip.
     write_articles(store, stream[5:])
     now = T0 + timedelta(minutes=30)
-    proc = multiprocessing.get_context("spawn").Process(target=_killed_writer, args=(str(root), now))
-    proc.start()
-    proc.join(120)
-    assert proc.exitcode == -9
+    _run_killed_mid_batch(root, now)
     orphan = [k for k in store.list(layout.STORY_STATE_PREFIX) if k.endswith(".json.zst")]
     assert len(orphan) == 1
     _to_legacy_gzip(store, orphan[0])
