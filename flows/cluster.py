@@ -66,8 +66,16 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
                     summary = cluster_language_task(store, language, at)
                 except WriterFencedError as e:  # another writer committed first; the next tick goes on
                     summary = {"language": language, "committed": False, "fenced": str(e)}
+                except Exception as e:  # noqa: BLE001 - one language's failure must not stop the others for the hour
+                    # The run took its state out before failing, so the next tick loads it again.
+                    logger.error("cluster_session_run_failed language=%s tick=%d error=%r", language, tick, e)
+                    summary = {"language": language, "committed": False, "error": f"{type(e).__name__}: {e}"}
                 runs.append({"tick": tick, "at": at.isoformat(), **summary})
         hits = kept.hits
-    logger.info("cluster_session_done ticks=%d runs=%d states_reused=%d", ticks, len(runs), hits)
-    return {"ticks": ticks, "runs": runs, "states_reused": hits,
-            "articles": sum(int(r.get("articles", 0)) for r in runs)}
+    failed = [r for r in runs if "error" in r]
+    logger.info("cluster_session_done ticks=%d runs=%d states_reused=%d failed=%d", ticks, len(runs), hits, len(failed))
+    result = {"ticks": ticks, "runs": runs, "states_reused": hits, "failed": len(failed),
+              "articles": sum(int(r.get("articles", 0)) for r in runs)}
+    if failed:  # the session went on, but the flow run must show that runs failed
+        raise RuntimeError(f"{len(failed)} of {len(runs)} writer runs failed: {failed[-1]['error']}")
+    return result

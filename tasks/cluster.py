@@ -218,17 +218,23 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
     updated_at = now.astimezone(UTC).isoformat()
     state_key = layout.story_state_key(language, new_offset)
     with paused_gc():
-        state = {"clusterer": clusterer.to_state(), "seen": seen, "consumed": consumed, "updated_at": updated_at}
+        # ``seen`` as pairs, oldest first: the order it is trimmed by must survive the key sorting.
+        state = {"clusterer": clusterer.to_state(), "seen": list(seen.items()), "consumed": consumed,
+                 "updated_at": updated_at}
     blob = encode_state(state)
     del state
+    stored = True  # whether the blob at state_key is this run's state (else it may not be kept)
     try:
         store.put(state_key, blob, if_none_match=True)
     except PreconditionFailedError as e:
         # No new decisions (only newly consumed segments): the state at this offset stands; the
         # checkpoint's If-Match still fences the run.
-        if changes and store.get(state_key).data != blob:
-            raise WriterFencedError(f"state of {language} at {new_offset} written by another writer",
-                                    key=state_key) from e
+        stored = False
+        if changes:
+            if store.get(state_key).data != blob:
+                raise WriterFencedError(f"state of {language} at {new_offset} written by another writer",
+                                        key=state_key) from e
+            stored = True
     crash_point("cluster.after_state")
     if changes:
         try:
@@ -242,7 +248,8 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
         os.kill(os.getpid(), signal.SIGKILL)
     new_etag = _put_checkpoint(store, language, {"offset": new_offset, "state_key": state_key, "consumed": consumed,
                                       "updated_at": updated_at}, etag)
-    KEPT_STATES.put(store, language, new_etag, clusterer, seen)
+    if stored:
+        KEPT_STATES.put(store, language, new_etag, clusterer, seen)
     return new_offset
 
 
@@ -319,11 +326,13 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
             KEPT_STATES.put(store, language, etag, clusterer, seen)
         return {"language": language, "articles": 0, "committed": False, **dict(kinds)}
     clusterer.expire(now)
+    # Read before the commit: once committed, the state may be kept and taken by the next run.
+    stories, sizes = clusterer.active_story_count, clusterer.story_size_counts()
     new_offset = commit_writer(store, language, etag, offset, changes, clusterer, seen, new_consumed, now,
                                kill_before_checkpoint=kill_before_checkpoint)
     log.info("cluster_committed language=%s articles=%d offset=%d", language, len(changes), new_offset)
     return {"language": language, "articles": len(changes), "committed": True, "offset": new_offset,
-            "stories": clusterer.active_story_count, "sizes": clusterer.story_size_counts(), **dict(kinds)}
+            "stories": stories, "sizes": sizes, **dict(kinds)}
 
 
 @task(name="cluster_language", retries=1, retry_delay_seconds=2, timeout_seconds=900, cache_policy=NO_CACHE,

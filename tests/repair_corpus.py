@@ -60,11 +60,11 @@ T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
 PUBLISHERS = [f"pub{i}" for i in range(8)]
 
 
-def write_articles(store: ObjectStore, articles: list[tuple[str, str, int, str]]) -> None:
+def write_articles(store: ObjectStore, articles: list[tuple[str, str, int, str]], language: str = "en") -> None:
     """One article segment per (article_id, text, minute, publisher), as the ingest writes them."""
     for article_id, text, minute, publisher in articles:
         seen = T0 + timedelta(minutes=minute)
-        features = features_from_text(article_id, text.split(". ")[0][:80], text, "en", seen, publisher)
+        features = features_from_text(article_id, text.split(". ")[0][:80], text, language, seen, publisher)
         row = {**features_to_row(features), "version": 1,
                "content_hash": hashlib.sha1(text.encode()).hexdigest(), "url": f"http://{publisher}.test/{article_id}",
                "canonical_url": f"http://{publisher}.test/{article_id}", "feed_id": f"feed-{publisher}",

@@ -987,6 +987,16 @@ class LanguageClusterer:
         self._index_recent(recent, self._bands_of(features.minhash))
 
     def _index_recent(self, recent: _Recent, bands: list[int]) -> None:
+        # A new version of an article replaces the old one everywhere, as a reloaded state has it:
+        # left in the old version's buckets, its id would outlive its entry when it expires.
+        previous = self._recent.pop(recent.article_id, None)
+        if previous is not None:
+            for key in previous.bands:
+                bucket = self._lsh.get(key)
+                if bucket is not None and recent.article_id in bucket:
+                    bucket.remove(recent.article_id)
+                    if not bucket:
+                        del self._lsh[key]
         recent.bands = bands
         self._recent[recent.article_id] = recent
         for key in recent.bands:

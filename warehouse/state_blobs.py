@@ -14,6 +14,7 @@ Why not gzip: at 50,000 active stories a state is about 380 MB of JSON, which gz
 from __future__ import annotations
 
 import gzip
+import json
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,9 @@ def _default(value: object) -> object:
 
 def encode_state(state: dict[str, Any]) -> bytes:
     """``state`` as compact, key-sorted JSON in one Zstandard frame (deterministic bytes).
+
+    A writer state has no NaN or infinity (orjson would write them as null, and the load would
+    then fail on that value rather than silently read it).
 
     >>> decode_state(encode_state({"b": [1.5, None], "a": "x"}))
     {'a': 'x', 'b': [1.5, None]}
@@ -85,10 +89,20 @@ def decode_state(data: bytes) -> dict[str, Any]:
         except (OSError, pa.ArrowException) as e:
             raise StateBlobError(f"corrupt Zstandard state: {e}") from e
     elif data[:2] == GZIP_MAGIC:
-        raw = gzip.decompress(data)
+        try:
+            # json, not orjson: the writer that made these used json.dumps, which could write NaN.
+            state = json.loads(gzip.decompress(data))
+        except (OSError, EOFError, ValueError) as e:
+            raise StateBlobError(f"corrupt gzip state: {e}") from e
+        if not isinstance(state, dict):
+            raise StateBlobError("state blob does not hold a JSON object")
+        return state
     else:
         raise StateBlobError("state blob is neither Zstandard nor gzip")
-    state = orjson.loads(raw)
+    try:
+        state = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise StateBlobError(f"corrupt state JSON: {e}") from e
     if not isinstance(state, dict):
         raise StateBlobError("state blob does not hold a JSON object")
     return state

@@ -317,3 +317,41 @@ def test_a_fenced_run_does_not_keep_its_state(tmp_path: Path) -> None:
         assert cluster_language(store, "en", T0 + timedelta(minutes=21))["committed"] is False
         assert store.state_reads == reads + 1 and kept.hits == 1  # loaded again, not the fenced state
     assert sorted(final_story(changes_of(store))) == sorted(a for a, _, _, _ in stream)
+
+
+def _other_language_then_more(store: ObjectStore) -> list[dict[str, Any]]:
+    """A run that consumes only another language's segment (a commit with no change), then more."""
+    stream = two_event_stream()
+    write_articles(store, stream[:6])
+    out = [cluster_language(store, "en", T0 + timedelta(minutes=11))]
+    write_articles(store, [("de0", "Der Streik der Lokführer ist beendet, die Züge fahren wieder.", 70, "pub1")],
+                   language="de")
+    out.append(cluster_language(store, "en", T0 + timedelta(minutes=75)))
+    write_articles(store, [(a, t, m + 70, p) for a, t, m, p in stream[6:]])
+    out.append(cluster_language(store, "en", T0 + timedelta(minutes=90)))
+    return out
+
+
+def test_a_commit_that_did_not_store_its_state_does_not_keep_it(tmp_path: Path) -> None:
+    # The no-change commit moves the checkpoint but keeps the stored state at its offset (written
+    # before this run expired old stories); the state in memory, expired, must not be reused.
+    store = _CountingStore(tmp_path / "kept")
+    with keep_states_in_memory() as kept:
+        summaries = _other_language_then_more(store)
+        assert summaries[1]["committed"] is True and summaries[1]["articles"] == 0
+        assert kept.hits == 1 and store.state_reads == 1  # the third run loads the stored state
+    reference = LocalStore(tmp_path / "reference")
+    assert _other_language_then_more(reference) == summaries
+    assert changes_of(store) == changes_of(reference)
+
+
+def test_seen_articles_are_stored_oldest_first(tmp_path: Path) -> None:
+    # Trimming keeps the newest; the stored order must be arrival order, not key order.
+    store = LocalStore(tmp_path / "store")
+    stream = two_event_stream()
+    write_articles(store, list(reversed(stream)))  # ids arrive in minute order, not sorted order
+    cluster_language(store, "en", T0 + timedelta(minutes=30))
+    checkpoint = json.loads(store.get(layout.story_checkpoint_key("en")).data)
+    seen = decode_state(store.get(checkpoint["state_key"]).data)["seen"]
+    assert [aid for aid, _ in seen] == [a for a, _, _, _ in sorted(stream, key=lambda x: x[2])]
+    assert [aid for aid, _ in seen] != sorted(aid for aid, _ in seen)

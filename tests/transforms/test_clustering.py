@@ -251,3 +251,18 @@ def test_a_loaded_state_is_indexed_as_if_its_stories_had_been_indexed_one_by_one
     # And it decides the rest of the stream exactly as the writer that never stopped.
     assert [bulk.assign(f) for f in stream[2_400:]] == [uninterrupted.assign(f) for f in stream[2_400:]]
     assert bulk.to_state() == uninterrupted.to_state()
+
+
+def test_a_new_version_of_an_article_leaves_no_trace_of_the_old_in_the_copy_index() -> None:
+    clusterer = LanguageClusterer("en", ClusterParams())
+    clusterer.assign(_article("a", ORIGINAL, 0))
+    clusterer.assign(_article("a", UNRELATED, 5))  # the same article id, its text rewritten
+    rebuilt = LanguageClusterer.from_state(json.loads(json.dumps(clusterer.to_state())))
+    in_memory = {k: sorted(v) for k, v in clusterer._lsh.items()}
+    assert in_memory == {k: sorted(v) for k, v in rebuilt._lsh.items()}
+    assert all(ids.count("a") == 1 for ids in clusterer._lsh.values())
+    # Once it leaves the window nothing names it, so a later copy check cannot trip over it.
+    clusterer.expire(T0 + timedelta(hours=60))
+    assert not clusterer._lsh
+    later = _article("c", ORIGINAL, 60 * 60)
+    assert clusterer.assign(later).copy_of is None
