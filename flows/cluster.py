@@ -15,6 +15,7 @@ from tasks.cluster import (
     keep_states_in_memory,
     languages_in_log_task,
 )
+from tasks.repair import repair_language_task
 from tasks.reports import cluster_markdown, publish_artifact
 from tasks.storage import configured_store
 
@@ -35,7 +36,7 @@ def cluster_stories(now: str | None = None, languages: list[str] | None = None) 
 
 @flow(name="cluster_writer_session")
 def cluster_writer_session(languages: list[str] | None = None, minutes: float = 60.0, every_seconds: float = 60.0,
-                           start: str | None = None) -> dict[str, Any]:
+                           start: str | None = None, repair_every_minutes: float | None = 10.0) -> dict[str, Any]:
     """Run the language writers every ``every_seconds`` for ``minutes`` in this one process,
     keeping each language's state in memory between runs (``tasks.cluster.keep_states_in_memory``):
     a run loads its state from the store only when another writer (a repair) committed since.
@@ -47,10 +48,15 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
 
     ``start``: replay stream time from this ISO instant, one tick per ``every_seconds``, without
     waiting (tests and backfills); by default real time, each tick on the next interval.
+
+    ``repair_every_minutes``: the session also runs each language's repair (merges and splits)
+    after its writer run this often, on the state in memory, so ``repair_stories-every-10-minutes``
+    can be paused with ``cluster_stories-every-minute``; ``None`` leaves repairs to that deployment.
     """
     logger = get_run_logger()
     store = configured_store()
     ticks = max(1, int(minutes * 60 // every_seconds))
+    ticks_per_repair = max(1, round(repair_every_minutes * 60 / every_seconds)) if repair_every_minutes else None
     replay_from = resolve_now(start) if start is not None else None
     runs: list[dict[str, Any]] = []
     with keep_states_in_memory() as kept:
@@ -61,21 +67,26 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
                 time.sleep(max(0.0, every_seconds - time.time() % every_seconds) if tick else 0.0)
                 at = resolve_now(None)
             targets = languages or languages_in_log_task(store)
+            repairing = ticks_per_repair is not None and tick % ticks_per_repair == ticks_per_repair - 1
             for language in targets:
-                try:
-                    summary = cluster_language_task(store, language, at)
-                except WriterFencedError as e:  # another writer committed first; the next tick goes on
-                    summary = {"language": language, "committed": False, "fenced": str(e)}
-                except Exception as e:  # noqa: BLE001 - one language's failure must not stop the others for the hour
-                    # The run took its state out before failing, so the next tick loads it again.
-                    logger.error("cluster_session_run_failed language=%s tick=%d error=%r", language, tick, e)
-                    summary = {"language": language, "committed": False, "error": f"{type(e).__name__}: {e}"}
-                runs.append({"tick": tick, "at": at.isoformat(), **summary})
+                jobs = [("cluster", cluster_language_task)] + ([("repair", repair_language_task)] if repairing else [])
+                for kind, job in jobs:
+                    try:
+                        summary = job(store, language, at)
+                    except WriterFencedError as e:  # another writer committed first; the next tick goes on
+                        summary = {"language": language, "committed": False, "fenced": str(e)}
+                    except Exception as e:  # noqa: BLE001 - one language's failure must not stop the others for the hour
+                        # The run took its state out before failing, so the next run loads it again.
+                        logger.error("cluster_session_run_failed language=%s tick=%d kind=%s error=%r",
+                                     language, tick, kind, e)
+                        summary = {"language": language, "committed": False, "error": f"{type(e).__name__}: {e}"}
+                    runs.append({"tick": tick, "at": at.isoformat(), "kind": kind, **summary})
         hits = kept.hits
     failed = [r for r in runs if "error" in r]
     logger.info("cluster_session_done ticks=%d runs=%d states_reused=%d failed=%d", ticks, len(runs), hits, len(failed))
     result = {"ticks": ticks, "runs": runs, "states_reused": hits, "failed": len(failed),
-              "articles": sum(int(r.get("articles", 0)) for r in runs)}
+              "articles": sum(int(r.get("articles", 0)) for r in runs if r["kind"] == "cluster"),
+              "repairs": sum(int(r.get("merge", 0)) + int(r.get("split", 0)) for r in runs if r["kind"] == "repair")}
     if failed:  # the session went on, but the flow run must show that runs failed
         raise RuntimeError(f"{len(failed)} of {len(runs)} writer runs failed: {failed[-1]['error']}")
     return result
