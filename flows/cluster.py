@@ -39,7 +39,7 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
                            start: str | None = None, repair_every_minutes: float | None = 10.0) -> dict[str, Any]:
     """Run the language writers every ``every_seconds`` for ``minutes`` in this one process,
     keeping each language's state in memory between runs (``tasks.cluster.keep_states_in_memory``):
-    a run loads its state from the store only when another writer (a repair) committed since.
+    a run loads its state from the store only when another writer committed since.
 
     For languages with tens of thousands of active stories, where loading the state is most of
     a run (bench/writer_checkpoint.py); the ``cluster_writer_session-hourly`` deployment runs one
