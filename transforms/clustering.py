@@ -415,12 +415,7 @@ class LanguageClusterer:
             self._drop_story(story)
         old = [r for r in self._recent.values() if r.seen_ms < cutoff]
         for recent in old:
-            for key in recent.bands:
-                bucket = self._lsh.get(key)
-                if bucket is not None:
-                    bucket.remove(recent.article_id)
-                    if not bucket:
-                        del self._lsh[key]
+            self._unindex_recent(recent)
             del self._recent[recent.article_id]
         if self._decayed_ms is not None and now_ms > self._decayed_ms:
             hours = (now_ms - self._decayed_ms) / 3_600_000
@@ -991,16 +986,20 @@ class LanguageClusterer:
         # left in the old version's buckets, its id would outlive its entry when it expires.
         previous = self._recent.pop(recent.article_id, None)
         if previous is not None:
-            for key in previous.bands:
-                bucket = self._lsh.get(key)
-                if bucket is not None and recent.article_id in bucket:
-                    bucket.remove(recent.article_id)
-                    if not bucket:
-                        del self._lsh[key]
+            self._unindex_recent(previous)
         recent.bands = bands
         self._recent[recent.article_id] = recent
         for key in recent.bands:
             self._lsh[key].append(recent.article_id)
+
+    def _unindex_recent(self, recent: _Recent) -> None:
+        """Take an article's id out of its LSH buckets (each holds it once per band that hashed there)."""
+        for key in recent.bands:
+            bucket = self._lsh.get(key)
+            if bucket is not None:
+                bucket.remove(recent.article_id)
+                if not bucket:
+                    del self._lsh[key]
 
     def _count_document(self, features: ArticleFeatures) -> None:
         self._n_docs += 1.0
