@@ -89,9 +89,10 @@ class KeptStates:
         self.hits += 1
         return kept.clusterer, kept.seen
 
-    def put(self, store: ObjectStore, language: str, etag: str, clusterer: LanguageClusterer,
+    def put(self, store: ObjectStore, language: str, etag: str | None, clusterer: LanguageClusterer,
             seen: dict[str, str]) -> None:
-        if self.enabled:
+        """Keep the state stored under the checkpoint with ``etag`` (nothing when there is no checkpoint)."""
+        if self.enabled and etag is not None:
             self._states[(id(store), language)] = _KeptState(etag, clusterer, seen)
 
     def forget(self, store: ObjectStore, language: str) -> None:
@@ -119,16 +120,8 @@ def keep_states_in_memory() -> Iterator[KeptStates]:
 
 
 def load_writer_state(store: ObjectStore, language: str, checkpoint: dict[str, Any],
-                      params: ClusterParams | None = None, etag: str | None = None
-                      ) -> tuple[LanguageClusterer, dict[str, str]]:
-    """The writer's clusterer and seen-article map; a fresh one (with ``params``) before the first commit.
-
-    ``etag``: the checkpoint's ETag; the state this process kept after its own last commit is
-    reused when the checkpoint still carries it (:class:`KeptStates`).
-    """
-    kept = KEPT_STATES.take(store, language, etag)
-    if kept is not None:
-        return kept
+                      params: ClusterParams | None = None) -> tuple[LanguageClusterer, dict[str, str]]:
+    """The writer's clusterer and seen-article map; a fresh one (with ``params``) before the first commit."""
     if checkpoint["state_key"] is None:
         return LanguageClusterer(language, params), {}
     data = store.get(checkpoint["state_key"]).data
@@ -229,12 +222,10 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
     except PreconditionFailedError as e:
         # No new decisions (only newly consumed segments): the state at this offset stands; the
         # checkpoint's If-Match still fences the run.
-        stored = False
-        if changes:
-            if store.get(state_key).data != blob:
-                raise WriterFencedError(f"state of {language} at {new_offset} written by another writer",
-                                        key=state_key) from e
-            stored = True
+        if changes and store.get(state_key).data != blob:
+            raise WriterFencedError(f"state of {language} at {new_offset} written by another writer",
+                                    key=state_key) from e
+        stored = bool(changes)  # the same decisions give the same bytes
     crash_point("cluster.after_state")
     if changes:
         try:
@@ -287,13 +278,13 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
     existing = list_segments(store, layout.ARTICLES_PREFIX)
     # Compacted segments hold only rows every writer has consumed (warehouse.maintenance).
     pending = [k for k in existing if k not in consumed and not is_compacted(k)]
-    reused = KEPT_STATES.hits
-    clusterer, seen = load_writer_state(store, language, checkpoint, params, etag)
+    kept = KEPT_STATES.take(store, language, etag)
+    clusterer, seen = kept or load_writer_state(store, language, checkpoint, params)
     # The loaded state is long-lived; keeping it out of the cyclic collector's scans doubled
     # assignment throughput with 50,000 active stories (bench/cluster_speed.py). A state kept
     # from the previous run is frozen as it is: a full collection would walk all of it again
     # (anything frozen is handed back to the collector when the run ends).
-    if KEPT_STATES.hits == reused:
+    if kept is None:
         gc.collect()
     gc.freeze()
     rows: list[dict[str, Any]] = []
@@ -322,7 +313,7 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
     new_consumed = sorted((consumed | set(ready)) & set(existing))
     if not changes and new_consumed == sorted(consumed):
         # Nothing to commit and nothing changed: the state in memory is still the stored one.
-        if etag is not None and checkpoint["state_key"] is not None:
+        if checkpoint["state_key"] is not None:
             KEPT_STATES.put(store, language, etag, clusterer, seen)
         return {"language": language, "articles": 0, "committed": False, **dict(kinds)}
     clusterer.expire(now)

@@ -39,11 +39,10 @@ def repair_language(store: ObjectStore, language: str, now: datetime,
     checkpoint, etag = open_writer(store, language)
     if checkpoint["state_key"] is None:
         return {"language": language, "committed": False, "merge": 0, "split": 0}
-    clusterer, seen = load_writer_state(store, language, checkpoint, etag=etag)
+    clusterer, seen = KEPT_STATES.take(store, language, etag) or load_writer_state(store, language, checkpoint)
     repairs = repair_stories(clusterer, now, params)
     if not repairs:  # nothing applied, nothing changed: the state in memory is still the stored one
-        if etag is not None:
-            KEPT_STATES.put(store, language, etag, clusterer, seen)
+        KEPT_STATES.put(store, language, etag, clusterer, seen)
         return {"language": language, "committed": False, "merge": 0, "split": 0}
     offset = checkpoint["offset"]
     changes: list[dict[str, Any]] = []
