@@ -1,25 +1,52 @@
-"""Polite, safe HTTP fetching: address checks on every hop, timeouts, capped bodies.
+"""Polite, safe HTTP fetching: address checks at connect time, a wall-clock cap, capped bodies.
 
-Every request carries an identifying User-Agent, connect/read timeouts and a wall-clock cap. Bodies
-are counted after decompression, so a gzip bomb stops at the cap. Private, loopback and link-local
-addresses are refused after DNS resolution and again on every redirect, unless a setting allows them.
+Every request carries an identifying User-Agent, connect/read timeouts and a wall-clock cap.
+
+* Addresses: a client from ``make_client`` resolves each host once per connection, refuses the
+  connection if any address is private, loopback or link-local (unless a setting allows that
+  network), and connects to an address it checked, so a DNS answer that changes between the check
+  and the connection (rebinding) is never followed. Redirects are followed by hand, one checked
+  connection per hop. TLS still verifies the URL's hostname.
+* Wall clock: ``total_timeout_seconds`` is a deadline for the whole fetch, all hops included;
+  every socket read and write waits at most until it, so a server dribbling its headers or body
+  one byte at a time is cut there.
+* Bodies: raw bytes are read and decoded here (identity, gzip, deflate: what we advertise),
+  never more than the cap plus one byte at a time, so a gzip bomb stops at the cap without being
+  inflated. Stacked or unrequested content codings are refused.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import ssl
 import time
-from collections.abc import Mapping
+import weakref
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+import httpcore
 import httpx
 
-from tasks.errors import FetchError
+from tasks.errors import FetchError, FetchErrorKind
 from tasks.settings import IngestSettings
 
 _REDIRECTS = {301, 302, 303, 307, 308}
+ACCEPT_ENCODING = "gzip, deflate"
+"""The content codings we ask for, and so the only ones we decode (RFC 9110 §12.5.3)."""
+_WBITS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+_RAW_SLACK_BYTES = 64 * 1024
+"""Compressed bytes may exceed the decoded cap by this much (headers, stored blocks, trailing junk)."""
+
+_Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+_DEADLINE: ContextVar[float | None] = ContextVar("newsroom_fetch_deadline", default=None)
+"""The monotonic deadline of the fetch running in this thread; socket waits never pass it."""
+_CHECKED_CLIENTS: weakref.WeakSet[httpx.Client] = weakref.WeakSet()
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,34 +74,219 @@ def is_public_address(address: str) -> bool:
     return bool(ip.is_global) and not ip.is_multicast
 
 
+class _AddressRefused(Exception):
+    """Raised inside the transport, where the URL is unknown; ``fetch_url`` turns it into a FetchError."""
+
+    def __init__(self, kind: FetchErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def _networks(private_networks: tuple[str, ...]) -> tuple[_Network, ...]:
+    return tuple(ipaddress.ip_network(n, strict=False) for n in private_networks)
+
+
+def _resolve_checked(host: str, port: int, allowed: tuple[_Network, ...]) -> list[str]:
+    """Resolve ``host`` once; every address must be public or in ``allowed``. Returns them in order.
+
+    Raises:
+        _AddressRefused: ``dns`` when the name does not resolve, ``blocked_address`` when any
+            address is refused (one bad answer refuses the host: a resolver may rotate them).
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError) as e:
+        raise _AddressRefused("dns", f"cannot resolve {host}: {e}") from e
+    addresses: list[str] = []
+    for info in infos:
+        address = str(info[4][0])
+        if not is_public_address(address) and not any(
+                ipaddress.ip_address(address.split("%", 1)[0]) in n for n in allowed):
+            raise _AddressRefused("blocked_address", f"{host} resolves to {address}")
+        if address not in addresses:
+            addresses.append(address)
+    if not addresses:
+        raise _AddressRefused("dns", f"no address for {host}")
+    return addresses
+
+
 def check_url_allowed(url: str, *, private_networks: tuple[str, ...] = ()) -> None:
-    """Refuse non-HTTP schemes, and hosts resolving to a non-public address outside ``private_networks``."""
+    """Refuse non-HTTP schemes, and hosts resolving to a non-public address outside ``private_networks``.
+
+    A look-ahead only: what protects a fetch is the same check made when connecting (``make_client``).
+    """
+    _check_url_shape(url)
+    parts = urlsplit(url)
+    assert parts.hostname is not None  # _check_url_shape refused URLs without a host
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        _resolve_checked(parts.hostname, port, _networks(private_networks))
+    except _AddressRefused as e:
+        raise FetchError(e.kind, e.message, url=url) from e
+    except ValueError as e:  # a port out of range
+        raise FetchError("bad_url", str(e), url=url) from e
+
+
+def _check_url_shape(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise FetchError("bad_url", "only absolute http(s) URLs are fetched", url=url)
-    allowed = [ipaddress.ip_network(n, strict=False) for n in private_networks]
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        infos = socket.getaddrinfo(parts.hostname, port, proto=socket.IPPROTO_TCP)
-    except (socket.gaierror, UnicodeError) as e:
-        raise FetchError("dns", f"cannot resolve {parts.hostname}: {e}", url=url) from e
-    for info in infos:
-        address = str(info[4][0])
-        if not is_public_address(address) and not any(ipaddress.ip_address(address) in n for n in allowed):
-            raise FetchError("blocked_address", f"{parts.hostname} resolves to {address}", url=url)
 
 
-def make_client(settings: IngestSettings) -> httpx.Client:
-    """One client per run: pooled connections, our timeouts and User-Agent, no automatic redirects."""
+# --- the transport: checked addresses, deadline-bounded sockets ----------------------------------
+
+
+def _bounded(timeout: float | None, expired: type[httpcore.TimeoutException]) -> float | None:
+    """``timeout`` cut to what is left of this thread's fetch deadline; ``expired`` once it has passed."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise expired("the wall-clock cap was reached")
+    return remaining if timeout is None else min(timeout, remaining)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A socket stream whose every wait ends at the fetch deadline, however slowly bytes arrive."""
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _bounded(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        # httpcore passes the URL's hostname here, so the certificate is checked against it
+        # although the socket was opened to an address.
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname,
+                                                      _bounded(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _CheckedBackend(httpcore.NetworkBackend):
+    """Resolve once per connection, check every address, connect to a checked one."""
+
+    def __init__(self, allowed: tuple[_Network, ...]) -> None:
+        self._allowed = allowed
+        self._backend = httpcore.SyncBackend()
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None) -> httpcore.NetworkStream:
+        _bounded(timeout, httpcore.ConnectTimeout)
+        error: httpcore.ConnectError | None = None
+        for address in _resolve_checked(host, port, self._allowed):
+            try:
+                stream = self._backend.connect_tcp(address, port, timeout=_bounded(timeout, httpcore.ConnectTimeout),
+                                                   local_address=local_address, socket_options=socket_options)
+            except httpcore.ConnectError as e:
+                error = e  # try the next checked address
+                continue
+            return _DeadlineStream(stream)
+        assert error is not None  # _resolve_checked returns at least one address
+        raise error
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+class _CheckedTransport(httpx.HTTPTransport):
+    """httpx's transport over a connection pool whose every connection goes through ``_CheckedBackend``."""
+
+    def __init__(self, private_networks: tuple[str, ...], limits: httpx.Limits,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        context = ssl_context or httpx.create_ssl_context(trust_env=False)
+        super().__init__(verify=context, limits=limits, trust_env=False)
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=context,
+            max_connections=limits.max_connections, max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=_CheckedBackend(_networks(private_networks)),
+        )
+
+
+def make_client(settings: IngestSettings, *, ssl_context: ssl.SSLContext | None = None) -> httpx.Client:
+    """One client per run: pooled, address-checked connections, our timeouts and User-Agent, no auto redirects.
+
+    Args:
+        settings: Timeouts, pool size, User-Agent and the private networks that may be fetched.
+        ssl_context: Trust store to verify servers with (default: the system's; tests pass their CA).
+    """
     timeout = httpx.Timeout(
         connect=settings.connect_timeout_seconds, read=settings.read_timeout_seconds,
         write=settings.read_timeout_seconds, pool=settings.total_timeout_seconds,
     )
     limits = httpx.Limits(max_connections=settings.max_workers * 2, max_keepalive_connections=settings.max_workers)
-    return httpx.Client(
-        timeout=timeout, limits=limits, follow_redirects=False, trust_env=False,
-        headers={"User-Agent": settings.user_agent_header, "Accept-Encoding": "gzip, deflate"},
+    client = httpx.Client(
+        timeout=timeout, follow_redirects=False, trust_env=False,
+        transport=_CheckedTransport(settings.private_networks, limits, ssl_context),
+        headers={"User-Agent": settings.user_agent_header, "Accept-Encoding": ACCEPT_ENCODING},
     )
+    _CHECKED_CLIENTS.add(client)
+    return client
+
+
+def _require_checked(client: httpx.Client) -> None:
+    if client not in _CHECKED_CLIENTS:
+        raise TypeError("fetch with a client from tasks.http.make_client: only it checks the address it connects to")
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[float]:
+    """Set this thread's fetch deadline ``seconds`` from now (nested fetches restore the outer one)."""
+    deadline = time.monotonic() + seconds
+    token = _DEADLINE.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _request_timeout(client: httpx.Client, deadline: float) -> httpx.Timeout:
+    remaining = max(0.001, deadline - time.monotonic())
+    base = client.timeout
+
+    def cut(value: float | None) -> float:
+        return remaining if value is None else min(value, remaining)
+
+    return httpx.Timeout(connect=cut(base.connect), read=cut(base.read), write=cut(base.write), pool=remaining)
+
+
+@contextmanager
+def _fetch_errors(url: str) -> Iterator[None]:
+    """Turn what the transport raises into FetchErrors that keep ``url``."""
+    try:
+        yield
+    except _AddressRefused as e:
+        raise FetchError(e.kind, e.message, url=url) from e
+    except httpx.TimeoutException as e:
+        raise FetchError("timeout", str(e) or type(e).__name__, url=url) from e
+    except httpx.ConnectError as e:
+        raise FetchError("connect", str(e) or type(e).__name__, url=url) from e
+    except (httpx.TransportError, httpx.DecodingError) as e:
+        raise FetchError("protocol", str(e) or type(e).__name__, url=url) from e
+
+
+# --- fetching --------------------------------------------------------------------------------------
+
+
+def _wire_url(url: str) -> str:
+    """The URL as it goes on the wire: IDNA host, percent-encoded path and query (RFC 3986)."""
+    _check_url_shape(url)
+    try:
+        return str(httpx.URL(url))
+    except httpx.InvalidURL as e:
+        raise FetchError("bad_url", str(e), url=url) from e
 
 
 def fetch_url(
@@ -84,55 +296,148 @@ def fetch_url(
     *,
     max_bytes: int,
     headers: Mapping[str, str] | None = None,
+    allow: Callable[[str], None] | None = None,
 ) -> FetchResult:
     """GET ``url`` following redirects by hand. Non-2xx statuses are returned, not raised.
 
+    Args:
+        client: From ``make_client``; its connections are address-checked.
+        url: Absolute http(s) URL.
+        settings: Redirect limit and the wall-clock cap (``total_timeout_seconds``, all hops).
+        max_bytes: Cap on the decoded body.
+        headers: Extra request headers (validators).
+        allow: Called with each hop's URL as sent on the wire (percent-encoded) before it is
+            requested; raises FetchError to refuse it (robots.txt on every redirect hop).
+
     Raises:
-        FetchError: blocked address, DNS, connect, timeout, body over ``max_bytes``, redirect loop.
+        FetchError: blocked address, DNS, connect, timeout, body over ``max_bytes``, refused
+            content coding, redirect loop, or whatever ``allow`` raises.
+        TypeError: ``client`` is not from ``make_client``.
     """
+    _require_checked(client)
     started = time.monotonic()
     current = url
     hops: list[str] = []
-    while True:
-        check_url_allowed(current, private_networks=settings.private_networks)
-        status, response_headers, body = _get_once(client, current, settings, max_bytes, headers, started)
-        if status in _REDIRECTS and "location" in response_headers:
-            target = urljoin(current, response_headers["location"])
-            if target in hops or len(hops) >= settings.max_redirects:
-                raise FetchError("too_many_redirects", f"after {len(hops)} redirects", url=url)
-            hops.append(current)
-            current = target
-            continue
-        return FetchResult(url, current, status, response_headers, body,
-                           (time.monotonic() - started) * 1000, tuple(hops))
+    with _deadline(settings.total_timeout_seconds) as deadline:
+        while True:
+            wire = _wire_url(current)
+            if allow is not None:
+                allow(wire)
+            if time.monotonic() >= deadline:
+                raise FetchError("timeout", f"not done in {settings.total_timeout_seconds}s", url=url)
+            status, response_headers, body = _get_once(client, current, wire, max_bytes, headers, deadline)
+            if status in _REDIRECTS and "location" in response_headers:
+                target = urljoin(current, response_headers["location"])
+                if target in hops or len(hops) >= settings.max_redirects:
+                    raise FetchError("too_many_redirects", f"after {len(hops)} redirects", url=url)
+                hops.append(current)
+                current = target
+                continue
+            return FetchResult(url, current, status, response_headers, body,
+                               (time.monotonic() - started) * 1000, tuple(hops))
 
 
 def _get_once(
     client: httpx.Client,
     url: str,
-    settings: IngestSettings,
+    wire: str,
     max_bytes: int,
     headers: Mapping[str, str] | None,
-    started: float,
+    deadline: float,
 ) -> tuple[int, dict[str, str], bytes]:
-    try:
-        with client.stream("GET", url, headers=dict(headers or {})) as response:
-            declared = response.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > max_bytes and response.headers.get("content-encoding") is None:
-                raise FetchError("too_large", f"content-length {declared} > {max_bytes}", url=url)
-            chunks: list[bytes] = []
-            size = 0
-            for chunk in response.iter_bytes():
-                size += len(chunk)
-                if size > max_bytes:
-                    raise FetchError("too_large", f"body over {max_bytes} bytes", url=url)
-                if time.monotonic() - started > settings.total_timeout_seconds:
-                    raise FetchError("timeout", f"body not done in {settings.total_timeout_seconds}s", url=url)
-                chunks.append(chunk)
-            return response.status_code, {k.lower(): v for k, v in response.headers.items()}, b"".join(chunks)
-    except httpx.TimeoutException as e:
-        raise FetchError("timeout", type(e).__name__, url=url) from e
-    except httpx.ConnectError as e:
-        raise FetchError("connect", str(e) or type(e).__name__, url=url) from e
-    except (httpx.DecodingError, httpx.RemoteProtocolError, httpx.ReadError) as e:
-        raise FetchError("protocol", str(e) or type(e).__name__, url=url) from e
+    with _fetch_errors(url), client.stream("GET", wire, headers=dict(headers or {}),
+                                           timeout=_request_timeout(client, deadline)) as response:
+        encoding = response.headers.get("content-encoding")
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_bytes and encoding is None:
+            raise FetchError("too_large", f"content-length {declared} > {max_bytes}", url=url)
+        decoder: _Decoder | None = None
+        chunks: list[bytes] = []
+        size = raw_size = 0
+        for raw in response.iter_raw():
+            raw_size += len(raw)
+            if raw_size > max_bytes + _RAW_SLACK_BYTES:
+                raise FetchError("too_large", f"body over {max_bytes} bytes", url=url)
+            if decoder is None:  # chosen at the first body byte: a 304's headers are not judged
+                decoder = _Decoder(encoding, url)
+            chunk = decoder.decode(raw, max_bytes - size + 1)
+            size += len(chunk)
+            if size > max_bytes:
+                raise FetchError("too_large", f"body over {max_bytes} bytes after decoding {encoding}", url=url)
+            chunks.append(chunk)
+        return response.status_code, {k.lower(): v for k, v in response.headers.items()}, b"".join(chunks)
+
+
+class _Decoder:
+    """Undo one content coding we asked for, never producing more than asked per call (RFC 9110 §8.4)."""
+
+    def __init__(self, header: str | None, url: str) -> None:
+        codings = [c.strip().lower() for c in (header or "").split(",")]
+        codings = [c for c in codings if c and c != "identity"]
+        if len(codings) > 1:
+            raise FetchError("protocol", f"stacked content codings refused: {header!r}", url=url)
+        if codings and codings[0] not in _WBITS:
+            raise FetchError("protocol", f"content coding {codings[0]!r} was not asked for", url=url)
+        self._coding = codings[0] if codings else None
+        self._url = url
+        self._zlib = zlib.decompressobj(_WBITS[self._coding]) if self._coding else None
+        self._is_first = True
+
+    def decode(self, data: bytes, limit: int) -> bytes:
+        """Decoded bytes of ``data``: at most ``limit`` (>= 1); reaching it means the cap was passed."""
+        if self._zlib is None:
+            return data
+        try:
+            return self._inflate(data, limit)
+        except zlib.error as e:
+            if not (self._coding == "deflate" and self._is_first):
+                raise FetchError("protocol", f"bad {self._coding} body: {e}", url=self._url) from e
+        # "deflate" is zlib-wrapped (RFC 9110 §8.4.1.2), but some servers send it raw.
+        self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+        try:
+            return self._inflate(data, limit)
+        except zlib.error as e:
+            raise FetchError("protocol", f"bad deflate body: {e}", url=self._url) from e
+
+    def _inflate(self, data: bytes, limit: int) -> bytes:
+        assert self._zlib is not None and limit >= 1  # max_length=0 would mean "no limit"
+        out = bytearray()
+        while data and not self._zlib.eof:  # after the end of the stream, trailing bytes are ignored
+            out += self._zlib.decompress(data, limit - len(out))
+            self._is_first = False
+            if len(out) >= limit:
+                break
+            data = self._zlib.unconsumed_tail
+        return bytes(out)
+
+
+def post_form(
+    client: httpx.Client,
+    url: str,
+    form: Mapping[str, str],
+    *,
+    timeout_seconds: float,
+    max_bytes: int,
+) -> FetchResult:
+    """POST a form under a wall-clock cap; the answer's body is its first ``max_bytes`` raw bytes.
+
+    The body is read no further and never decoded: it is only for an error message. Redirects
+    are not followed.
+
+    Raises:
+        FetchError: blocked address, DNS, connect, timeout, protocol.
+        TypeError: ``client`` is not from ``make_client``.
+    """
+    _require_checked(client)
+    started = time.monotonic()
+    wire = _wire_url(url)
+    with _deadline(timeout_seconds) as deadline, _fetch_errors(url), client.stream(
+            "POST", wire, data=dict(form), headers={"Accept-Encoding": "identity"},
+            timeout=_request_timeout(client, deadline)) as response:
+        body = bytearray()
+        for raw in response.iter_raw():
+            body += raw[: max_bytes - len(body)]
+            if len(body) >= max_bytes:
+                break
+        return FetchResult(url, url, response.status_code, {k.lower(): v for k, v in response.headers.items()},
+                           bytes(body), (time.monotonic() - started) * 1000)

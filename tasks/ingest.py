@@ -41,9 +41,9 @@ from tasks.websub import (
 from transforms.canonical_url import article_id_from_url, canonicalize_url, choose_canonical_url
 from transforms.embedding import embed_articles
 from transforms.errors import FeedRejectedError, TransformError
-from transforms.extraction import extract_page
+from transforms.extraction import charset_from_content_type, extract_page
 from transforms.features import features_from_text, features_to_row
-from transforms.feeds import FeedItem, ParsedFeed, parse_feed
+from transforms.feeds import FeedItem, ParsedFeed, parse_feed, truncate_title
 from transforms.polling import PollResponse, PollState, decide_next_poll, floor_for_tier
 from transforms.robots import RobotsRules, is_allowed, parse_robots, robots_policy_for_status
 from transforms.text import snippet_from_text
@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 
 RECENT_GUIDS = 200
 FUTURE_DATE_SLACK = timedelta(days=1)
+# Longest ETag / Last-Modified kept and sent back; real ones are a few dozen characters.
+VALIDATOR_MAX_CHARS = 256
 _NO_RESPONSE_KINDS = frozenset({"timeout", "connect", "protocol", "dns", "host_backoff"})
 
 
@@ -243,6 +245,21 @@ def _bad_date_count(items: tuple[FeedItem, ...] | list[FeedItem], now: datetime)
                or (i.published_at is not None and i.published_at > now + FUTURE_DATE_SLACK))
 
 
+def clean_validator(value: object) -> str | None:
+    """``value`` if it can be stored and sent back as ``If-None-Match``/``If-Modified-Since``, else None.
+
+    Only printable ASCII (visible characters and spaces, RFC 9110 §8.8.3 ``etagc`` and §5.6.7
+    HTTP-date) of at most :data:`VALIDATOR_MAX_CHARS` characters is kept: httpx refuses to encode
+    anything else, and a stored one would then fail every later poll of the feed.
+
+    >>> clean_validator('W/"v1"'), clean_validator('"caf\\u00e9"'), clean_validator("a\\r\\nb")
+    ('W/"v1"', None, None)
+    """
+    if not isinstance(value, str) or len(value) > VALIDATOR_MAX_CHARS or not value.strip():
+        return None
+    return value if value.isascii() and value.isprintable() else None
+
+
 def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now: datetime, *,
               backstop_seconds: int | None = None) -> tuple[dict[str, Any], list[FeedItem], FeedReport]:
     """Conditional GET of one feed; returns its next state, its new items and a report.
@@ -256,6 +273,9 @@ def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now:
     next poll is only a backstop, at least ``backstop_seconds`` away (issue 3).
     """
     state = {**empty_state(job.feed_id), **job.state}
+    # A stored validator that cannot be sent back (stored before they were checked) is dropped here,
+    # whatever this poll brings, so it can never fail the request.
+    state["etag"], state["last_modified"] = clean_validator(state["etag"]), clean_validator(state["last_modified"])
     headers = {}
     if not state["is_validators_useless"]:
         if state.get("etag"):
@@ -287,14 +307,16 @@ def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now:
                 marked = [item.guid for item in parsed.items if item.guid in seen or item.guid in taken]
                 state["recent_guids"] = (marked + [g for g in state.get("recent_guids") or []
                                                    if g not in set(marked)])[:RECENT_GUIDS]
-                etag, last_modified = result.headers.get("etag"), result.headers.get("last-modified")
+                raw_etag, raw_last_modified = result.headers.get("etag"), result.headers.get("last-modified")
+                etag, last_modified = clean_validator(raw_etag), clean_validator(raw_last_modified)
                 validators_changed = bool(headers) and (
                     bool(etag) and etag != state.get("etag")
                     or bool(last_modified) and last_modified != state.get("last_modified"))
                 if len(fresh) == len(new):  # items left over: keep the old validators, so no 304 hides them
                     # Validators change only on 2xx; a response without Last-Modified keeps the old one.
-                    state["etag"] = etag or state.get("etag")
-                    state["last_modified"] = last_modified or state.get("last_modified")
+                    # One sent but unusable (non-ASCII, too long) clears it: the old one is stale.
+                    state["etag"] = etag if raw_etag else state.get("etag")
+                    state["last_modified"] = last_modified if raw_last_modified else state.get("last_modified")
                 bad_dates = _bad_date_count(parsed.items, now)
                 if parsed.is_malformed:
                     warning_kind, warning = "malformed", f"feed used as is: {parsed.error}"
@@ -347,12 +369,13 @@ def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now:
 
 
 def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: str, now: datetime, *,
-                      embed: bool = True) -> dict[str, Any]:
-    """Extract one fetched page into an ``ArticleRow``: snippet, signatures and (with ``embed``) the
-    sentence embedding of the title and lede; never the body."""
-    page = extract_page(html, fetched_url)
+                      embed: bool = True, http_charset: str | None = None) -> dict[str, Any]:
+    """Extract one fetched page into an ``ArticleRow``: a capped headline, the snippet, signatures and
+    (with ``embed``) the sentence embedding of the title and lede; never the body. ``http_charset`` is
+    the response's Content-Type charset, which decides the page's decoding over its ``<meta>``."""
+    page = extract_page(html, fetched_url, http_charset=http_charset)
     canonical = canonicalize_url(choose_canonical_url(fetched_url, page.canonical_url, None))
-    title = page.title or item.title or ""
+    title = truncate_title(page.title or item.title or "")
     body = page.text or item.summary or ""
     language = page.language or item.language or job.language
     embedding = embed_articles([(title, body, language)])[0] if embed else None
@@ -442,6 +465,9 @@ def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime,
             status_of=polled_status, limiter=limiter, pool=pool, max_in_flight=workers,
             skip=lambda j: _skipped_poll(j, settings, now))
         work = [(job, item) for job, _, items, _ in polled for item in items if item.link]
+        # An item without an http(s) link has no page to fetch: recorded, once (it is marked seen).
+        result.page_errors.extend(_no_link_error(job, item) for job, _, items, _ in polled
+                                  for item in items if not item.link)
         origins = sorted({RobotsCache.origin_of(item.link or "") for _, item in work})
         run_per_host(origins, host_of=host_of_url, work=robots.load, status_of=lambda _: 200,
                      limiter=limiter, pool=pool, max_in_flight=workers)
@@ -475,6 +501,12 @@ def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime,
     return result
 
 
+def _no_link_error(job: FeedJob, item: FeedItem) -> dict[str, Any]:
+    """The page error of a feed item without a usable link (none, or not http(s)); not retried."""
+    return {"feed_id": job.feed_id, "guid": item.guid, "url": "", "error_kind": "no_link", "status": None,
+            "error": f"item has no http(s) link, so no page to fetch: {item.title[:80]!r}"}
+
+
 def _is_transient(page_error: dict[str, Any]) -> bool:
     status = page_error.get("status")
     return page_error["error_kind"] in _NO_RESPONSE_KINDS or (
@@ -484,13 +516,18 @@ def _is_transient(page_error: dict[str, Any]) -> bool:
 def _fetch_article(job: FeedJob, item: FeedItem, client: httpx.Client, robots: RobotsCache,
                    settings: IngestSettings, now: datetime) -> dict[str, Any]:
     url = item.link or ""
+
+    def check_robots(hop: str) -> None:
+        # Every hop, redirects included, matched as sent: robots patterns are percent-encoded (RFC 9309 §2.2.2).
+        if not robots.allows(hop):
+            raise FetchError("robots_disallowed", "robots.txt disallows this page", url=hop)
+
     try:
-        if not robots.allows(url):
-            raise FetchError("robots_disallowed", "robots.txt disallows this page", url=url)
-        fetched = fetch_url(client, url, settings, max_bytes=settings.max_page_bytes)
+        fetched = fetch_url(client, url, settings, max_bytes=settings.max_page_bytes, allow=check_robots)
         if not 200 <= fetched.status < 300:
             raise FetchError("http_status", f"HTTP {fetched.status}", url=url, status=fetched.status)
-        return build_article_row(job, item, fetched.body, fetched.final_url, now, embed=settings.embeddings)
+        return build_article_row(job, item, fetched.body, fetched.final_url, now, embed=settings.embeddings,
+                                 http_charset=charset_from_content_type(fetched.headers.get("content-type")))
     except FetchError as e:
         status = None if e.kind in _NO_RESPONSE_KINDS else e.status or 200
         return {"feed_id": job.feed_id, "guid": item.guid, "url": url, "error_kind": e.kind, "error": str(e),

@@ -34,7 +34,7 @@ class IngestSettings(BaseSettings):
     )
     connect_timeout_seconds: float = Field(5.0, description="TCP connect timeout per request.")
     read_timeout_seconds: float = Field(10.0, description="Read timeout between bytes per request.")
-    total_timeout_seconds: float = Field(30.0, description="Wall-clock cap per request, body included.")
+    total_timeout_seconds: float = Field(30.0, description="Wall-clock deadline for a whole fetch: every redirect hop, headers and body.")
     max_feed_bytes: int = Field(10_000_000, description="Cap on a feed body, after decompression.")
     max_page_bytes: int = Field(5_000_000, description="Cap on an article page, after decompression.")
     max_redirects: int = Field(5, description="Redirects followed per request, each re-checked.")

@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from tasks.errors import FetchError
-from tasks.http import check_url_allowed
+from tasks.http import FetchResult, make_client, post_form
 from tasks.registry import load_registry
 from tasks.settings import IngestSettings, WebSubSettings
 from transforms.websub import (
@@ -57,6 +57,8 @@ Clock = Callable[[], datetime]
 _CAS_ATTEMPTS = 5
 _PUBLISHER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _LINK = re.compile(r"<([^>]*)>\s*;\s*rel\s*=\s*\"?([^\";,]+)\"?")
+HUB_ANSWER_MAX_BYTES = 1024
+"""Raw bytes read of a hub's answer: it only goes into an error message."""
 
 
 def _utcnow() -> datetime:
@@ -148,6 +150,14 @@ def delete_push_markers(store: ObjectStore, keys: Iterable[str]) -> int:
 # --- the subscriber's requests ---------------------------------------------------------------
 
 
+def _answer_text(answer: FetchResult) -> str:
+    """The start of a hub's answer for the record; an encoded body is not decoded."""
+    encoding = answer.headers.get("content-encoding", "identity").strip().lower()
+    if encoding != "identity":
+        return f"({encoding}-encoded answer not read)"
+    return answer.body.decode("utf-8", "replace")[:200]
+
+
 def callback_url(websub: WebSubSettings, feed_id: str) -> str:
     """Where the hub calls us back for one feed."""
     layout.subscription_key(feed_id)  # checks the id is safe in a path
@@ -170,7 +180,12 @@ def request_subscription(
 
     The record is written first: the hub may verify before it even answers, and the receiver
     echoes a challenge only for a request it finds. A live lease is kept while a renewal is
-    pending. The hub URL came from a feed, so it passes the same address checks as any fetch.
+    pending. The hub URL came from a feed, so it goes through the same address-checked client as
+    any fetch, under ``hub_timeout_seconds`` as a wall-clock cap, and at most
+    ``HUB_ANSWER_MAX_BYTES`` of its answer are read (never decompressed).
+
+    Raises:
+        TypeError: ``client`` is not from ``tasks.http.make_client``.
     """
     previous, etag = load_subscription(store, feed_id)
     keep_lease = previous is not None and previous.hub_url == hub_url and previous.topic_url == topic_url
@@ -190,14 +205,12 @@ def request_subscription(
         form["hub.lease_seconds"] = str(websub.lease_seconds)
     error: str | None = None
     try:
-        check_url_allowed(hub_url, private_networks=ingest.private_networks)
-        response = client.post(hub_url, data=form, timeout=websub.hub_timeout_seconds)
-        if not 200 <= response.status_code < 300:
-            error = f"hub answered HTTP {response.status_code}: {response.text[:200]}"
+        answer = post_form(client, hub_url, form, timeout_seconds=websub.hub_timeout_seconds,
+                           max_bytes=HUB_ANSWER_MAX_BYTES)
+        if not 200 <= answer.status < 300:
+            error = f"hub answered HTTP {answer.status}: {_answer_text(answer)}"
     except FetchError as e:
         error = f"{e.kind}: {e}"
-    except httpx.HTTPError as e:
-        error = f"{type(e).__name__}: {e}"
     log.info("websub_request feed_id=%s mode=%s hub=%s ok=%s", feed_id, mode, hub_url, error is None)
     if error is None:
         return pending
@@ -238,8 +251,7 @@ def maintain_subscriptions(
             work.append((target, decision.action))
     if not work:
         return {}
-    with httpx.Client(follow_redirects=False, trust_env=False,
-                      headers={"User-Agent": ingest.user_agent_header}) as client:
+    with make_client(ingest) as client:
         for target, action in work:
             assert target.hub_url is not None
             try:
@@ -281,8 +293,7 @@ def retire_subscriptions(
                                                      pending_timeout_seconds=websub.pending_timeout_seconds):
             work.append(record)
     if work:
-        with httpx.Client(follow_redirects=False, trust_env=False,
-                          headers={"User-Agent": ingest.user_agent_header}) as client:
+        with make_client(ingest) as client:
             for record in work:
                 try:
                     sent = request_subscription(store, client, ingest, websub, feed_id=record.feed_id,

@@ -37,6 +37,7 @@ import trafilatura
 
 from transforms.canonical_url import choose_canonical_url
 from transforms.errors import ExtractionError
+from transforms.feeds import truncate_title
 from transforms.text import normalize_whitespace
 
 MAX_HTML_BYTES = 5_000_000
@@ -119,6 +120,8 @@ _SPACE_RE = re.compile(r"\s+")
 _TABLE_ROW_RE = re.compile(r"^\|(.*)\|\s*$")
 _META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _XML_ENCODING_RE = re.compile(rb"""^\s*<\?xml[^>]+encoding\s*=\s*["']([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+# One ";"-separated Content-Type parameter: name=token or name="quoted string" (RFC 9110 §5.6.6).
+_CONTENT_TYPE_PARAM_RE = re.compile(r""";\s*([^\s;=]+)\s*=\s*("(?:[^"\\]|\\.)*"?|'[^']*'?|[^;]*)""")
 _LANG_RE = re.compile(r"^([a-zA-Z]{2})(?:$|[-_])")
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8"),
@@ -135,7 +138,8 @@ class ExtractedPage:
         url: The URL the page was fetched from, as given.
         canonical_url: Canonicalized rel=canonical / og:url / fetched URL; None when none of
             them is a valid http(s) URL.
-        title: Headline, or None.
+        title: Headline, at most :data:`~transforms.feeds.TITLE_MAX_CHARS` characters (a
+            title field holding the whole article is cut: a body is never stored), or None.
         text: Body text, paragraphs separated by "\\n"; empty when nothing was found.
         published_at: Publication time the page states, UTC; None when it states none.
         language: ISO 639-1 code, declared or guessed from the text; None when unknown.
@@ -231,6 +235,35 @@ def decode_html(data: bytes, *, http_charset: str | None = None, truncated: bool
     if declared == "utf-8":
         return data.decode("utf-8", errors="replace")
     return data.decode("cp1252", errors="replace")
+
+
+def charset_from_content_type(content_type: str | None) -> str | None:
+    """The ``charset`` parameter of a Content-Type header value, or None when there is none.
+
+    The value is returned as sent (unquoted, not validated): :func:`decode_html` looks it up
+    and ignores a name it does not know.
+
+    Args:
+        content_type: The header value, e.g. ``text/html; charset=windows-1251``.
+
+    Returns:
+        The charset name, or None.
+
+    >>> charset_from_content_type('text/html; charset="windows-1251"')
+    'windows-1251'
+    >>> charset_from_content_type("text/html") is None
+    True
+    """
+    if not content_type:
+        return None
+    for match in _CONTENT_TYPE_PARAM_RE.finditer(content_type):
+        if match.group(1).lower() != "charset":
+            continue
+        value = match.group(2).strip()
+        if value[:1] in ('"', "'"):
+            value = value[1:].removesuffix(value[0]).replace("\\", "")
+        return value.strip() or None
+    return None
 
 
 def _looks_like_binary(text: str) -> bool:
@@ -844,7 +877,7 @@ def extract_page(
     return ExtractedPage(
         url=url,
         canonical_url=canonical,
-        title=title,
+        title=truncate_title(title) if title else None,
         text=body,
         published_at=_published_at(tree, meta, ld),
         language=language,

@@ -3,10 +3,12 @@
 feedparser does the RSS/Atom work (it is the correctness reference: it recovers from broken
 XML, wrong charsets and odd date formats). This module adds what feedparser leaves to us:
 
-* a safety gate before any XML parser sees the body: a size cap, and refusal of any DOCTYPE
-  whose internal subset declares entities (billion laughs, external entities / XXE);
+* a safety gate before any XML parser sees the body: a size cap, and refusal of any entity
+  declaration anywhere in the document and of any DOCTYPE internal subset (billion laughs,
+  external entities / XXE);
 * one flat, typed record per item with plain-text title/summary, absolute http(s) links, UTC
-  datetimes, a stable ``guid`` and an image URL;
+  datetimes, a stable ``guid`` and an image URL; titles, authors and categories are capped at
+  :data:`TITLE_MAX_CHARS` and summaries at :data:`SUMMARY_MAX_CHARS`, whatever a parser expands;
 * the channel fields feedparser does not read: ``skipHours``/``skipDays``; WebSub hub/self
   links; news sitemaps (``<urlset>`` with ``news:news``) and JSON Feed, which feedparser 6.0
   does not parse.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import calendar
 import hashlib
 import io
+import itertools
 import json
 import re
 import time
@@ -42,6 +45,9 @@ from transforms.text import normalize_whitespace
 FEED_MAX_BYTES = 10 * 1024 * 1024
 FEED_MAX_ITEMS = 500
 SUMMARY_MAX_CHARS = 1_000
+# A headline, never a body (licensing: we keep a headline and a short snippet). Also the cap on
+# the other one-line fields (feed title, author, category).
+TITLE_MAX_CHARS = 300
 PLAIN_TEXT_MAX_INPUT_CHARS = 64 * 1024
 ELLIPSIS = "\u2026"
 DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -50,8 +56,13 @@ _MARKUP_PROBE = "<!DOCTYPE x [<!ENTITY % y SYSTEM 'z'>]>"
 # A declaration up to its internal subset ("[") or its end: name and quoted external ids.
 _DECLARATION_HEAD_RE = re.compile(r"""<!(?:[^\[>"']+|"[^"]*"|'[^']*')*""")
 _DOCTYPE_HEAD_RE = re.compile(r"""<!DOCTYPE(?:[^\[>"']+|"[^"]*"|'[^']*')*""", re.IGNORECASE)
-_EXTERNAL_ID_RE = re.compile(r"\b(?:SYSTEM|PUBLIC)\b")
-_ENTITY_DECL_RE = re.compile(r"<!ENTITY\s+(%\s+)?([^\s>]+)([^>]*)", re.IGNORECASE)
+_ENTITY_OPEN_RE = re.compile(r"<!ENTITY", re.IGNORECASE)
+# Name and the keyword after it: an external entity names SYSTEM/PUBLIC right after its name,
+# an internal one a quoted value. Bounded, so the scan stays linear whatever follows.
+_ENTITY_DECL_RE = re.compile(r"""<!ENTITY\s+(%\s+)?([^\s<>"'%&]{1,100})""", re.IGNORECASE)
+_EXTERNAL_ENTITY_RE = re.compile(r"""<!ENTITY\s+(?:%\s+)?[^\s<>"'%&]{1,100}\s+(?:SYSTEM|PUBLIC)\b""", re.IGNORECASE)
+_ENTITY_NAMES_SHOWN = 5
+_ENTITY_DECLS_READ = 64
 _SUBSET_END_RE = re.compile(r"\]\s*>")
 _XML_ENCODING_RE = re.compile(r"""<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._:-]+)["']""")
 _CHARSET_RE = re.compile(r"""charset\s*=\s*["']?([A-Za-z0-9._:-]+)""", re.IGNORECASE)
@@ -135,8 +146,9 @@ def parse_feed(
         ``is_malformed=True`` and ``error`` set.
 
     Raises:
-        FeedRejectedError: The body is larger than ``max_bytes``, or its DOCTYPE declares
-            entities (entity expansion and external entities are refused before parsing).
+        FeedRejectedError: The body is larger than ``max_bytes``, or (XML) it declares entities
+            anywhere or has a DOCTYPE internal subset: entity expansion and external entities
+            are refused before any XML parser sees the body.
         ValueError: ``max_items`` or ``max_bytes`` is not positive.
 
     >>> feed = parse_feed(b'<rss version="2.0"><channel><title>T</title><item><title>A &amp; B</title>'
@@ -152,14 +164,14 @@ def parse_feed(
         raise FeedRejectedError(f"body is {len(body):,} bytes, over the {max_bytes:,}-byte cap", url=url)
     http_headers = {k.lower(): v for k, v in (headers or {}).items()}
     texts = _sniff_texts(body, http_headers.get("content-type", ""))
-    for text in texts:
-        reason = _entity_declaration_reason(text)
+    text = texts[0]
+    if text.lstrip("\ufeff \t\r\n").startswith("{"):
+        # JSON never reaches an XML parser: markup quoted in its strings is only text.
+        return _parse_json_feed(body, url, max_items)
+    for sniffed in texts:
+        reason = _unsafe_dtd_reason(sniffed)
         if reason is not None:
             raise FeedRejectedError(reason, url=url)
-    text = texts[0]
-
-    if text.lstrip("\ufeff \t\r\n").startswith("{"):
-        return _parse_json_feed(body, url, max_items)
     root = _root_element_name(text)
     if root in ("urlset", "sitemapindex"):
         return _parse_news_sitemap(body, url, max_items)
@@ -201,33 +213,46 @@ def _sniff_texts(body: bytes, content_type: str) -> list[str]:
     return texts
 
 
-def _entity_declaration_reason(text: str) -> str | None:
-    """Why a document must be refused (its DOCTYPE declares entities), or ``None``.
+def _unsafe_dtd_reason(text: str) -> str | None:
+    """Why a document must be refused before parsing (entities, an internal subset), or ``None``.
+
+    Two rules, each a plain linear scan that needs no notion of where a DOCTYPE, comment or
+    literal ends, so nothing in the document can hide a declaration from it:
+
+    * any ``<!ENTITY`` anywhere is refused. Tracking the end of the internal subset is not
+      enough: it once ended at the first ``]>``, even inside ``<!-- ]> -->``, and feedparser
+      itself gathers ``<!ENTITY`` lines found before the root element into a new internal
+      subset (``sanitizer.replace_doctype``), so a DOCTYPE without ``[`` can declare entities.
+      A feed never needs one; one quoted raw in a CDATA section is refused too, a rare loss.
+    * any DOCTYPE with an internal subset is refused, entities or not: no feed in the captured
+      corpus or in feedparser's conformance suite has one except the two that declare entities.
 
     A DOCTYPE without an internal subset (RSS 0.91's Netscape DTD) is fine: feedparser never
     fetches external DTDs. Every DOCTYPE in the text is checked, not only the first, because
-    feedparser's fallback parser reads documents with junk before the prolog. The scan is
-    linear in the size of the body, whatever the body holds.
+    feedparser's fallback parser reads documents with junk before the prolog.
     """
-    pos = 0
-    while True:
-        head = _DOCTYPE_HEAD_RE.search(text, pos)
-        if head is None:
-            return None
-        pos = head.end()
-        if not text.startswith("[", pos):
-            continue
-        end = _SUBSET_END_RE.search(text, pos + 1)
-        subset = text[pos + 1 : end.start() if end else len(text)]
-        pos = end.end() if end else len(text)
-        declarations = list(_ENTITY_DECL_RE.finditer(subset))
-        if not declarations:
-            continue
-        names = ", ".join(sorted({("%" if d.group(1) else "") + d.group(2) for d in declarations})[:5])
-        if any(_EXTERNAL_ID_RE.search(d.group(3)) for d in declarations):
-            return f"DOCTYPE declares an external entity ({names}); refusing to parse (XXE)"
-        count = len(declarations)
-        return f"DOCTYPE declares {count} entit{'y' if count == 1 else 'ies'} ({names}); refusing entity expansion"
+    count = len(_ENTITY_OPEN_RE.findall(text))
+    if count:
+        external = _EXTERNAL_ENTITY_RE.search(text)
+        if external:
+            name = _entity_name(text, external.start())
+            return f"document declares an external entity ({name}); refusing to parse (XXE)"
+        # Names are for the message only: read a few declarations, not a million.
+        heads = itertools.islice(_ENTITY_OPEN_RE.finditer(text), _ENTITY_DECLS_READ)
+        names = ", ".join(sorted({_entity_name(text, d.start()) for d in heads})[:_ENTITY_NAMES_SHOWN])
+        return f"document declares {count} entit{'y' if count == 1 else 'ies'} ({names}); refusing entity expansion"
+    for head in _DOCTYPE_HEAD_RE.finditer(text):
+        if text.startswith("[", head.end()):
+            return "DOCTYPE has an internal subset; refusing it (it can declare entities and no feed needs one)"
+    return None
+
+
+def _entity_name(text: str, start: int) -> str:
+    """The name declared by the ``<!ENTITY`` at ``start`` (``%name`` for a parameter entity)."""
+    match = _ENTITY_DECL_RE.match(text, start)
+    if match is None:
+        return "unnamed"
+    return ("%" if match.group(1) else "") + match.group(2)[:40]
 
 
 def _root_element_name(text: str) -> str | None:
@@ -303,7 +328,7 @@ def _parse_with_feedparser(
     items = _dedupe_items((_feed_entry_to_item(e, base, language) for e in entries), max_items)
     links: list[Mapping[str, Any]] = [link for link in feed.get("links", []) if isinstance(link, Mapping)]
     return ParsedFeed(
-        title=_plain_text(feed.get("title")) or None,
+        title=_plain_line(feed.get("title")) or None,
         link=_absolute_http_url(feed.get("link"), base),
         language=language,
         items=items,
@@ -318,7 +343,7 @@ def _parse_with_feedparser(
 
 
 def _feed_entry_to_item(entry: Mapping[str, Any], base: str, feed_language: str | None) -> FeedItem:
-    title = _plain_text(entry.get("title"))
+    full_title = _plain_text(entry.get("title"))  # the guid hashes the whole title, the item keeps a headline
     summary_html = entry.get("summary")
     if not summary_html:
         content = entry.get("content") or []
@@ -327,20 +352,20 @@ def _feed_entry_to_item(entry: Mapping[str, Any], base: str, feed_language: str 
     published_at = _entry_date(entry, "published") or _entry_date(entry, "created")
     updated_at = _entry_date(entry, "updated")
     author_detail = entry.get("author_detail")
-    author = _plain_text(author_detail.get("name")) if isinstance(author_detail, Mapping) else ""
-    author = author or _plain_text(entry.get("author"))
+    author = _plain_line(author_detail.get("name")) if isinstance(author_detail, Mapping) else ""
+    author = author or _plain_line(entry.get("author"))
     title_detail = entry.get("title_detail")
     item_language = title_detail.get("language") if isinstance(title_detail, Mapping) else None
     raw_published = str(entry.get("published") or entry.get("updated") or "")
     return FeedItem(
-        guid=_guid(entry.get("id"), link, title, raw_published, summary_html),
+        guid=_guid(entry.get("id"), link, full_title, raw_published, summary_html),
         link=link,
-        title=title,
+        title=truncate_title(full_title),
         summary=_truncate(_plain_text(summary_html), SUMMARY_MAX_CHARS),
         published_at=published_at or updated_at,
         updated_at=updated_at,
         categories=_unique(
-            _plain_text(tag.get("term") or tag.get("label"))
+            _plain_line(tag.get("term") or tag.get("label"))
             for tag in entry.get("tags") or []
             if isinstance(tag, Mapping)
         ),
@@ -443,7 +468,7 @@ def _parse_news_sitemap(body: bytes, url: str, max_items: int) -> ParsedFeed:
         pub = _child(news, "publication")
         language = _normalize_language(_child_text(pub, "language")) if pub is not None else None
         publication = (
-            publication or (_plain_text(_child_text(pub, "name")) if pub is not None else None) or None
+            publication or (_plain_line(_child_text(pub, "name")) if pub is not None else None) or None
         )
         feed_language = feed_language or language
         image = _child(entry, "image")
@@ -452,11 +477,11 @@ def _parse_news_sitemap(body: bytes, url: str, max_items: int) -> ParsedFeed:
             FeedItem(
                 guid=loc,
                 link=loc,
-                title=_plain_text(_child_text(news, "title")),
+                title=_plain_line(_child_text(news, "title")),
                 summary="",
                 published_at=_parse_iso_datetime(_child_text(news, "publication_date")),
                 updated_at=_parse_iso_datetime(_child_text(entry, "lastmod")),
-                categories=_unique(normalize_whitespace(k) for k in keywords),
+                categories=_unique(truncate_title(normalize_whitespace(k)) for k in keywords),
                 author=None,
                 image_url=_absolute_http_url(_child_text(image, "loc"), url) if image is not None else None,
                 language=language,
@@ -517,7 +542,7 @@ def _parse_json_feed(body: bytes, url: str, max_items: int) -> ParsedFeed:
         None,
     )
     return ParsedFeed(
-        title=_plain_text(_str_or_none(data.get("title"))) or None,
+        title=_plain_line(_str_or_none(data.get("title"))) or None,
         link=_absolute_http_url(data.get("home_page_url"), base),
         language=language,
         items=_dedupe_items(items, max_items),
@@ -533,7 +558,7 @@ def _parse_json_feed(body: bytes, url: str, max_items: int) -> ParsedFeed:
 
 def _json_item_to_item(raw: dict[str, Any], base: str, feed_language: str | None) -> FeedItem:
     link = _absolute_http_url(raw.get("url") or raw.get("external_url"), base)
-    title = _plain_text(_str_or_none(raw.get("title")))
+    full_title = _plain_text(_str_or_none(raw.get("title")))
     summary = _plain_text(
         _str_or_none(raw.get("summary"))
         or _str_or_none(raw.get("content_text"))
@@ -542,18 +567,18 @@ def _json_item_to_item(raw: dict[str, Any], base: str, feed_language: str | None
     published = _str_or_none(raw.get("date_published"))
     updated_at = _parse_iso_datetime(_str_or_none(raw.get("date_modified")))
     authors = _list_of_dicts(raw.get("authors")) or _list_of_dicts([raw.get("author")])  # 1.1, then 1.0
-    author = next((name for a in authors if (name := _plain_text(_str_or_none(a.get("name"))))), None)
+    author = next((name for a in authors if (name := _plain_line(_str_or_none(a.get("name"))))), None)
     raw_id = raw.get("id")  # a string in the spec, but numbers are common
     tags = raw.get("tags")
     return FeedItem(
-        guid=_guid(None if raw_id is None else str(raw_id), link, title, published or "", summary),
+        guid=_guid(None if raw_id is None else str(raw_id), link, full_title, published or "", summary),
         link=link,
-        title=title,
+        title=truncate_title(full_title),
         summary=_truncate(summary, SUMMARY_MAX_CHARS),
         published_at=_parse_iso_datetime(published) or updated_at,
         updated_at=updated_at,
         categories=_unique(
-            _plain_text(t) for t in (tags if isinstance(tags, list) else []) if isinstance(t, str)
+            _plain_line(t) for t in (tags if isinstance(tags, list) else []) if isinstance(t, str)
         ),
         author=author,
         image_url=_absolute_http_url(raw.get("image") or raw.get("banner_image"), base),
@@ -655,6 +680,38 @@ def _plain_text(value: object, *, max_input_chars: int = PLAIN_TEXT_MAX_INPUT_CH
         parser.close()
         value = "".join(parser.parts)
     return normalize_whitespace(value)
+
+
+def _plain_line(value: object) -> str:
+    """:func:`_plain_text` cut to :data:`TITLE_MAX_CHARS`: for titles, names and categories."""
+    return truncate_title(_plain_text(value))
+
+
+def truncate_title(title: str, limit: int = TITLE_MAX_CHARS) -> str:
+    """A headline of at most ``limit`` characters, cut at a word boundary with an ellipsis.
+
+    Feeds and pages sometimes put the whole article into a title field (``og:title``, an
+    entity that expands); by product rule a body is never stored, only a headline and a
+    snippet.
+
+    Args:
+        title: Plain text, whitespace already normalised.
+        limit: The most characters kept, the ellipsis included.
+
+    Returns:
+        ``title`` unchanged if it fits, else its head and an ellipsis.
+
+    Raises:
+        ValueError: ``limit`` is below 2 (no room for a character and the ellipsis).
+
+    >>> truncate_title("Budget rises", limit=20)
+    'Budget rises'
+    >>> truncate_title("The budget will rise next year", limit=20)
+    'The budget will\u2026'
+    """
+    if limit < 2:
+        raise ValueError(f"limit must be >= 2, got {limit}")
+    return _truncate(title, limit)
 
 
 def _truncate(text: str, limit: int) -> str:

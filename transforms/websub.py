@@ -12,8 +12,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-SIGNATURE_ALGORITHMS: dict[str, Any] = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha512": hashlib.sha512}
-"""WebSub §8: ``X-Hub-Signature: method=signature``; sha1 is kept for older hubs."""
+SIGNATURE_ALGORITHMS: dict[str, Any] = {
+    "sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha384": hashlib.sha384, "sha512": hashlib.sha512,
+}
+"""WebSub §8: ``X-Hub-Signature: method=signature``, method one of sha1, sha256, sha384, sha512;
+sha1 is kept for older hubs."""
 DEFAULT_SIGNATURE_ALGORITHM = "sha256"
 RENEW_FRACTION = 0.25
 """Renew once less than this share of the granted lease remains ..."""
@@ -104,7 +107,7 @@ def sign_body(secret: str | bytes, body: bytes, algorithm: str = DEFAULT_SIGNATU
     'sha1=efb4d1cc1bd7c7b83b73c49dacb2f4583257fca7'
 
     Raises:
-        ValueError: an algorithm other than sha1, sha256 or sha512.
+        ValueError: an algorithm other than sha1, sha256, sha384 or sha512.
     """
     digest = SIGNATURE_ALGORITHMS.get(algorithm)
     if digest is None:
@@ -121,6 +124,8 @@ def verify_signature(secret: str | bytes | None, body: bytes, header: str | None
 
     >>> verify_signature("s", b"x", sign_body("s", b"x", "sha512")).is_valid
     True
+    >>> verify_signature("s", b"x", sign_body("s", b"x", "sha384")).algorithm
+    'sha384'
     >>> verify_signature("s", b"x", "sha256=00").reason
     'mismatch'
     >>> verify_signature("s", b"x", None).reason, verify_signature(None, b"x", None).reason

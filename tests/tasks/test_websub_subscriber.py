@@ -27,6 +27,7 @@ import pytest
 from corpus_paths import CLUSTERING_CORPORA
 
 from replay.site import ReplaySite
+from tasks.http import make_client
 from tasks.ingest import commit_ingest, load_feed_states, plan_due_feeds, poll_shard
 from tasks.registry import feed_id_for, import_publishers
 from tasks.replay_control import download_publishers_csv
@@ -147,8 +148,8 @@ def test_the_whole_handshake_over_http(world: World) -> None:
                                                        "hub.topic": publisher.rss_url})
         assert again.status_code == 200 and again.text == "c123"  # a hub may re-verify a live one
 
-    # Unsubscribing is the same handshake, asked by us.
-    with httpx.Client(trust_env=False) as client:
+    # Unsubscribing is the same handshake, asked by us (through the address-checked client).
+    with make_client(world.ingest) as client:
         request_subscription(store, client, world.ingest, world.websub, feed_id=feed_id, topic_url=publisher.rss_url,
                              hub_url=site.hub_url, mode="unsubscribe", now=t2)
     assert site.hub.wait_idle(15)

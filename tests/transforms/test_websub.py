@@ -1,4 +1,4 @@
-"""WebSub decisions: signatures (sha1/sha256/sha512), secrets, leases, intent checks, the poll backstop."""
+"""WebSub decisions: signatures (sha1/sha256/sha384/sha512), secrets, leases, intent checks, the poll backstop."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _hex(algorithm: str, secret: str = SECRET, body: bytes = BODY) -> str:
 # --- signatures ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("algorithm", ["sha1", "sha256", "sha512"])
+@pytest.mark.parametrize("algorithm", ["sha1", "sha256", "sha384", "sha512"])  # WebSub §8
 def test_a_hub_signature_verifies_with_each_algorithm(algorithm: str) -> None:
     header = f"{algorithm}={_hex(algorithm)}"
     assert sign_body(SECRET, BODY, algorithm) == header

@@ -1,0 +1,538 @@
+"""The fetch layer against hostile servers and resolvers, over real loopback sockets.
+
+DNS rebinding (the address connected to is the one checked), decompression bombs (the cap holds
+while decompressing), byte-dribbling servers (the wall-clock cap holds before the body), robots.txt
+on every redirect hop, and the WebSub hub request (capped, under a deadline, address-checked).
+"""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import ssl
+import threading
+import time
+import tracemalloc
+import zlib
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from tasks.errors import FetchError
+from tasks.http import fetch_url, make_client
+from tasks.ingest import FeedJob, RobotsCache, _fetch_article, empty_state
+from tasks.settings import IngestSettings, WebSubSettings
+from tasks.websub import request_subscription
+from transforms.feeds import FeedItem
+from warehouse.store import LocalStore
+
+Handler = Callable[[socket.socket, bytes], None]
+
+
+class RawServer:
+    """A loopback TCP server that hands each request's head to ``handler`` (one thread per connection)."""
+
+    def __init__(self, handler: Handler, host: str = "127.0.0.1") -> None:
+        self.handler = handler
+        self.request_lines: list[str] = []
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, 0))
+        self._sock.listen(16)
+        self.port = self._sock.getsockname()[1]
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                self.request_lines.append(data.split(b"\r\n", 1)[0].decode("latin-1"))
+                self.handler(conn, data)
+            except OSError:
+                pass  # the client hung up, as it should when it gives up
+
+    def close(self) -> None:
+        self._closed = True
+        self._sock.close()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., RawServer]]:
+    started: list[RawServer] = []
+
+    def start(handler: Handler, host: str = "127.0.0.1") -> RawServer:
+        started.append(RawServer(handler, host))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.close()
+
+
+def _respond(conn: socket.socket, status: str, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+    head = f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+    conn.sendall(head.encode("latin-1") + b"\r\n" + body)
+
+
+def _settings(**kw: Any) -> IngestSettings:
+    base: dict[str, Any] = dict(allow_private_addresses=True, allowed_private_networks="127.0.0.0/8",
+                                connect_timeout_seconds=2, read_timeout_seconds=2, total_timeout_seconds=5,
+                                embeddings=False)
+    return IngestSettings(**{**base, **kw})
+
+
+class FakeResolver:
+    """Answers for ``*.test`` hosts, one address per lookup (the last one repeats); other hosts resolve as usual.
+
+    A TTL-0 rebinding resolver answers exactly like this: a public address first, then loopback.
+    """
+
+    def __init__(self, real: Callable[..., Any]) -> None:
+        self._real = real
+        self.answers: dict[str, list[str]] = {}
+        self.lookups: dict[str, list[str]] = {}
+
+    def answer(self, host: str, *addresses: str) -> None:
+        self.answers[host] = list(addresses)
+
+    def getaddrinfo(self, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(host, str) and host.endswith(".test"):
+            queue = self.answers.get(host)
+            if not queue:
+                raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+            address = queue.pop(0) if len(queue) > 1 else queue[0]
+            self.lookups.setdefault(host, []).append(address)
+            return self._real(address, port, *args, **kwargs)
+        return self._real(host, port, *args, **kwargs)
+
+
+@pytest.fixture
+def resolver(monkeypatch: pytest.MonkeyPatch) -> FakeResolver:
+    fake = FakeResolver(socket.getaddrinfo)
+    monkeypatch.setattr(socket, "getaddrinfo", fake.getaddrinfo)
+    return fake
+
+
+# --- DNS rebinding: the address connected to is the address checked --------------------------------
+# The allowed network is 127.0.0.1/32: 127.0.0.1 plays the public address, 127.0.0.2 the internal one.
+
+
+def _internal_admin(conn: socket.socket, _: bytes) -> None:
+    _respond(conn, "200 OK", b"INTERNAL-ADMIN")
+
+
+@pytest.fixture
+def only_127_0_0_1() -> IngestSettings:
+    return _settings(allowed_private_networks="127.0.0.1/32")
+
+
+def test_a_rebinding_answer_after_the_check_is_never_connected_to(
+        serve: Callable[..., RawServer], resolver: FakeResolver, only_127_0_0_1: IngestSettings) -> None:
+    internal = serve(_internal_admin, "127.0.0.2")
+    resolver.answer("rebind.test", "127.0.0.1", "127.0.0.2")  # allowed for the check, internal after
+    with make_client(only_127_0_0_1) as client, pytest.raises(FetchError) as err:
+        fetch_url(client, f"http://rebind.test:{internal.port}/admin", only_127_0_0_1, max_bytes=1000)
+    assert err.value.kind == "connect"  # 127.0.0.1 was checked, so 127.0.0.1 is where it connected
+    assert internal.request_lines == []
+    assert resolver.lookups["rebind.test"] == ["127.0.0.1"]  # resolved once for the connection
+
+
+def test_a_redirect_hop_gets_the_same_protection(
+        serve: Callable[..., RawServer], resolver: FakeResolver, only_127_0_0_1: IngestSettings) -> None:
+    internal = serve(_internal_admin, "127.0.0.2")
+    front = serve(lambda conn, _: _respond(conn, "302 Found", headers={
+        "Location": f"http://hop.test:{internal.port}/admin"}))
+    resolver.answer("hop.test", "127.0.0.1", "127.0.0.2")
+    with make_client(only_127_0_0_1) as client, pytest.raises(FetchError) as err:
+        fetch_url(client, f"http://127.0.0.1:{front.port}/go", only_127_0_0_1, max_bytes=1000)
+    assert err.value.kind == "connect"
+    assert internal.request_lines == [] and front.request_lines == ["GET /go HTTP/1.1"]
+    assert resolver.lookups["hop.test"] == ["127.0.0.1"]
+
+
+def test_an_internal_answer_at_connect_time_is_refused(
+        serve: Callable[..., RawServer], resolver: FakeResolver, only_127_0_0_1: IngestSettings) -> None:
+    internal = serve(_internal_admin, "127.0.0.2")
+    resolver.answer("inside.test", "127.0.0.2")
+    with make_client(only_127_0_0_1) as client, pytest.raises(FetchError) as err:
+        fetch_url(client, f"http://inside.test:{internal.port}/admin", only_127_0_0_1, max_bytes=1000)
+    assert err.value.kind == "blocked_address" and "127.0.0.2" in str(err.value)
+    assert internal.request_lines == []
+
+
+def test_an_allowed_host_is_fetched_with_one_lookup_per_connection(
+        serve: Callable[..., RawServer], resolver: FakeResolver, only_127_0_0_1: IngestSettings) -> None:
+    server = serve(lambda conn, _: _respond(conn, "200 OK", b"hello"))
+    resolver.answer("news.test", "127.0.0.1")
+    with make_client(only_127_0_0_1) as client:
+        result = fetch_url(client, f"http://news.test:{server.port}/a", only_127_0_0_1, max_bytes=1000)
+    assert result.status == 200 and result.body == b"hello"
+    assert resolver.lookups["news.test"] == ["127.0.0.1"]
+
+
+def test_unresolvable_host_is_a_dns_error(resolver: FakeResolver) -> None:
+    settings = _settings()
+    with make_client(settings) as client, pytest.raises(FetchError) as err:
+        fetch_url(client, "http://nowhere.test/", settings, max_bytes=1000)
+    assert err.value.kind == "dns"
+
+
+def test_a_client_without_the_connect_time_check_is_refused() -> None:
+    settings = _settings()
+    with httpx.Client() as client, pytest.raises(TypeError):
+        fetch_url(client, "http://127.0.0.1:9/", settings, max_bytes=1000)
+
+
+def _certificates(tmp_path: Path, hostname: str) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a server certificate for ``hostname`` signed by it (cert, key, CA)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.now(UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "newsroom test CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(days=1))
+          .not_valid_after(now + timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostname)]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(hostname)]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    paths = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    paths[0].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    paths[2].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    return paths
+
+
+def test_tls_still_verifies_the_hostname_though_the_connection_goes_to_an_address(
+        tmp_path: Path, resolver: FakeResolver) -> None:
+    cert, key, ca = _certificates(tmp_path, "news.test")
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve_tls() -> None:
+        while True:
+            try:
+                raw, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                with server_context.wrap_socket(raw, server_side=True) as conn:
+                    while b"\r\n\r\n" not in conn.recv(65536):
+                        pass
+                    _respond(conn, "200 OK", b"secure")
+            except (OSError, ssl.SSLError):
+                continue  # the client refused our certificate
+
+    threading.Thread(target=serve_tls, daemon=True).start()
+    resolver.answer("news.test", "127.0.0.1")
+    resolver.answer("other.test", "127.0.0.1")
+    settings = _settings(allowed_private_networks="127.0.0.1/32")
+    client_context = ssl.create_default_context(cafile=str(ca))
+    try:
+        with make_client(settings, ssl_context=client_context) as client:
+            ok = fetch_url(client, f"https://news.test:{port}/", settings, max_bytes=1000)
+            with pytest.raises(FetchError) as err:
+                fetch_url(client, f"https://other.test:{port}/", settings, max_bytes=1000)
+    finally:
+        listener.close()
+    assert ok.status == 200 and ok.body == b"secure"
+    assert err.value.kind == "connect" and "hostname" in str(err.value).lower()
+
+
+# --- decompression: the cap holds while decompressing ----------------------------------------------
+
+ZEROS_MB = 40
+
+
+def _peak_allocated_mb(run: Callable[[], object]) -> float:
+    tracemalloc.start()
+    try:
+        run()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak / 1e6
+
+
+def _fetch_error(serve: Callable[..., RawServer], body: bytes, encoding: str, max_bytes: int = 1_000_000
+                 ) -> tuple[FetchError, float, RawServer]:
+    server = serve(lambda conn, _: _respond(conn, "200 OK", body, {"Content-Encoding": encoding}))
+    settings = _settings(total_timeout_seconds=30, read_timeout_seconds=10)
+    caught: list[FetchError] = []
+
+    def run() -> None:
+        with make_client(settings) as client:
+            try:
+                fetch_url(client, f"http://127.0.0.1:{server.port}/feed", settings, max_bytes=max_bytes)
+            except FetchError as e:
+                caught.append(e)
+
+    peak = _peak_allocated_mb(run)
+    assert caught, "the fetch should have failed"
+    return caught[0], peak, server
+
+
+def test_a_gzip_bomb_stops_at_the_cap_without_inflating_it(serve: Callable[..., RawServer]) -> None:
+    bomb = gzip.compress(b"\0" * (ZEROS_MB * 1_000_000), 9)  # ~40 KB on the wire
+    err, peak_mb, _ = _fetch_error(serve, bomb, "gzip")
+    assert err.kind == "too_large"
+    assert peak_mb < 8, f"{peak_mb:.0f} MB allocated for a 1 MB cap"
+
+
+def test_stacked_codings_are_refused_before_decompressing(serve: Callable[..., RawServer]) -> None:
+    stacked = gzip.compress(gzip.compress(b"\0" * (ZEROS_MB * 1_000_000), 9), 9)
+    err, peak_mb, _ = _fetch_error(serve, stacked, "gzip, gzip")
+    assert err.kind == "protocol" and "gzip, gzip" in str(err)
+    assert peak_mb < 8, f"{peak_mb:.0f} MB allocated for a 1 MB cap"
+
+
+@pytest.mark.parametrize("encoding", ["br", "zstd", "compress"])
+def test_codings_we_did_not_ask_for_are_refused(serve: Callable[..., RawServer], encoding: str) -> None:
+    err, _, server = _fetch_error(serve, b"\x8b\x00not really compressed", encoding)
+    assert err.kind == "protocol" and encoding in str(err)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encode"),
+    [
+        ("identity", lambda b: b),
+        ("gzip", gzip.compress),
+        ("x-gzip", gzip.compress),
+        ("deflate", zlib.compress),  # RFC 9110 §8.4.1.2: zlib-wrapped
+        ("deflate", lambda b: zlib.compress(b)[2:-4]),  # raw deflate, which some servers send
+        ("GZIP", gzip.compress),
+    ],
+    ids=["identity", "gzip", "x-gzip", "deflate-zlib", "deflate-raw", "upper-case"],
+)
+def test_requested_codings_are_decoded(serve: Callable[..., RawServer], encoding: str,
+                                       encode: Callable[[bytes], bytes]) -> None:
+    text = b"<rss>" + b"news " * 50_000 + b"</rss>"
+    server = serve(lambda conn, _: _respond(conn, "200 OK", encode(text), {"Content-Encoding": encoding}))
+    settings = _settings()
+    with make_client(settings) as client:
+        result = fetch_url(client, f"http://127.0.0.1:{server.port}/feed", settings, max_bytes=len(text))
+        with pytest.raises(FetchError) as err:
+            fetch_url(client, f"http://127.0.0.1:{server.port}/feed", settings, max_bytes=len(text) - 1)
+    assert result.body == text
+    assert err.value.kind == "too_large"
+
+
+def test_a_corrupt_gzip_body_is_a_protocol_error(serve: Callable[..., RawServer]) -> None:
+    err, _, _ = _fetch_error(serve, b"\x1f\x8b" + b"garbage" * 10, "gzip")
+    assert err.kind == "protocol"
+
+
+# --- the wall-clock cap holds before the body too ----------------------------------------------------
+
+
+def _dribble(conn: socket.socket, _: bytes) -> None:
+    """The status line and headers one byte every 0.2 s (well under the read timeout), for ~10 s."""
+    for byte in b"HTTP/1.1 200 OK\r\nX-Pad: " + b"a" * 40:
+        conn.sendall(bytes([byte]))
+        time.sleep(0.2)
+    conn.sendall(b"\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+
+
+def test_a_server_dribbling_its_headers_is_cut_at_the_wall_clock_cap(serve: Callable[..., RawServer]) -> None:
+    server = serve(_dribble)
+    settings = _settings(read_timeout_seconds=1, total_timeout_seconds=1.5)
+    started = time.monotonic()
+    with make_client(settings) as client, pytest.raises(FetchError) as err:
+        fetch_url(client, f"http://127.0.0.1:{server.port}/feed", settings, max_bytes=1000)
+    elapsed = time.monotonic() - started
+    assert err.value.kind == "timeout"
+    assert 1.4 < elapsed < 2.2, elapsed
+
+
+def test_the_wall_clock_cap_covers_every_redirect_hop(serve: Callable[..., RawServer]) -> None:
+    def slow_redirects(conn: socket.socket, request: bytes) -> None:
+        hop = int(request.split(b" ", 2)[1].rsplit(b"/", 1)[1])
+        time.sleep(0.6)
+        _respond(conn, "302 Found", headers={"Location": f"/hop/{hop + 1}"})
+
+    server = serve(slow_redirects)
+    settings = _settings(read_timeout_seconds=1, total_timeout_seconds=1.5, max_redirects=10)
+    started = time.monotonic()
+    with make_client(settings) as client, pytest.raises(FetchError) as err:
+        fetch_url(client, f"http://127.0.0.1:{server.port}/hop/0", settings, max_bytes=1000)
+    elapsed = time.monotonic() - started
+    assert err.value.kind == "timeout"
+    assert elapsed < 2.2, elapsed
+    assert len(server.request_lines) <= 3
+
+
+def test_a_dribbled_body_is_cut_too(serve: Callable[..., RawServer]) -> None:
+    def dribble_body(conn: socket.socket, _: bytes) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\n")
+        for _byte in range(100):
+            conn.sendall(b"x")
+            time.sleep(0.1)
+
+    server = serve(dribble_body)
+    settings = _settings(read_timeout_seconds=1, total_timeout_seconds=1.0)
+    started = time.monotonic()
+    with make_client(settings) as client, pytest.raises(FetchError) as err:
+        fetch_url(client, f"http://127.0.0.1:{server.port}/feed", settings, max_bytes=1000)
+    assert err.value.kind == "timeout"
+    assert time.monotonic() - started < 1.6
+
+
+# --- robots.txt on every hop, matched on the URL as sent --------------------------------------------
+
+ROBOTS = "User-agent: *\nDisallow: /private/\nDisallow: /приватно/\n".encode()
+PAGE = (b"<html><head><title>A page title long enough</title></head><body><p>"
+        + b"public words for the page " * 40 + b"</p></body></html>")
+
+
+def _site(conn: socket.socket, request: bytes) -> None:
+    path = request.split(b" ", 2)[1].decode("latin-1")
+    if path == "/robots.txt":
+        _respond(conn, "200 OK", ROBOTS, {"Content-Type": "text/plain"})
+    elif path == "/go":
+        _respond(conn, "302 Found", headers={"Location": "/private/doc"})
+    elif path == "/go-cyrillic":
+        _respond(conn, "302 Found", headers={"Location": "/приватно/doc".encode().decode("latin-1")})
+    else:
+        _respond(conn, "200 OK", PAGE, {"Content-Type": "text/html; charset=utf-8"})
+
+
+def _fetch_page(base: str, path: str, settings: IngestSettings) -> dict[str, Any]:
+    link = base + path
+    job = FeedJob("f1", base + "/feed", "p1", "en", "us", "", empty_state("f1"))
+    item = FeedItem(link, link, "", "", None, None, (), None, None, None)
+    with make_client(settings) as client:
+        return _fetch_article(job, item, client, RobotsCache(client, settings), settings, datetime.now(UTC))
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/private/doc", "/go", "/приватно/doc", "/go-cyrillic", "/%D0%BF%D1%80%D0%B8%D0%B2%D0%B0%D1%82%D0%BD%D0%BE/doc"],
+    ids=["disallowed-link", "redirect-to-disallowed", "non-ascii-link", "redirect-to-non-ascii", "escaped-link"],
+)
+def test_robots_is_checked_on_every_hop_as_sent(serve: Callable[..., RawServer], path: str) -> None:
+    server = serve(_site)
+    row = _fetch_page(f"http://127.0.0.1:{server.port}", path, _settings())
+    assert row.get("error_kind") == "robots_disallowed", row
+    assert "article_id" not in row
+    fetched = [line.split(" ")[1] for line in server.request_lines if "/robots.txt" not in line]
+    assert all("/private/" not in p and "%D0%BF" not in p.upper() for p in fetched), fetched
+
+
+def test_an_allowed_page_is_still_fetched(serve: Callable[..., RawServer]) -> None:
+    server = serve(_site)
+    row = _fetch_page(f"http://127.0.0.1:{server.port}", "/public/doc", _settings())
+    assert "error_kind" not in row, row
+    assert row["title"] == "A page title long enough"
+
+
+def test_the_hop_hook_sees_each_url_as_sent(serve: Callable[..., RawServer]) -> None:
+    server = serve(_site)
+    base = f"http://127.0.0.1:{server.port}"
+    settings = _settings()
+    seen: list[str] = []
+    with make_client(settings) as client:
+        fetch_url(client, base + "/go-cyrillic", settings, max_bytes=10_000, allow=seen.append)
+    assert seen == [base + "/go-cyrillic", base + "/%D0%BF%D1%80%D0%B8%D0%B2%D0%B0%D1%82%D0%BD%D0%BE/doc"]
+    assert server.request_lines[-1] == "GET /%D0%BF%D1%80%D0%B8%D0%B2%D0%B0%D1%82%D0%BD%D0%BE/doc HTTP/1.1"
+
+
+def test_a_hook_refusal_stops_before_the_request(serve: Callable[..., RawServer]) -> None:
+    server = serve(_site)
+    settings = _settings()
+
+    def refuse(url: str) -> None:
+        raise FetchError("robots_disallowed", "no", url=url)
+
+    with make_client(settings) as client, pytest.raises(FetchError) as err:
+        fetch_url(client, f"http://127.0.0.1:{server.port}/x", settings, max_bytes=10_000, allow=refuse)
+    assert err.value.kind == "robots_disallowed"
+    assert server.request_lines == []
+
+
+# --- the WebSub hub request ---------------------------------------------------------------------------
+
+
+def _subscribe(hub_url: str, ingest: IngestSettings, tmp_path: Path, hub_timeout: float = 2.0) -> Any:
+    websub = WebSubSettings(enabled=True, callback_base_url="http://127.0.0.1:1", master_secret=SecretStr("m"),  # type: ignore[call-arg]
+                            hub_timeout_seconds=hub_timeout)
+    store = LocalStore(tmp_path / "store")
+    with make_client(ingest) as client:
+        return request_subscription(store, client, ingest, websub, feed_id="ab12", topic_url="http://127.0.0.1/feed",
+                                    hub_url=hub_url, mode="subscribe", now=datetime.now(UTC))
+
+
+def test_a_hub_answer_is_read_capped_and_never_inflated(serve: Callable[..., RawServer], tmp_path: Path) -> None:
+    bomb = gzip.compress(b"\0" * (ZEROS_MB * 1_000_000), 9)
+    hub = serve(lambda conn, _: _respond(conn, "500 Oops", bomb, {"Content-Encoding": "gzip"}))
+    records: list[Any] = []
+    peak_mb = _peak_allocated_mb(lambda: records.append(_subscribe(f"http://127.0.0.1:{hub.port}/hub",
+                                                                   _settings(), tmp_path)))
+    assert records[0].status == "failed" and "HTTP 500" in records[0].last_error
+    assert peak_mb < 8, f"{peak_mb:.0f} MB allocated for a hub's error answer"
+
+
+def test_a_hub_answer_text_is_kept_short(serve: Callable[..., RawServer], tmp_path: Path) -> None:
+    hub = serve(lambda conn, _: _respond(conn, "400 Bad Request", b"bad topic " * 10_000))
+    record = _subscribe(f"http://127.0.0.1:{hub.port}/hub", _settings(), tmp_path)
+    assert record.status == "failed" and record.last_error.startswith("hub answered HTTP 400: bad topic")
+    assert len(record.last_error) < 300
+
+
+def test_a_dribbling_hub_is_cut_at_the_hub_timeout(serve: Callable[..., RawServer], tmp_path: Path) -> None:
+    hub = serve(_dribble)
+    started = time.monotonic()
+    record = _subscribe(f"http://127.0.0.1:{hub.port}/hub", _settings(read_timeout_seconds=1), tmp_path,
+                        hub_timeout=1.0)
+    assert record.status == "failed" and record.last_error.startswith("timeout")
+    assert time.monotonic() - started < 1.8
+
+
+def test_a_hub_address_is_checked_when_connecting(
+        serve: Callable[..., RawServer], resolver: FakeResolver, tmp_path: Path) -> None:
+    internal = serve(lambda conn, _: _respond(conn, "202 Accepted"), "127.0.0.2")
+    resolver.answer("hub.test", "127.0.0.1", "127.0.0.2")  # allowed for the check, internal after
+    ingest = _settings(allowed_private_networks="127.0.0.1/32")
+    record = _subscribe(f"http://hub.test:{internal.port}/hub", ingest, tmp_path)
+    assert record.status == "failed" and record.last_error.startswith("connect")
+    assert internal.request_lines == []
+    assert resolver.lookups["hub.test"] == ["127.0.0.1"]
+
+
+def test_an_internal_hub_is_refused(serve: Callable[..., RawServer], resolver: FakeResolver, tmp_path: Path) -> None:
+    internal = serve(lambda conn, _: _respond(conn, "202 Accepted"), "127.0.0.2")
+    resolver.answer("hub.test", "127.0.0.2")
+    record = _subscribe(f"http://hub.test:{internal.port}/hub", _settings(allowed_private_networks="127.0.0.1/32"),
+                        tmp_path)
+    assert record.status == "failed" and record.last_error.startswith("blocked_address")
+    assert internal.request_lines == []

@@ -1,0 +1,74 @@
+"""Page extraction: the headline cap (licensing: a headline and a snippet, never a body) and the
+HTTP charset."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from transforms.extraction import charset_from_content_type, extract_page
+from transforms.feeds import TITLE_MAX_CHARS
+
+URL = "https://news.example/2026/12/budget"
+BODY = "The minister said the budget would rise. " * 500  # 20,500 characters
+PARAGRAPHS = f"<p>{BODY}</p>"
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        f'<meta property="og:title" content="{BODY}">',
+        '<script type="application/ld+json">' + json.dumps({"@type": "NewsArticle", "headline": BODY}) + "</script>",
+        f'<meta name="twitter:title" content="{BODY}">',
+        f"<title>{BODY}</title>",
+    ],
+    ids=["og-title", "json-ld-headline", "twitter-title", "title-element"],
+)
+def test_page_title_is_capped(head: str) -> None:
+    page = extract_page(f"<html><head>{head}</head><body>{PARAGRAPHS}</body></html>".encode(), URL)
+    assert page.title is not None
+    assert len(page.title) <= TITLE_MAX_CHARS
+    assert page.title.endswith("\u2026") and BODY.startswith(page.title[:-1] + " ")
+
+
+def test_h1_title_is_capped() -> None:
+    page = extract_page(f"<html><body><h1>{BODY}</h1>{PARAGRAPHS}</body></html>".encode(), URL)
+    assert page.title is not None and len(page.title) <= TITLE_MAX_CHARS
+
+
+def test_short_title_is_kept_whole() -> None:
+    page = extract_page(b'<html><head><meta property="og:title" content=" Budget  rises "></head></html>', URL)
+    assert page.title == "Budget rises"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "expected"),
+    [
+        ("text/html; charset=windows-1251", "windows-1251"),
+        ('text/html; charset="KOI8-R"', "KOI8-R"),
+        ("text/html;charset='utf-8' ; foo=bar", "utf-8"),
+        ("text/html; CHARSET = iso-8859-1", "iso-8859-1"),
+        ("text/html; foo=bar; charset=shift_jis", "shift_jis"),
+        ("text/html", None),
+        ("text/html; charset=", None),
+        ('text/html; x="a;charset=koi8-r"', None),
+        ("", None),
+        (None, None),
+    ],
+    ids=["plain", "quoted", "single-quoted-and-more", "spaces-uppercase", "not-first", "none", "empty-value",
+         "inside-another-parameter", "empty", "missing"],
+)
+def test_charset_from_content_type(content_type: str | None, expected: str | None) -> None:
+    assert charset_from_content_type(content_type) == expected
+
+
+def test_http_charset_decodes_a_page_without_its_own_declaration() -> None:
+    title = "Новости дня: правительство объявило новый бюджет"
+    lede = "Правительство объявило сегодня новый бюджет на следующий год. " * 8
+    html = f"<html><head><title>{title}</title></head><body><article><p>{lede}</p></article></body></html>"
+    page = extract_page(html.encode("cp1251"), URL,
+                        http_charset=charset_from_content_type("text/html; charset=windows-1251"))
+    assert page.title == title
+    assert page.text.startswith("Правительство объявило сегодня")
+    assert page.language == "ru"
