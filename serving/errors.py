@@ -1,13 +1,19 @@
 """Serving errors and the one handler that maps domain errors to HTTP answers.
 
-Routes raise; they never catch. Error bodies are ``{"detail": "..."}`` like FastAPI's own.
+Routes raise; they never catch. Error bodies are ``{"detail": "..."}`` like FastAPI's own. No
+error body echoes what a client sent (ids, bodies, query values): an echo can hold text that JSON
+cannot carry (a lone surrogate) or numbers it cannot (``NaN``, ``1e400``), and would turn a 4xx
+into a 500.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
 from serving.responses import SHARED_CACHE_CONTROL
@@ -82,15 +88,30 @@ class CursorExpiredError(ServingError):
 
 
 class UnknownArticleError(ServingError):
-    """A click token was asked for an article that no live story lists: 404."""
+    """A click token was asked for an article that no live story lists: 404.
+
+    The message does not repeat the id: it is client input (see the module docstring).
+    """
 
     def __init__(self, article_id: str) -> None:
-        super().__init__(f"no live article {article_id}")
+        super().__init__("no live story lists this article")
+        self.article_id = article_id
+
+
+class UnsignableUrlError(ServingError):
+    """An article's publisher URL cannot be signed (not http(s), too long, control characters): 422."""
+
+    def __init__(self, article_id: str) -> None:
+        super().__init__("this article's publisher URL cannot be linked to")
         self.article_id = article_id
 
 
 class ProfileStoreError(ServingError):
     """The profile store failed (unreachable, locked, corrupt)."""
+
+
+class ClickLogError(ServingError):
+    """The clicks log could not store a click (the object store is unreachable or failing)."""
 
 
 async def handle_newsroom_error(request: Request, exc: Exception) -> Response:
@@ -129,6 +150,8 @@ async def handle_newsroom_error(request: Request, exc: Exception) -> Response:
         )
     if isinstance(exc, UnknownArticleError):
         return JSONResponse({"detail": str(exc)}, status_code=404)
+    if isinstance(exc, UnsignableUrlError):
+        return JSONResponse({"detail": str(exc)}, status_code=422)
     if isinstance(exc, (PageNotFoundError, StoryNotFoundError, TopicNotFoundError)):
         return JSONResponse({"detail": str(exc)}, status_code=404)
     if isinstance(exc, SnapshotNotFoundError):
@@ -138,5 +161,47 @@ async def handle_newsroom_error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"detail": "internal error"}, status_code=500)
 
 
+_MAX_LOC_CHARS = 64
+
+
+def _safe_text(text: str, limit: int | None = None) -> str:
+    """``text`` as valid Unicode: lone surrogates become ``\\udXXX`` escapes, then truncated."""
+    safe = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return safe if limit is None else safe[:limit]
+
+
+def _safe_loc(loc: Sequence[Any]) -> list[str | int]:
+    return [
+        part if isinstance(part, int) and not isinstance(part, bool) else _safe_text(str(part), _MAX_LOC_CHARS)
+        for part in loc
+    ]
+
+
+def validation_error_detail(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    """FastAPI's validation errors without ``input`` and ``ctx``: only where, what type and why.
+
+    ``input`` echoes the request (a lone surrogate or a ``NaN`` there cannot be rendered as
+    JSON), and ``ctx`` may hold exception objects; neither helps a client fix its request more
+    than ``loc`` and ``msg`` do.
+    """
+    out = []
+    for error in errors:
+        if not isinstance(error, dict):
+            continue
+        out.append({
+            "type": _safe_text(str(error.get("type", "")), _MAX_LOC_CHARS),
+            "loc": _safe_loc(error.get("loc") or ()),
+            "msg": _safe_text(str(error.get("msg", "")), 500),
+        })
+    return out
+
+
+async def handle_validation_error(request: Request, exc: Exception) -> Response:
+    """422 for a request that does not validate, in FastAPI's shape minus the echoed input."""
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    return JSONResponse({"detail": validation_error_detail(errors)}, status_code=422, headers=_NO_STORE)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(NewsroomError, handle_newsroom_error)
+    app.add_exception_handler(RequestValidationError, handle_validation_error)

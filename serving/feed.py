@@ -1,8 +1,14 @@
 """For you: the edition's candidate pool re-ranked for one signed-in reader.
 
 The pool is the edition's live top page plus its section pages (until rank publishes a dedicated
-pool), built once per combination of page versions. Cards carry click URLs signed for this
-reader, which is why the answer is ``Cache-Control: private``.
+pool), built once per combination of page versions. The answer is ``Cache-Control: private``
+because the ranking is the reader's. Cards carry *anonymous* click URLs (``surface=for_you``):
+a card link that is shared names no reader and writes into no profile. The reader page mints a
+personal click through ``POST /v1/click-token`` with the session instead (``serving.signing``).
+A source whose URL cannot be signed keeps ``click_url: null`` rather than failing the page.
+
+Paging keeps the set of stories already shown in the cursor (``serving.cursors``): the profile
+can change between pages, and the next page is the current ranking minus what was shown.
 """
 
 from __future__ import annotations
@@ -15,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from serving.cache import SnapshotCache
-from serving.cursors import decode_cursor, encode_cursor
-from serving.errors import CursorExpiredError, ProfileStoreError
-from serving.foryou import TOP_STORIES_REASON, CandidatePool, Pick, build_pool, rank_for_you
+from serving.cursors import decode_feed_cursor, encode_feed_cursor
+from serving.errors import CursorExpiredError, ProfileStoreError, UnsignableUrlError
+from serving.foryou import TOP_STORIES_REASON, CandidatePool, Pick, build_pool, rank_for_you, reason_for
 from serving.profiles import Profile, ProfileStore
 from serving.signing import Session, Signer
 
@@ -58,24 +64,29 @@ class PoolCache:
         return pool
 
 
-def _card(
-    pick: Pick, position: int, profile: Profile | None, session: Session, signer: Signer
-) -> dict[str, Any]:
+def _click_url(signer: Signer, source: Mapping[str, Any], story_id: str, position: int) -> str | None:
+    """An anonymous ``/r/`` URL for a card's source, or None when its URL cannot be signed."""
+    try:
+        token = signer.issue_click(
+            article_id=str(source["article_id"]),
+            story_id=story_id,
+            url=str(source["url"]),
+            reader_hash="",  # shareable: see the module docstring
+            surface="for_you",
+            position=position,
+        )
+    except UnsignableUrlError:
+        logger.warning("click_url_skipped article_id=%s reason=unsignable_url", source.get("article_id"))
+        return None
+    return f"/r/{token}"
+
+
+def _card(pick: Pick, position: int, profile: Profile | None, signer: Signer) -> dict[str, Any]:
     c = pick.candidate
     story: Mapping[str, Any] = c.story
     hidden = profile.hidden_sources if profile is not None else frozenset()
     sources = [s for s in story.get("sources") or [] if s.get("publisher_id") not in hidden]
-    cards = []
-    for s in sources[:CARD_SOURCES]:
-        token = signer.issue_click(
-            article_id=str(s["article_id"]),
-            story_id=c.story_id,
-            url=str(s["url"]),
-            reader_hash=session.reader_hash,
-            surface="for_you",
-            position=position,
-        )
-        cards.append(dict(s, click_url=f"/r/{token}"))
+    cards = [dict(s, click_url=_click_url(signer, s, c.story_id, position)) for s in sources[:CARD_SOURCES]]
     return dict(story, sources=cards, reason=pick.reason, topic=c.topics[0] if c.topics else None)
 
 
@@ -90,14 +101,20 @@ def build_feed(
     cursor: str | None,
     limit: int,
 ) -> dict[str, Any]:
-    """One page of the reader's For you, as the FeedPublic JSON object."""
+    """One page of the reader's For you, as the FeedPublic JSON object.
+
+    The page is the first ``limit`` stories of the reader's current ranking that the cursor has
+    not shown yet, so a profile change between pages neither skips nor repeats a story.
+    """
     pool = pools.pool(edition)
     scope = f"feed:{edition}:{limit}"
     offset = 0
+    shown: frozenset[int] | None = frozenset()
     if cursor:
-        version, offset = decode_cursor(cursor, scope)
-        if version != pool.key:
+        at = decode_feed_cursor(cursor, scope)
+        if at.version != pool.key:
             raise CursorExpiredError("the edition was republished; start again from the first page")
+        offset, shown = at.offset, at.shown
     profile: Profile | None
     mode: FeedMode
     try:
@@ -108,18 +125,27 @@ def build_feed(
         profile, mode = None, "top_stories_fallback"
     else:
         mode = "top_stories" if profile.is_empty else "for_you"
+    candidates = pool.candidates.candidates
     if profile is None or profile.is_empty:
-        total = len(pool.candidates)
-        chunk = [Pick(c, c.importance, TOP_STORIES_REASON) for c in pool.candidates.candidates[offset : offset + limit]]
+        order: tuple[int, ...] = tuple(range(len(candidates)))
+        ranking = None
     else:
         ranking = rank_for_you(pool.candidates, profile)
-        total = len(ranking)
-        chunk = ranking.picks(offset, offset + limit)
-    more = offset + limit < total
+        order = ranking.order
+    if shown is None:  # a cursor from before shown-sets: it paged this order by offset
+        shown = frozenset(order[:offset])
+    remaining = [i for i in order if i not in shown]
+    chunk_ids = remaining[:limit]
+    if ranking is None or profile is None:
+        chunk = [Pick(candidates[i], candidates[i].importance, TOP_STORIES_REASON) for i in chunk_ids]
+    else:
+        chunk = [Pick(candidates[i], float(ranking.scores[i]), reason_for(candidates[i], profile)) for i in chunk_ids]
+    more = len(remaining) > limit
+    next_offset = offset + len(chunk)
     return {
         "mode": mode,
         "edition": edition,
         "version": pool.top_version,
-        "stories": [_card(p, offset + i, profile, session, signer) for i, p in enumerate(chunk)],
-        "next_cursor": encode_cursor(scope, pool.key, offset + limit) if more else None,
+        "stories": [_card(p, offset + i, profile, signer) for i, p in enumerate(chunk)],
+        "next_cursor": encode_feed_cursor(scope, pool.key, next_offset, shown.union(chunk_ids)) if more else None,
     }

@@ -106,7 +106,11 @@ class VersionPublic(BaseModel):
 
 
 class SourceCardPublic(SourcePublic):
-    click_url: str = Field(description="`/r/{token}`: logs the click, then redirects to `url`.")
+    click_url: str | None = Field(
+        description="`/r/{token}`: logs an anonymous click, then redirects to `url`; safe to share. "
+        "For a click that counts for the reader, use `POST /v1/click-token` with the session. "
+        "Null when `url` cannot be signed (not http(s), too long, control characters)."
+    )
 
 
 class FeedStoryPublic(StoryPublic):

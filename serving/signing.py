@@ -2,23 +2,45 @@
 
 Every token is ``base64url(payload || HMAC-SHA256(subkey, payload))`` without padding, where the
 payload is compact JSON. Each use has its own subkey derived from the one configured key, so a
-session can never be replayed as a click token or the other way round.
+session can never be replayed as a click token or the other way round. Tokens are decoded
+strictly: only the canonical base64url spelling of the bytes is accepted, so one token has exactly
+one string form (the clicks log dedupes by token).
+
+Click tokens (version 2) are ``[2, article_id, story_id, url, reader_box, surface, position,
+issued_at, nonce]``:
+
+* ``nonce`` is 16 random bytes, so two readers clicking the same article in the same second get
+  different tokens (and different clicks), while a reload of one link stays one click.
+* ``reader_box`` is ``""`` for an anonymous click, else the reader's pseudonym encrypted under a
+  key of its own: ``reader_hash XOR HMAC-SHA256(reader_key, nonce)``, authenticated by the token's
+  MAC (encrypt-then-MAC; a fresh random nonce per token, so the pad is never reused). Anyone may
+  read a token's JSON; nobody without the key learns who it was minted for.
+* Only ``POST /v1/click-token`` with the reader's own session mints a personal token, and its
+  attribution lapses after ``PERSONAL_CLICK_SECONDS``: a personal link that is shared or replayed
+  later still redirects, but as an anonymous click (see ``verify_click``).
+
+Publisher URLs are made header-safe before they are signed (``header_safe_url``): non-ASCII is
+percent-encoded as UTF-8 (hosts as IDNA) and control characters are refused, so the ``Location``
+of ``/r/{token}`` can always be sent.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import json
 import logging
+import re
 import secrets
 import time
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal, get_args
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
-from serving.errors import InvalidTokenError
+from serving.errors import InvalidTokenError, UnsignableUrlError
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +49,19 @@ SURFACES: frozenset[str] = frozenset(get_args(Surface))
 MAC_BYTES = 32
 MAX_URL_CHARS = 2048
 MAX_TOKEN_CHARS = 4096
-_CLICK_VERSION = 1
+PERSONAL_CLICK_SECONDS = 300
+"""How long a personal click token attributes its click to the reader it was minted for.
+
+The reader page mints one right before it navigates, so minutes are plenty; past this the token
+still redirects (for its full TTL) but logs an anonymous click."""
+NONCE_BYTES = 16
+_READER_BYTES = 16  # a reader_hash is 32 hex digits
+_CLICK_VERSION = 2
+_CLICK_VERSION_1 = 1  # before nonces: still redirected until they expire, always anonymous
 _SESSION_VERSION = 1
+_B64URL = re.compile(r"[A-Za-z0-9_-]*")
+# RFC 3986 reserved and unreserved characters, and "%" so an already-encoded URL is left as is.
+_URL_SAFE = "%:/?#[]@!$&'()*+,;=~-._"
 
 
 def _b64encode(data: bytes) -> str:
@@ -36,32 +69,90 @@ def _b64encode(data: bytes) -> str:
 
 
 def _b64decode(text: str) -> bytes:
+    """Decode unpadded base64url strictly: only the canonical spelling of some bytes is accepted.
+
+    The standard decoder drops characters outside the alphabet and ignores non-zero trailing bits,
+    so many strings decode to the same token; a click must have exactly one spelling.
+    """
     if len(text) > MAX_TOKEN_CHARS:
         raise InvalidTokenError("token too long")
+    if not _B64URL.fullmatch(text) or len(text) % 4 == 1:
+        raise InvalidTokenError("token is not base64url")
     try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (ValueError, TypeError) as e:
+        data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (ValueError, binascii.Error) as e:
         raise InvalidTokenError("token is not base64url") from e
+    if _b64encode(data) != text:
+        raise InvalidTokenError("token is not canonical base64url")
+    return data
+
+
+def _has_control_chars(text: str) -> bool:
+    return any(unicodedata.category(ch) == "Cc" for ch in text)
+
+
+def header_safe_url(url: str) -> str | None:
+    """``url`` as an ASCII http(s) URL that can go in a ``Location`` header, or None.
+
+    Non-ASCII is percent-encoded as UTF-8 (the host becomes IDNA), as browsers do with an IRI
+    (RFC 3987 section 3.1); spaces and other characters that are never literal in a URI are
+    percent-encoded too, while ``%`` is kept, so an already-encoded URL comes back unchanged.
+    URLs holding control characters (CR, LF, NUL, tab, DEL, C1) are refused: they are either
+    broken or an attempt at header injection. So are URLs longer than MAX_URL_CHARS once encoded.
+
+    >>> header_safe_url("https://news.example/新闻/a b")
+    'https://news.example/%E6%96%B0%E9%97%BB/a%20b'
+    >>> header_safe_url("https://news.example/%E6%96%B0%E9%97%BB/a%20b")
+    'https://news.example/%E6%96%B0%E9%97%BB/a%20b'
+    >>> header_safe_url("https://x.example/a\\r\\nSet-Cookie: a=b"), header_safe_url("javascript:alert(1)")
+    (None, None)
+    """
+    if len(url) > MAX_URL_CHARS or _has_control_chars(url):
+        return None
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not host:
+        return None
+    netloc = parts.netloc
+    if not netloc.isascii():
+        userinfo, _, hostport = netloc.rpartition("@")
+        try:
+            hostport = hostport.encode("idna").decode("ascii")
+        except UnicodeError:
+            hostport = quote(hostport, safe=_URL_SAFE)
+        netloc = f"{quote(userinfo, safe=_URL_SAFE)}@{hostport}" if userinfo else hostport
+    safe = urlunsplit((
+        parts.scheme,
+        netloc,
+        quote(parts.path, safe=_URL_SAFE),
+        quote(parts.query, safe=_URL_SAFE),
+        quote(parts.fragment, safe=_URL_SAFE),
+    ))
+    return safe if len(safe) <= MAX_URL_CHARS else None
 
 
 def is_web_url(url: str) -> bool:
-    """Whether ``url`` is an absolute http(s) URL short enough to sign.
+    """Whether ``url`` is an absolute, header-safe http(s) URL short enough to sign.
 
     >>> is_web_url("https://example.org/a"), is_web_url("javascript:alert(1)"), is_web_url("//x")
     (True, False, False)
+    >>> is_web_url("https://news.example/新闻"), is_web_url("https://x.example/\\r\\n")
+    (False, False)
     """
-    if len(url) > MAX_URL_CHARS:
-        return False
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
+    return header_safe_url(url) == url
 
 
 @dataclass(frozen=True, slots=True)
 class ClickPayload:
-    """What a click token names. ``reader_hash`` is empty for readers who are not signed in."""
+    """What a click token names.
+
+    ``reader_hash`` is empty for an anonymous click: a reader not signed in, or a personal token
+    used after PERSONAL_CLICK_SECONDS. ``click_id`` derives from the token's MAC, so every
+    spelling of one token (there is one) and every reload of it is the same click.
+    """
 
     article_id: str
     story_id: str
@@ -70,6 +161,7 @@ class ClickPayload:
     surface: Surface
     position: int
     issued_at: int
+    click_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +180,7 @@ class Signer:
         self._click_key = hmac.digest(key, b"newsroom/click/v1", hashlib.sha256)
         self._session_key = hmac.digest(key, b"newsroom/session/v1", hashlib.sha256)
         self._reader_key = hmac.digest(key, b"newsroom/reader/v1", hashlib.sha256)
+        self._reader_box_key = hmac.digest(key, b"newsroom/click-reader/v2", hashlib.sha256)
         self.click_ttl_seconds = click_ttl_seconds
         self.session_ttl_seconds = session_ttl_seconds
 
@@ -118,7 +211,8 @@ class Signer:
         return _b64encode(data + hmac.digest(key, data, hashlib.sha256))
 
     @staticmethod
-    def _open(key: bytes, token: str) -> list[object]:
+    def _open(key: bytes, token: str) -> tuple[list[object], bytes]:
+        """The payload of a genuine token, and its MAC."""
         raw = _b64decode(token)
         if len(raw) <= MAC_BYTES:
             raise InvalidTokenError("token too short")
@@ -131,7 +225,26 @@ class Signer:
             raise InvalidTokenError("unreadable payload") from e
         if not isinstance(payload, list):
             raise InvalidTokenError("unreadable payload")
-        return payload
+        return payload, mac
+
+    def _reader_pad(self, nonce: bytes) -> bytes:
+        return hmac.digest(self._reader_box_key, nonce, hashlib.sha256)[:_READER_BYTES]
+
+    def _seal_reader(self, reader_hash: str, nonce: bytes) -> str:
+        if not reader_hash:
+            return ""
+        plain = bytes.fromhex(reader_hash)
+        if len(plain) != _READER_BYTES:
+            raise ValueError("a reader hash is 32 hex digits")
+        return _b64encode(bytes(a ^ b for a, b in zip(plain, self._reader_pad(nonce), strict=True)))
+
+    def _open_reader(self, box: str, nonce: bytes) -> str:
+        if not box:
+            return ""
+        sealed = _b64decode(box)
+        if len(sealed) != _READER_BYTES:
+            raise InvalidTokenError("malformed payload")
+        return bytes(a ^ b for a, b in zip(sealed, self._reader_pad(nonce), strict=True)).hex()
 
     # -- clicks ---------------------------------------------------------------------------------
 
@@ -146,26 +259,58 @@ class Signer:
         position: int,
         now: float | None = None,
     ) -> str:
-        """A token for ``/r/{token}``. Raises ValueError for a URL that is not http(s)."""
-        if not is_web_url(url):
-            raise ValueError(f"not an http(s) URL: {url[:80]!r}")
+        """A token for ``/r/{token}``, with a fresh nonce: no two calls give the same token.
+
+        Args:
+            article_id: The article clicked.
+            story_id: The story listing it.
+            url: The publisher's URL; made header-safe (``header_safe_url``) before it is signed.
+            reader_hash: The reader's pseudonym, sealed into the token; ``""`` for anonymous.
+                Pass it only for a request made with the reader's own session.
+            surface: Where the link was shown.
+            position: Its position there.
+            now: Unix seconds (tests); None for the clock.
+
+        Returns:
+            The token.
+
+        Raises:
+            UnsignableUrlError: ``url`` is not an http(s) URL that can be put in a header.
+        """
+        safe_url = header_safe_url(url)
+        if safe_url is None:
+            raise UnsignableUrlError(article_id)
         issued_at = int(now if now is not None else time.time())
+        nonce = secrets.token_bytes(NONCE_BYTES)
         return self._seal(
             self._click_key,
-            [_CLICK_VERSION, article_id, story_id, url, reader_hash, surface, position, issued_at],
+            [_CLICK_VERSION, article_id, story_id, safe_url, self._seal_reader(reader_hash, nonce),
+             surface, position, issued_at, _b64encode(nonce)],
         )
 
     def verify_click(self, token: str, now: float | None = None) -> ClickPayload:
-        """The payload of a genuine, unexpired click token. Raises InvalidTokenError otherwise."""
-        payload = self._open(self._click_key, token)
-        if len(payload) != 8 or payload[0] != _CLICK_VERSION:
+        """The payload of a genuine, unexpired click token. Raises InvalidTokenError otherwise.
+
+        A personal token older than PERSONAL_CLICK_SECONDS is answered as an anonymous click:
+        whoever holds a shared link still reaches the article, but cannot act as its reader.
+        A version-1 token (no nonce, readable pseudonym) is honoured until it expires, anonymously.
+        """
+        payload, mac = self._open(self._click_key, token)
+        if len(payload) == 9 and payload[0] == _CLICK_VERSION:
+            _, article_id, story_id, url, reader_box, surface, position, issued_at, nonce_text = payload
+            if not isinstance(reader_box, str) or not isinstance(nonce_text, str):
+                raise InvalidTokenError("malformed payload")
+            nonce = _b64decode(nonce_text)
+            reader_hash = self._open_reader(reader_box, nonce)
+        elif len(payload) == 8 and payload[0] == _CLICK_VERSION_1:
+            _, article_id, story_id, url, _readable, surface, position, issued_at = payload
+            reader_hash = ""
+        else:
             raise InvalidTokenError("unknown token version")
-        _, article_id, story_id, url, reader_hash, surface, position, issued_at = payload
         if not (
             isinstance(article_id, str)
             and isinstance(story_id, str)
             and isinstance(url, str)
-            and isinstance(reader_hash, str)
             and isinstance(surface, str)
             and surface in SURFACES
             and isinstance(position, int)
@@ -177,7 +322,12 @@ class Signer:
             raise InvalidTokenError("expired")
         if not is_web_url(url):  # defence in depth: never redirect anywhere but the web
             raise InvalidTokenError("not a web URL")
-        return ClickPayload(article_id, story_id, url, reader_hash, surface, position, issued_at)  # type: ignore[arg-type]
+        if current > issued_at + PERSONAL_CLICK_SECONDS:
+            reader_hash = ""
+        click_id = hashlib.blake2b(mac, digest_size=12).hexdigest()
+        return ClickPayload(
+            article_id, story_id, url, reader_hash, surface, position, issued_at, click_id  # type: ignore[arg-type]
+        )
 
     # -- sessions -------------------------------------------------------------------------------
 
@@ -196,7 +346,7 @@ class Signer:
             return ""
 
     def verify_session(self, token: str, now: float | None = None) -> Session:
-        payload = self._open(self._session_key, token)
+        payload, _ = self._open(self._session_key, token)
         if len(payload) != 3 or payload[0] != _SESSION_VERSION:
             raise InvalidTokenError("unknown session version")
         _, reader, expires_at = payload

@@ -1,6 +1,9 @@
 """Topic streams: every live story about a section slug or a named entity, newest first.
 
-Answers are shared (identical bytes for everyone) and memoised per story snapshot version.
+Answers are shared (identical bytes for everyone) and memoised per story snapshot version. Topics
+match case-insensitively, so a topic is normalised to lower case before anything else: every
+spelling of it gets the same bytes (``topic_id`` is the normalised topic), whichever spelling a
+replica happened to be asked first.
 """
 
 from __future__ import annotations
@@ -19,6 +22,15 @@ from warehouse.snapshots import dump_snapshot
 CARD_SOURCES = 4
 _MEMO_SIZE = 512
 _FULL_ONLY = ("timeline", "publishers", "local_sources", "opinion_count", "linked")
+
+
+def normalize_topic(topic: str) -> str:
+    """The one spelling of a topic that pages, memo keys and cursors use.
+
+    >>> normalize_topic("TECHNOLOGY")
+    'technology'
+    """
+    return topic.lower()
 
 
 def is_about(story: Mapping[str, Any], topic: str) -> bool:
@@ -47,16 +59,17 @@ class TopicPages:
         self._lock = threading.Lock()
 
     def page(self, topic: str, edition: str | None, cursor: str | None, limit: int) -> CachedBody:
+        topic = normalize_topic(topic)
         version = self._cache.story_version()
         if version is None:
             raise TopicNotFoundError(topic)
-        scope = f"topic:{topic.lower()}:{edition or ''}:{limit}"
+        scope = f"topic:{topic}:{edition or ''}:{limit}"
         offset = 0
         if cursor:
             cursor_version, offset = decode_cursor(cursor, scope)
             if cursor_version != str(version):
                 raise CursorExpiredError("the stories were republished; start again from the first page")
-        key = (version, topic.lower(), edition, offset, limit)
+        key = (version, topic, edition, offset, limit)
         with self._lock:
             found = self._memo.get(key)
             if found is not None:

@@ -1,10 +1,11 @@
 """Clicks: signed tokens, logged durably, then a redirect to the publisher.
 
 Shared pages keep the publishers' own URLs (identical bytes for everyone). The reader page asks
-``POST /v1/click-token`` for a token when a reader follows a link from a shared page; For-you
-cards already carry tokens signed for their reader. Only URLs that a live story lists are ever
-signed, and ``/r/{token}`` redirects only to the URL inside a genuine, unexpired token: it is not
-an open redirect.
+``POST /v1/click-token`` for a token when a reader follows a link; a signed-in reader sends the
+session, which records the read in the reader's profile there and then and seals the reader's
+pseudonym into the token (see ``serving.signing``). For-you cards also carry anonymous click URLs,
+which anyone may share. Only URLs that a live story lists are ever signed, and ``/r/{token}``
+redirects only to the URL inside a genuine, unexpired token: it is not an open redirect.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
-from serving.clicks import record_read_quietly
+from serving.clicks import log_click, record_read_quietly
 from serving.deps import ClickLogDep, ProfilesDep, SignerDep, _bearer
 from serving.errors import UnknownArticleError
 from serving.models import ClickTokenPublic, ClickTokenRequest, ErrorPublic
@@ -28,13 +29,17 @@ router = APIRouter(tags=["clicks"])
 @router.post(
     "/v1/click-token",
     response_model=ClickTokenPublic,
-    responses={404: {"model": ErrorPublic, "description": "No live story lists this article."}},
-    summary="A signed click URL for an article on a live page",
+    responses={
+        404: {"model": ErrorPublic, "description": "No live story lists this article."},
+        422: {"description": "The request does not validate, or the article's URL cannot be linked to."},
+    },
+    summary="A signed click URL for an article on a live page (and, signed in, record the read)",
 )
 def create_click_token(
     request: Request,
     body: ClickTokenRequest,
     signer: SignerDep,
+    profiles: ProfilesDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Response:
     article = request.app.state.cache.article(body.article_id)
@@ -46,6 +51,8 @@ def create_click_token(
         article_id=article.article_id, story_id=article.story_id, url=article.url,
         reader_hash=reader_hash, surface=body.surface, position=body.position,
     )
+    # The reader's own session asked for this link to follow it: the read is theirs.
+    record_read_quietly(profiles, reader_hash, article.story_id, time.time())
     return private_json(ClickTokenPublic(token=token, click_url=f"/r/{token}").model_dump())
 
 
@@ -54,7 +61,8 @@ def create_click_token(
     status_code=302,
     response_class=Response,
     responses={
-        302: {"description": "Click logged; `Location` is the publisher's article."},
+        302: {"description": "Click logged (or, with `X-Click-Logged: false`, lost to a store outage); "
+                             "`Location` is the publisher's article."},
         400: {"model": ErrorPublic, "description": "Forged, malformed or expired token: no redirect."},
     },
     summary="Log a click, then redirect to the publisher",
@@ -63,18 +71,16 @@ def follow_click(
     token: Annotated[str, Path(max_length=4096)],
     signer: SignerDep,
     clicks: ClickLogDep,
-    profiles: ProfilesDep,
 ) -> Response:
     click = signer.verify_click(token)
-    now = time.time()
-    clicks.append(token, click, datetime.fromtimestamp(now, UTC))  # durable before the 302
-    record_read_quietly(profiles, click, now)
-    return Response(
-        status_code=302,
-        headers={
-            "Location": click.url,
-            "Cache-Control": "no-store",
-            # The token is in our URL; send publishers our origin only.
-            "Referrer-Policy": "origin",
-        },
-    )
+    # Durable before the 302; a store outage loses the click, never the reader (serving.clicks).
+    logged = log_click(clicks, click, datetime.fromtimestamp(time.time(), UTC))
+    headers = {
+        "Location": click.url,
+        "Cache-Control": "no-store",
+        # The token is in our URL; send publishers our origin only.
+        "Referrer-Policy": "origin",
+    }
+    if not logged:
+        headers["X-Click-Logged"] = "false"
+    return Response(status_code=302, headers=headers)

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
+from serving.cursors import MAX_FEED_CURSOR_CHARS
 from serving.deps import (
     NAME_PATTERN,
     CacheDep,
@@ -123,7 +124,9 @@ def get_feed(
     profiles: ProfilesDep,
     signer: SignerDep,
     edition: Annotated[str, Query(pattern=NAME_PATTERN, description="`{language}-{REGION}`.")] = "en-US",
-    cursor: Annotated[str | None, Query(max_length=512, description="`next_cursor` of the previous page.")] = None,
+    cursor: Annotated[
+        str | None, Query(max_length=MAX_FEED_CURSOR_CHARS, description="`next_cursor` of the previous page.")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=50)] = 20,
 ) -> Response:
     pools: PoolCache = request.app.state.pools

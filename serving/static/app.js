@@ -3,8 +3,9 @@
 // the DOM through textContent or checked attributes, never by parsing data as HTML.
 //
 // Clicks: shared pages hold the publishers' own URLs (the same bytes for everyone). Following a
-// link asks POST /v1/click-token for a signed /r/{token} and goes there (the click is logged,
-// then the server redirects to the publisher); For-you cards already carry signed click URLs.
+// link asks POST /v1/click-token (with the session, when signed in) for a signed /r/{token} and
+// goes there (the click is logged, then the server redirects to the publisher). For-you cards
+// also carry anonymous click URLs, used when minting fails or nobody is signed in.
 "use strict";
 
 (() => {
@@ -476,14 +477,17 @@
     if (!a || event.defaultPrevented || event.button !== 0) return;
     if (event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
     event.preventDefault();
-    if (a.dataset.clickUrl) { window.location.assign(a.dataset.clickUrl); return; }
+    // A signed-in reader's click is minted with the session, which records the read in their own
+    // profile; a card's ready-made click_url is anonymous (safe to share), so it is only the
+    // fallback, and the publisher's URL the last resort.
+    if (a.dataset.clickUrl && !state.session) { window.location.assign(a.dataset.clickUrl); return; }
     try {
       const minted = await personal("POST", "/v1/click-token", {
         article_id: a.dataset.articleId, surface: a.dataset.surface, position: Number(a.dataset.position) || 0,
       });
       window.location.assign(minted.click_url);
     } catch (error) {
-      window.location.assign(a.href);  // never strand a reader because logging failed
+      window.location.assign(a.dataset.clickUrl || a.href);  // never strand a reader because logging failed
     }
   });
 

@@ -249,8 +249,11 @@ def test_click_is_logged_durably_then_redirected(client: TestClient, local_store
     alice = sign_in(client, "alice")
     card = client.get("/v1/feed", headers=alice).json()["stories"][0]
     source = card["sources"][0]
+    # The reader page mints a personal click with the session (that records the read) ...
+    minted = client.post("/v1/click-token", headers=alice,
+                         json={"article_id": source["article_id"], "surface": "for_you", "position": 0})
 
-    response = client.get(source["click_url"], follow_redirects=False)
+    response = client.get(minted.json()["click_url"], follow_redirects=False)
 
     assert response.status_code == 302
     assert response.headers["location"] == source["url"]
@@ -263,10 +266,15 @@ def test_click_is_logged_durably_then_redirected(client: TestClient, local_store
     assert rows[0]["surface"] == "for_you" and rows[0]["position"] == 0
     assert len(rows[0]["reader_hash"]) == 32 and "alice" not in rows[0]["reader_hash"]
     # The same link again is the same click, not a second one.
-    assert client.get(source["click_url"], follow_redirects=False).status_code == 302
+    assert client.get(minted.json()["click_url"], follow_redirects=False).status_code == 302
     assert len(list_segments(local_store, layout.CLICKS_PREFIX)) == 1
     # Reading it hides it from For you until it develops.
     assert card["story_id"] not in {s["story_id"] for s in client.get("/v1/feed", headers=alice).json()["stories"]}
+    # ... while the card's own click_url is anonymous: it redirects and logs, but names no reader.
+    assert client.get(source["click_url"], follow_redirects=False).status_code == 302
+    rows = read_segments(local_store, list_segments(local_store, layout.CLICKS_PREFIX), CLICKS_SCHEMA).to_pylist()
+    anonymous, personal = sorted(r["reader_hash"] for r in rows)
+    assert anonymous == "" and len(personal) == 32
 
 
 def test_click_token_for_shared_pages_signs_only_live_urls(client: TestClient) -> None:

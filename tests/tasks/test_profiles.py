@@ -59,6 +59,13 @@ def test_titles_split_into_profile_terms(title: str, terms: tuple[str, ...]) -> 
     assert title_terms(title) == terms
 
 
+def _click_as(client: TestClient, headers: dict[str, str], article_id: str, surface: str = "for_you") -> None:
+    """Follow a link as the signed-in reader page does: mint with the session, then go."""
+    minted = client.post("/v1/click-token", json={"article_id": article_id, "surface": surface, "position": 0},
+                         headers=headers)
+    assert client.get(minted.json()["click_url"], follow_redirects=False).status_code == 302
+
+
 def _feed_order(client: TestClient, headers: dict[str, str]) -> list[tuple[str, str]]:
     body = client.get("/v1/feed", headers=headers).json()
     return [(s["story_id"], s["reason"]) for s in body["stories"]]
@@ -84,8 +91,7 @@ def test_a_click_raises_its_topic_and_the_next_for_you_reflects_it(tmp_path: Pat
             headers=dana,
         ).json()
         assert client.get(minted["click_url"], follow_redirects=False).status_code == 302
-        erin_click = client.get("/v1/feed", headers=erin).json()["stories"][0]["sources"][0]["click_url"]
-        client.get(erin_click, follow_redirects=False)
+        _click_as(client, erin, client.get("/v1/feed", headers=erin).json()["stories"][0]["sources"][0]["article_id"])
 
         summary = fold_clicks(store, profiles_path, datetime.now(UTC), HALF_LIFE)
         assert summary == {"segments": 2, "clicks": 2, "readers": 2}
@@ -117,7 +123,7 @@ def test_a_developed_story_comes_back_ranked_by_the_new_weights(tmp_path: Path) 
         dana = {"Authorization": f"Bearer {client.post('/v1/session', json={'reader': 'dana'}).json()['token']}"}
         before = _feed_order(client, dana)
         card = next(s for s in client.get("/v1/feed", headers=dana).json()["stories"] if s["story_id"] == TECH_STORY)
-        client.get(card["sources"][0]["click_url"], follow_redirects=False)
+        _click_as(client, dana, card["sources"][0]["article_id"])
         fold_clicks(store, profiles_path, now, HALF_LIFE)
         FIX.publish_fixture(store, now=now + timedelta(hours=5))  # every story develops after the read
         client.app.state.cache.refresh()  # type: ignore[attr-defined]
@@ -157,7 +163,7 @@ def test_fold_profiles_flow_runs_under_prefect(tmp_path: Path, prefect_harness: 
             dana = {"Authorization": f"Bearer {client.post('/v1/session', json={'reader': 'dana'}).json()['token']}"}
             feed = client.get("/v1/feed", headers=dana).json()
             tech = next(s for s in feed["stories"] if s["story_id"] == TECH_STORY)
-            client.get(tech["sources"][0]["click_url"], follow_redirects=False)
+            _click_as(client, dana, tech["sources"][0]["article_id"])
             summary = fold_profiles()
             assert summary == {"segments": 1, "clicks": 1, "readers": 1}
             assert client.get("/v1/me", headers=dana).json()["topic_weights"] == {"technology": pytest.approx(1.0, abs=1e-3)}
