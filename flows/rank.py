@@ -19,7 +19,10 @@ def rank_and_publish(now: str | None = None) -> dict[str, Any]:
     logger = get_run_logger()
     at = resolve_now(now)
     summary = publish_all_task(configured_store(), at, get_rank_settings())
-    logger.info("rank_done pages=%s published=%d refused=%d stories=%s breaking=%d", summary["pages"],
-                len(summary["published"]), len(summary["refused"]), summary["stories"], len(summary["breaking"]))
+    logger.info("rank_done pages=%s published=%d refused=%d not_published=%d stories=%s breaking=%d",
+                summary["pages"], len(summary["published"]), len(summary["refused"]),
+                len(summary["not_published"]), summary["stories"], len(summary["breaking"]))
+    for page, reason in sorted(summary["not_published"].items()):
+        logger.warning("page_not_published page=%s reason=%s", page, reason)
     publish_artifact("rank-summary", rank_markdown(summary, at.isoformat()), "rank run summary")
     return summary

@@ -19,6 +19,7 @@ CRASH_POINTS = (
     "cluster.after_state",     # state written, checkpoint not yet moved
     "rank.after_stories",      # story snapshot published, no page yet
     "rank.mid_pages",          # some pages published, the rest not
+    "rank.before_pointer",     # a page version written, its pointer not yet moved
 )
 
 

@@ -55,10 +55,13 @@ from warehouse import layout
 from warehouse.duck import connect, load_sql
 from warehouse.errors import ObjectNotFoundError, PreconditionFailedError
 from warehouse.snapshots import (
+    PagePointer,
     PublishResult,
     dump_snapshot,
     publish_page,
     publish_stories,
+    read_pointer,
+    read_stories_pointer,
     rollback_page,
 )
 from warehouse.store import ObjectStore
@@ -115,7 +118,13 @@ def edition_rules(s: RankSettings) -> EditionRules:
 
 
 class PageHistory:
-    """Published page versions read from the store; versions are immutable, so they are cached."""
+    """Published page versions read from the store; versions are immutable, so they are cached.
+
+    A version counts as published only if a pointer move made it live: its number is at most the
+    pointer's high water and not among the pointer's orphans (written by a publisher that died, or
+    lost a race, before moving the pointer). Rollbacks come from ``log/events/page.rollback/`` and
+    from the pointer itself, so one whose event was never written still counts.
+    """
 
     def __init__(self, store: ObjectStore) -> None:
         self._store = store
@@ -124,9 +133,10 @@ class PageHistory:
         self._listed = False
         self._story_versions: list[tuple[int, str]] = []
         self._rollback_events: dict[tuple[str, str], list[tuple[str, int]]] | None = None
+        self._pointers: dict[tuple[str, str] | None, PagePointer | None] = {}
 
     def pages(self) -> list[tuple[str, str]]:
-        """Every page with a published version; one listing of ``pages/`` serves every page."""
+        """Every page with a stored version; one listing of ``pages/`` serves every page."""
         if not self._listed:
             found: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
             for key in self._store.list(layout.PAGES_PREFIX):
@@ -157,6 +167,12 @@ class PageHistory:
             self._payloads[key] = json.loads(self._store.get(key).data)
         return self._payloads[key]
 
+    def pointer(self, page: tuple[str, str] | None) -> PagePointer | None:
+        """A page's pointer (None: the story snapshot's), read once."""
+        if page not in self._pointers:
+            self._pointers[page] = read_pointer(self._store, *page) if page else read_stories_pointer(self._store)
+        return self._pointers[page]
+
     def _rollbacks(self) -> dict[tuple[str, str], list[tuple[str, int]]]:
         if self._rollback_events is None:
             found: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
@@ -168,20 +184,36 @@ class PageHistory:
 
     def live_version_at(self, edition: str, section: str, at: datetime, *, strict: bool) -> tuple[int, str] | None:
         """The version a page's pointer named at ``at`` (just before it, when ``strict``): the newest
-        published version, unless a later rollback (``log/events/page.rollback/``) named another."""
+        published version, unless a later rollback named another."""
+        rollbacks = list(self._rollbacks().get((edition, section), []))
+        return self._live_at((edition, section), self.versions(edition, section), rollbacks, at, strict=strict)
+
+    def live_story_version_at(self, at: datetime) -> tuple[int, str] | None:
+        """The story snapshot version live at ``at`` (story snapshots are never rolled back)."""
+        return self._live_at(None, self.story_versions(), [], at, strict=False)
+
+    def _live_at(self, page: tuple[str, str] | None, versions: list[tuple[int, str]],
+                 rollbacks: list[tuple[str, int]], at: datetime, *, strict: bool) -> tuple[int, str] | None:
         limit = at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
         def before(ts: str) -> bool:
             return ts < limit or (not strict and ts == limit)
 
-        keys = dict(self.versions(edition, section))
+        pointer = self.pointer(page)
+        if pointer is None:
+            return None  # nothing was ever made live; any version is an orphan
+        if pointer.rolled_back_from is not None:
+            rollbacks.append((pointer.published_at, pointer.version))
+        keys = dict(versions)
         best: tuple[str, int] | None = None
-        for version, key in reversed(self.versions(edition, section)):
+        for version, key in reversed(versions):
+            if not pointer.was_published(version):
+                continue
             as_of = self.payload(key)["as_of"]
             if before(as_of):
                 best = (as_of, version)
                 break
-        for when, version in self._rollbacks().get((edition, section), []):
+        for when, version in sorted(rollbacks):
             if before(when) and (best is None or when >= best[0]) and version in keys:
                 best = (when, version)
         return (best[1], keys[best[1]]) if best else None
@@ -280,7 +312,12 @@ def story_links(con: duckdb.DuckDBPyConnection, now: datetime, story_ids: Iterab
 
 def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, settings: RankSettings) -> dict[str, Any]:
     """Publish every page whose content changed; a refused version leaves the live one in place and
-    its reason is recorded (the summary, a warning, and ``log/events/page.refused/``)."""
+    its reason is recorded (the summary, a warning, and ``log/events/page.refused/``).
+
+    A page (or the story snapshot) that is neither published, unchanged nor refused by validation
+    (``stale: ...`` from a run older than the live version, or a lost pointer race) is counted in
+    ``not_published`` with its reason and logged as a warning.
+    """
 
     def check(validator: Callable[..., str | None]) -> Callable[[dict[str, Any], dict[str, Any] | None], str | None]:
         return lambda new, prev: validator(new, prev, min_stories=settings.min_page_stories,
@@ -294,17 +331,23 @@ def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, sett
         if i == len(output.pages) // 2:
             crash_point("rank.mid_pages")
         validator = validate_pool if section == POOL_SECTION else validate_page
-        result = publish_page(store, edition, section, payload, now=now, validate=check(validator))
+        result = publish_page(store, edition, section, payload, now=now, validate=check(validator),
+                              before_pointer=lambda: crash_point("rank.before_pointer"))
         results[f"{edition}/{section}"] = result
         if result.reason.startswith("invalid"):
             log.warning("page_refused edition=%s section=%s reason=%s", edition, section, result.reason)
             _write_event(store, "page.refused", f"{edition}.{section}.{now:%Y%m%dT%H%M%S}",
                          {"kind": "page.refused", "edition": edition, "section": section, "at": iso(now),
                           "version": result.version, "reason": result.reason})
+    not_published = {k: r.reason for k, r in [(layout.STORIES_PAGE, story_result), *sorted(results.items())]
+                     if not r.published and r.reason != "unchanged" and not r.reason.startswith("invalid")}
+    for page, reason in not_published.items():
+        log.warning("page_not_published page=%s reason=%s", page, reason)
     return {
         "pages": len(output.pages),
         "published": sorted(k for k, r in results.items() if r.published),
         "refused": {k: r.reason for k, r in results.items() if r.reason.startswith("invalid")},
+        "not_published": not_published,
         "stories": len(output.stories["stories"]),
         "stories_version": story_result.version,
         "breaking": [b["story_id"] for b in output.breaking],
@@ -369,20 +412,18 @@ def rebuild_as_of(store: ObjectStore, at: datetime, settings: RankSettings,
     """Rebuild every page (and story snapshot) version that was live at ``at`` from the logs, and
     compare the bytes.
 
-    For each page, the version live at ``at`` is the newest with ``as_of <= at``; it is recomputed
+    For each page, the version live at ``at`` is the newest published one (never an orphan: see
+    :class:`PageHistory`) with ``as_of <= at``, or a later rollback's target; it is recomputed
     at its own ``as_of`` with its own version number. Nothing in the store is written; with
     ``output_dir`` the rebuilt bytes go there under the same keys.
     """
     history = PageHistory(store)
     targets: dict[datetime, list[tuple[tuple[str, str] | None, int, str]]] = defaultdict(list)
-    limit = at.strftime("%Y-%m-%dT%H:%M:%SZ")
     # None stands for the story snapshot (pages/stories/), rebuilt like any page.
-    candidates: list[tuple[tuple[str, str] | None, list[tuple[int, str]]]] = [
-        (page, history.versions(*page)) for page in history.pages()]
-    candidates.append((None, history.story_versions()))
-    for page, versions in candidates:
+    candidates: list[tuple[str, str] | None] = [*history.pages(), None]
+    for page in candidates:
         found = (history.live_version_at(*page, at, strict=False) if page is not None
-                 else next(((v, k) for v, k in reversed(versions) if history.payload(k)["as_of"] <= limit), None))
+                 else history.live_story_version_at(at))
         if found is not None:
             as_of = history.payload(found[1])["as_of"]
             targets[datetime.fromisoformat(as_of.replace("Z", "+00:00"))].append((page, found[0], found[1]))
@@ -403,15 +444,20 @@ def rebuild_as_of(store: ObjectStore, at: datetime, settings: RankSettings,
 
 
 def rollback_pointer(store: ObjectStore, edition: str, section: str, version: int, now: datetime) -> PublishResult:
-    """Move a page's pointer back to an earlier version (``newsroom pages rollback``)."""
-    live = PageHistory(store).live_version_at(edition, section, now, strict=False)
+    """Move a page's pointer back to an earlier version (``newsroom pages rollback``).
+
+    The ``page.rollback`` event (so that stability and ``--as-of`` see the pointer as readers did,
+    issue 5) is keyed by the time the pointer moved and written with If-None-Match after the move;
+    a rerun that finds the version already live through a rollback writes it if a crash lost it.
+    """
     result = rollback_page(store, edition, section, version, now=now)
     log.warning("page_rollback edition=%s section=%s version=%d reason=%s", edition, section, version, result.reason)
-    if result.published:
-        # Recorded so that stability and --as-of see the pointer as readers did (issue 5).
-        _write_event(store, ROLLBACK_EVENT, f"{edition}.{section}.{now:%Y%m%dT%H%M%S}",
-                     {"kind": ROLLBACK_EVENT, "edition": edition, "section": section, "at": iso(now),
-                      "from": live[0] if live else None, "to": version})
+    if result.previous is not None and result.moved_at is not None:
+        at = datetime.fromisoformat(result.moved_at.replace("Z", "+00:00"))
+        if _write_event(store, ROLLBACK_EVENT, f"{edition}.{section}.{at:%Y%m%dT%H%M%S}",
+                        {"kind": ROLLBACK_EVENT, "edition": edition, "section": section, "at": result.moved_at,
+                         "from": result.previous, "to": version}) and not result.published:
+            log.warning("page_rollback_event_repaired edition=%s section=%s version=%d", edition, section, version)
     return result
 
 

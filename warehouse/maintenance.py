@@ -1,7 +1,12 @@
 """Maintenance of the store: compaction, retention and page-version pruning.
 
-Every step is safe to interrupt and to rerun. A compacted segment is written (content-keyed, so a
-rerun writes the same key) before its sources are deleted; until then the views count each row once.
+Every step is safe to interrupt and to rerun. Compaction folds a folder's small (non-compacted)
+segments into one new compacted segment, written before its sources are deleted, and never reads
+compacted segments back in: rows already in a compacted segment of the folder (by their identity:
+``click_id``, ``change_id``, or article id, version and content hash) are not written again, and
+sources that hold nothing else are just deleted. So a rerun after a crash between the write and the
+deletes (even part way through them) finishes the deletes and duplicates nothing, and consumers that
+remember what they read (the profiles fold, by click id) never see a row twice under a new key.
 """
 
 from __future__ import annotations
@@ -51,53 +56,120 @@ def _by_folder(keys: Iterable[str]) -> dict[str, list[str]]:
     return folders
 
 
-def consumed_by_every_writer(store: ObjectStore) -> set[str]:
-    """Article segments that every language writer has consumed (compaction may touch only these)."""
-    sets = [set(json.loads(store.get(k).data).get("consumed", []))
-            for k in store.list(layout.STORY_STATE_PREFIX) if k.endswith("/checkpoint.json")]
+def writer_checkpoints(store: ObjectStore) -> dict[str, set[str]]:
+    """The article segments each language writer has consumed, by language (writers with a checkpoint)."""
+    found: dict[str, set[str]] = {}
+    for key in store.list(layout.STORY_STATE_PREFIX):
+        if key.endswith("/checkpoint.json"):
+            language = key[len(layout.STORY_STATE_PREFIX):].split("/", 1)[0]
+            found[language] = set(json.loads(store.get(key).data).get("consumed", []))
+    return found
+
+
+def consumed_by_every_writer(store: ObjectStore, languages: Iterable[str] = ()) -> set[str]:
+    """Article segments that every language writer has consumed.
+
+    Args:
+        store: The store.
+        languages: Languages that must have a writer besides those with a checkpoint (the log's);
+            a language without a checkpoint has consumed nothing, so then nothing qualifies.
+    """
+    checkpoints = writer_checkpoints(store)
+    sets = [checkpoints.get(language, set()) for language in sorted(set(checkpoints) | set(languages))]
     return set.intersection(*sets) if sets else set()
 
 
-def _compact(store: ObjectStore, keys: list[str], schema: pa.Schema, folder: str, sort_by: list[str],
+def _identities(table: pa.Table, identity: list[str]) -> list[tuple[object, ...]]:
+    return list(zip(*(table.column(c).to_pylist() for c in identity), strict=True))
+
+
+def _compact(store: ObjectStore, folder: str, sources: dict[str, pa.Table], compacted: list[str],
+             schema: pa.Schema, identity: list[str], sort_by: list[str], min_segments: int,
              report: MaintenanceReport) -> None:
-    table = read_segments(store, sorted(keys), schema)
-    table = table.sort_by([(c, "ascending") for c in sort_by])
-    key = f"{folder}/{COMPACT_PREFIX}{content_segment_id(table)}.parquet"
-    if write_segment(store, key, table, schema):
-        report.written_segments += 1
-    for source in keys:
-        if source != key:
-            store.delete(source)
-            report.compacted_segments += 1
+    """Fold ``sources`` (small segments of ``folder``) into a new compacted segment, then delete them.
+
+    Rows whose identity is already in one of the folder's ``compacted`` segments are left out, and
+    duplicates among the sources are written once (the first by ``sort_by``). With fewer than
+    ``min_segments`` sources nothing is written, but sources holding only rows already compacted
+    (left by a run that died part way through its deletes) are deleted.
+    """
+    seen: set[tuple[object, ...]] = set()
+    if compacted:
+        seen.update(_identities(read_segments(store, sorted(compacted), schema).select(identity), identity))
+    redundant = [k for k, t in sorted(sources.items()) if set(_identities(t, identity)) <= seen]
+    if len(sources) < min_segments:
+        doomed = redundant
+    else:
+        fresh = [sources[k] for k in sorted(sources) if k not in redundant]
+        if fresh:
+            table = pa.concat_tables(fresh).sort_by([(c, "ascending") for c in sort_by])
+            keep = []
+            for row_id in _identities(table, identity):
+                keep.append(row_id not in seen)
+                seen.add(row_id)
+            table = table.filter(pa.array(keep, pa.bool_()))
+            if table.num_rows:
+                key = f"{folder}/{COMPACT_PREFIX}{content_segment_id(table)}.parquet"
+                if write_segment(store, key, table, schema):
+                    report.written_segments += 1
+        doomed = sorted(sources)
+    for source in doomed:
+        store.delete(source)
+        report.compacted_segments += 1
+
+
+def _read_each(store: ObjectStore, keys: Iterable[str], schema: pa.Schema) -> dict[str, pa.Table]:
+    return {k: read_segments(store, [k], schema) for k in keys}
 
 
 def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) -> MaintenanceReport:
-    """Merge small segments into one per folder.
+    """Merge small segments into compacted ones, per folder (see the module docstring).
 
-    Article segments are merged once every language writer has consumed them (writers never read
-    compacted segments); click segments of days before ``now``'s day, and story-change segments
-    whose changes all precede ``now``'s day, are merged per folder.
+    An article segment is merged once the writer of every language it holds, and every writer with
+    a checkpoint, has consumed it (writers never read compacted segments; a language whose writer
+    has not committed yet has consumed nothing). Click segments of days before ``now``'s day, and
+    story-change segments whose changes all precede ``now``'s day, are merged per folder.
     """
     report = MaintenanceReport()
-    consumed = consumed_by_every_writer(store)
+    checkpoints = writer_checkpoints(store)
+    consumed = set.intersection(*checkpoints.values()) if checkpoints else set()
     today = now.strftime("%Y-%m-%d")
+    waiting: set[str] = set()
     for folder, keys in sorted(_by_folder(list_segments(store, layout.ARTICLES_PREFIX)).items()):
-        ready = [k for k in keys if not is_compacted(k) and k in consumed]
-        if len(ready) >= min_segments:
-            _compact(store, ready + [k for k in keys if is_compacted(k)], ARTICLES_SCHEMA, folder,
-                     ["first_seen_at", "article_id", "version", "content_hash"], report)
+        compacted = [k for k in keys if is_compacted(k)]
+        candidates = [k for k in keys if not is_compacted(k) and k in consumed]
+        if not candidates or (len(candidates) < min_segments and not compacted):
+            continue
+        sources = {}
+        for key, table in _read_each(store, candidates, ARTICLES_SCHEMA).items():
+            languages = {v for v in table.column("language").to_pylist() if v}
+            missing = {lang for lang in languages if key not in checkpoints.get(lang, set())}
+            if missing:
+                waiting |= missing
+            else:
+                sources[key] = table
+        _compact(store, folder, sources, compacted, ARTICLES_SCHEMA, ["article_id", "version", "content_hash"],
+                 ["first_seen_at", "article_id", "version", "content_hash"], min_segments, report)
+    if waiting:
+        report.notes.append(f"article segments wait for the first commit of the writer of {', '.join(sorted(waiting))}")
     for folder, keys in sorted(_by_folder(list_segments(store, layout.CLICKS_PREFIX)).items()):
         day = _partition_day(folder)
-        if day is not None and day < today and len([k for k in keys if not is_compacted(k)]) >= min_segments:
-            _compact(store, keys, CLICKS_SCHEMA, folder, ["clicked_at", "click_id"], report)
-    for folder, keys in sorted(_by_folder(list_segments(store, layout.STORY_CHANGES_PREFIX)).items()):
-        small = sorted(k for k in keys if not is_compacted(k))
-        if len(small) < min_segments:
+        compacted = [k for k in keys if is_compacted(k)]
+        small = [k for k in keys if not is_compacted(k)]
+        if day is None or day >= today or not small or (len(small) < min_segments and not compacted):
             continue
-        table = read_segments(store, small, STORY_CHANGES_SCHEMA)
-        last_day = pc.max(table.column("changed_at")).as_py()
+        _compact(store, folder, _read_each(store, small, CLICKS_SCHEMA), compacted, CLICKS_SCHEMA, ["click_id"],
+                 ["clicked_at", "click_id"], min_segments, report)
+    for folder, keys in sorted(_by_folder(list_segments(store, layout.STORY_CHANGES_PREFIX)).items()):
+        compacted = [k for k in keys if is_compacted(k)]
+        small = sorted(k for k in keys if not is_compacted(k))
+        if not small or (len(small) < min_segments and not compacted):
+            continue
+        tables = _read_each(store, small, STORY_CHANGES_SCHEMA)
+        last_day = pc.max(pa.concat_tables(tables.values()).column("changed_at")).as_py()
         if last_day is not None and last_day.strftime("%Y-%m-%d") < today:
-            _compact(store, small, STORY_CHANGES_SCHEMA, folder, ["offset"], report)
+            _compact(store, folder, tables, compacted, STORY_CHANGES_SCHEMA, ["change_id"], ["offset"],
+                     min_segments, report)
     return report
 
 

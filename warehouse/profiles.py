@@ -1,6 +1,7 @@
 """The reader-profile database's tables (SQLite), and the keys of its ``term`` weights, defined once.
 
-Serving writes follows, hides and reads; the profiles flow writes ``weights`` and ``clicks_consumed``.
+Serving writes follows, hides and reads; the profiles flow writes ``weights``, ``clicks_consumed``
+(segment keys read) and ``clicks_folded`` (click ids counted: compaction moves clicks to new keys).
 Both create the tables with this one definition, and both key ``term`` weights by
 :func:`title_terms`: the profiles flow when it learns them from clicks, serving when it matches
 them against a story's title.
@@ -45,4 +46,5 @@ create table if not exists weights (
     reader_hash text not null, kind text not null, key text not null, weight real not null,
     as_of real not null, primary key (reader_hash, kind, key));
 create table if not exists clicks_consumed (segment_key text primary key, consumed_at real not null);
+create table if not exists clicks_folded (click_id text primary key, day text not null, folded_at real not null);
 """

@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from warehouse import layout
-from warehouse.errors import ObjectNotFoundError, PreconditionFailedError, SnapshotNotFoundError
+from warehouse.errors import (
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    SnapshotNotFoundError,
+    WarehouseError,
+)
 from warehouse.store import ObjectStore
 
 PAGE_SCHEMA = "newsroom.page/1"
@@ -23,10 +29,25 @@ STORIES_SCHEMA = "newsroom.stories/1"
 
 @dataclass(frozen=True, slots=True)
 class PagePointer:
+    """A pointer object (``latest.json``): the live version, and what the publishers wrote beside it.
+
+    ``high_water`` is the newest version number ever given out under this pointer (it passes
+    ``version`` after a rollback); ``orphans`` are version numbers below it that were written but
+    never made live (a publisher died, or lost a race, between its version put and its pointer move).
+    """
+
     version: int
     key: str
     sha256: str
     published_at: str
+    high_water: int = 0
+    rolled_back_from: int | None = None
+    orphans: tuple[int, ...] = ()
+
+    def was_published(self, version: int) -> bool:
+        """Whether a publish ever moved this pointer to ``version`` (rollbacks aside): a version past
+        the high water is still in flight or orphaned, and an orphan never went live."""
+        return version <= max(self.version, self.high_water) and version not in self.orphans
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +60,24 @@ class LivePage:
 
 @dataclass(frozen=True, slots=True)
 class PublishResult:
+    """What a publish or rollback did. ``previous`` is the version the pointer named before the move
+    (for a rollback found already live: the version it was rolled back from), ``moved_at`` the
+    pointer's ``published_at`` for that move."""
+
     key: str
     version: int
     published: bool
     reason: str
+    previous: int | None = None
+    moved_at: str | None = None
+
+
+LOST_RACE = "pointer moved by another publisher"
+"""The reason a publish gives when every attempt lost the pointer to another publisher."""
+_PUBLISH_ATTEMPTS = 4
+_PUT_ATTEMPTS = 5
+_VERSION_ATTEMPTS = 64
+_RETRY_PAUSE_SECONDS = 0.05
 
 
 def dump_snapshot(payload: Mapping[str, Any]) -> bytes:
@@ -53,7 +88,14 @@ def dump_snapshot(payload: Mapping[str, Any]) -> bytes:
 def _pointer_from_bytes(data: bytes, key: str) -> PagePointer:
     try:
         raw = json.loads(data)
-        return PagePointer(int(raw["version"]), str(raw["key"]), str(raw["sha256"]), str(raw["published_at"]))
+        version = int(raw["version"])
+        rolled_back_from = raw.get("rolled_back_from")
+        return PagePointer(
+            version, str(raw["key"]), str(raw["sha256"]), str(raw["published_at"]),
+            high_water=max(version, int(raw.get("high_water") or 0)),
+            rolled_back_from=int(rolled_back_from) if rolled_back_from is not None else None,
+            orphans=tuple(sorted(int(v) for v in raw.get("orphans") or ())),
+        )
     except (ValueError, KeyError, TypeError) as e:
         raise SnapshotNotFoundError("unreadable pointer", key=key) from e
 
@@ -85,6 +127,12 @@ def read_pointer(store: ObjectStore, edition: str, section: str) -> PagePointer 
     return found[0] if found else None
 
 
+def read_stories_pointer(store: ObjectStore) -> PagePointer | None:
+    """The story snapshot's pointer, or None before the first publish."""
+    found = _read_pointer_at(store, layout.story_snapshot_pointer_key())
+    return found[0] if found else None
+
+
 def read_live_page(store: ObjectStore, edition: str, section: str) -> LivePage:
     """The live version of one page. Raises SnapshotNotFoundError."""
     return _read_live_at(store, layout.page_pointer_key(edition, section))
@@ -106,6 +154,69 @@ def list_live_pages(store: ObjectStore) -> list[tuple[str, str]]:
     return sorted(pages)
 
 
+def _parse_instant(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def _stale_reason(payload: Mapping[str, Any], live: Mapping[str, Any]) -> str | None:
+    """Why ``payload`` must not replace ``live``: it describes an earlier instant (a retried or
+    overlapping run with an older ``now``). The same instant may publish again (a rerun)."""
+    new, old = _parse_instant(payload.get("as_of")), _parse_instant(live.get("as_of"))
+    if new is not None and old is not None and new < old:
+        return f"stale: as_of {payload['as_of']} is older than the live version's {live['as_of']}"
+    return None
+
+
+def _stored_versions(store: ObjectStore, version_key: Callable[[int], str]) -> list[int]:
+    folder = version_key(1).rsplit("/", 1)[0] + "/"
+    versions = []
+    for key in store.list(folder):
+        name = key[len(folder):]
+        if name.startswith("v") and name.endswith(".json") and name[1:-5].isdigit():
+            versions.append(int(name[1:-5]))
+    return versions
+
+
+def _put_version(store: ObjectStore, version_key: Callable[[int], str], payload: Mapping[str, Any],
+                 version: int) -> tuple[int, str, bytes]:
+    """Create version ``version`` of ``payload``, or the first free number after it.
+
+    An existing object with the same bytes is adopted (a rerun at the same ``now`` after a crash
+    before the pointer moved). One with other bytes is an orphan or another publisher's: the
+    version goes past every stored one instead, so an orphan never wedges the page. A conditional
+    put that failed while the key stays absent (S3 409 ConditionalRequestConflict: a concurrent
+    conditional write was in flight, and may have failed) is tried again.
+    """
+    missing = 0
+    for _ in range(_VERSION_ATTEMPTS):
+        key = version_key(version)
+        data = dump_snapshot(dict(payload, version=version))
+        try:
+            store.put(key, data, if_none_match=True, content_type="application/json")
+            return version, key, data
+        except PreconditionFailedError:
+            pass
+        try:
+            existing: bytes | None = store.get(key).data
+        except ObjectNotFoundError:
+            existing = None
+        if existing == data:
+            return version, key, data
+        if existing is None and missing < _PUT_ATTEMPTS:
+            missing += 1
+            time.sleep(_RETRY_PAUSE_SECONDS * missing)
+            continue
+        missing = 0
+        version = max([version, *_stored_versions(store, version_key)]) + 1
+    raise WarehouseError("no free version number after repeated conflicts", key=version_key(version))
+
+
 def _publish_at(
     store: ObjectStore,
     pointer_key: str,
@@ -113,43 +224,65 @@ def _publish_at(
     payload: dict[str, Any],
     now: datetime,
     validate: Callable[[dict[str, Any], dict[str, Any] | None], str | None],
+    before_pointer: Callable[[], None] | None = None,
 ) -> PublishResult:
-    current = _read_pointer_at(store, pointer_key)
+    """Publish, starting over (from the pointer) when another publisher moved the pointer first."""
+    result = PublishResult(pointer_key, 0, False, LOST_RACE)
+    for _ in range(_PUBLISH_ATTEMPTS):
+        result = _publish_once(store, pointer_key, version_key, payload, now, validate, before_pointer)
+        if result.reason != LOST_RACE:
+            break
+    return result
+
+
+def _publish_once(
+    store: ObjectStore,
+    pointer_key: str,
+    version_key: Callable[[int], str],
+    payload: dict[str, Any],
+    now: datetime,
+    validate: Callable[[dict[str, Any], dict[str, Any] | None], str | None],
+    before_pointer: Callable[[], None] | None,
+) -> PublishResult:
+    found = _read_pointer_at(store, pointer_key)
     previous: dict[str, Any] | None = None
-    if current is not None:
-        prev_data = store.get(current[0].key).data
-        previous = json.loads(prev_data)
+    if found is not None:
+        current = found[0]
+        previous = json.loads(store.get(current.key).data)
         comparable = dict(previous, version=None, as_of=None)
         if dump_snapshot(comparable) == dump_snapshot(dict(payload, version=None, as_of=None)):
-            return PublishResult(current[0].key, current[0].version, False, "unchanged")
-    version = _high_water(store, pointer_key, current[0].version) + 1 if current else 1
-    payload = dict(payload, version=version)
-    problem = validate(payload, previous)
+            return PublishResult(current.key, current.version, False, "unchanged")
+        stale = _stale_reason(payload, previous)
+        if stale is not None:
+            return PublishResult(current.key, current.version, False, stale)
+    # Never reuse a number: after a rollback the pointer remembers the newest one in high_water.
+    high_water = max(found[0].version, found[0].high_water) if found else 0
+    problem = validate(dict(payload, version=high_water + 1), previous)
     if problem is not None:
-        return PublishResult(version_key(version), version, False, f"invalid: {problem}")
-    data = dump_snapshot(payload)
-    key = version_key(version)
-    try:
-        store.put(key, data, if_none_match=True, content_type="application/json")
-    except PreconditionFailedError:
-        # Left by a publisher that died before moving the pointer, or a concurrent one: versions
-        # are immutable, so only an identical object may be adopted.
-        if store.get(key).data != data:
-            return PublishResult(key, version, False, "version exists with other bytes")
-    pointer = {
+        return PublishResult(version_key(high_water + 1), high_water + 1, False, f"invalid: {problem}")
+    version, key, data = _put_version(store, version_key, payload, high_water + 1)
+    if before_pointer is not None:
+        before_pointer()
+    pointer: dict[str, Any] = {
         "version": version,
         "key": key,
         "sha256": hashlib.sha256(data).hexdigest(),
         "published_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    # Numbers skipped on the way (an orphan's, a racing publisher's) can no longer go live by a
+    # publish: whoever wrote them read the pointer this put replaces, so their If-Match fails.
+    orphans = sorted({*(found[0].orphans if found else ()), *range(high_water + 1, version)})
+    if orphans:
+        pointer["orphans"] = orphans
     try:
-        if current is None:
+        if found is None:
             store.put(pointer_key, dump_snapshot(pointer), if_none_match=True, content_type="application/json")
         else:
-            store.put(pointer_key, dump_snapshot(pointer), if_match=current[1], content_type="application/json")
+            store.put(pointer_key, dump_snapshot(pointer), if_match=found[1], content_type="application/json")
     except PreconditionFailedError:
-        return PublishResult(key, version, False, "pointer moved by another publisher")
-    return PublishResult(key, version, True, "published")
+        return PublishResult(key, version, False, LOST_RACE)
+    return PublishResult(key, version, True, "published", previous=found[0].version if found else None,
+                         moved_at=pointer["published_at"])
 
 
 def publish_page(
@@ -160,11 +293,16 @@ def publish_page(
     *,
     now: datetime,
     validate: Callable[[dict[str, Any], dict[str, Any] | None], str | None],
+    before_pointer: Callable[[], None] | None = None,
 ) -> PublishResult:
     """Write the next immutable version, validate it against the live one, then move the pointer.
 
     A payload equal to the live version (ignoring ``version`` and ``as_of``) publishes nothing, so
-    rerunning a cycle changes nothing. ``validate(new, previous)`` returns a reason to refuse, or None.
+    rerunning a cycle changes nothing; one whose ``as_of`` is older than the live version's is
+    refused (reason ``stale: ...``), so an overlapping or retried run never moves a page back in
+    time. ``validate(new, previous)`` returns a reason to refuse, or None. ``before_pointer`` runs
+    between the version put and the pointer move (crash tests). Losing the pointer to another
+    publisher starts over from the new pointer, a few times.
     """
     return _publish_at(
         store,
@@ -173,6 +311,7 @@ def publish_page(
         payload,
         now,
         validate,
+        before_pointer,
     )
 
 
@@ -182,51 +321,49 @@ def publish_stories(
     *,
     now: datetime,
     validate: Callable[[dict[str, Any], dict[str, Any] | None], str | None],
+    before_pointer: Callable[[], None] | None = None,
 ) -> PublishResult:
     """Publish the story snapshot the same way as a page."""
     return _publish_at(
-        store, layout.story_snapshot_pointer_key(), layout.story_snapshot_key, payload, now, validate
+        store, layout.story_snapshot_pointer_key(), layout.story_snapshot_key, payload, now, validate,
+        before_pointer,
     )
-
-
-def _high_water(store: ObjectStore, pointer_key: str, live_version: int) -> int:
-    """The highest version ever written under a pointer: after a rollback the pointer names an older
-    version and remembers the newest in ``high_water``, so the next version never reuses a number."""
-    try:
-        raw = json.loads(store.get(pointer_key).data)
-    except (ObjectNotFoundError, ValueError):
-        return live_version
-    return max(live_version, int(raw.get("high_water") or 0))
 
 
 def rollback_page(store: ObjectStore, edition: str, section: str, version: int, *, now: datetime) -> PublishResult:
     """Point a page back at an earlier published version, with a conditional put on the pointer.
 
     The version must exist and differ from the live one (a newer one undoes a rollback); readers
-    check its bytes against the pointer's sha256 as usual.
+    check its bytes against the pointer's sha256 as usual. The result's ``previous`` and ``moved_at``
+    describe the pointer move, also when the version is found already live through an earlier
+    rollback (so a caller that died before recording that rollback can record it now).
     Raises SnapshotNotFoundError when there is no live pointer or no such version.
     """
     pointer_key = layout.page_pointer_key(edition, section)
-    current = _read_pointer_at(store, pointer_key)
-    if current is None:
+    found = _read_pointer_at(store, pointer_key)
+    if found is None:
         raise SnapshotNotFoundError("no live version", key=pointer_key)
+    current, etag = found
     key = layout.page_version_key(edition, section, version)
     try:
         data = store.get(key).data
     except ObjectNotFoundError as e:
         raise SnapshotNotFoundError("no such version", key=key) from e
-    if version == current[0].version:
-        return PublishResult(key, version, False, "already the live version")
-    pointer = {
+    if version == current.version:
+        return PublishResult(key, version, False, "already the live version", previous=current.rolled_back_from,
+                             moved_at=current.published_at if current.rolled_back_from is not None else None)
+    pointer: dict[str, Any] = {
         "version": version,
         "key": key,
         "sha256": hashlib.sha256(data).hexdigest(),
         "published_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "high_water": _high_water(store, pointer_key, current[0].version),
-        "rolled_back_from": current[0].version,
+        "high_water": max(current.version, current.high_water),
+        "rolled_back_from": current.version,
     }
+    if current.orphans:
+        pointer["orphans"] = list(current.orphans)
     try:
-        store.put(pointer_key, dump_snapshot(pointer), if_match=current[1], content_type="application/json")
+        store.put(pointer_key, dump_snapshot(pointer), if_match=etag, content_type="application/json")
     except PreconditionFailedError:
-        return PublishResult(key, version, False, "pointer moved by another publisher")
-    return PublishResult(key, version, True, "rolled back")
+        return PublishResult(key, version, False, LOST_RACE)
+    return PublishResult(key, version, True, "rolled back", previous=current.version, moved_at=pointer["published_at"])

@@ -136,7 +136,9 @@ class LocalStore:
     """An ObjectStore over a local folder.
 
     Writes go to a temp file in the target's folder and are moved into place with ``os.replace``,
-    so readers see the old bytes or the new ones, never a mix. Every mutation of a key holds an
+    so readers see the old bytes or the new ones, never a mix. The temp file is fsynced before the
+    move and the folder after it (and every folder a put creates, in its parent), so an
+    acknowledged put survives a power loss. Every mutation of a key holds an
     exclusive ``flock`` on one of a fixed set of lock files under ``<root>/.locks/``; flock locks
     belong to open file descriptions, so they exclude other threads as well as other processes, which
     makes ``if_match`` a real compare-and-swap. ``if_none_match`` additionally uses ``os.link``, which
@@ -241,7 +243,7 @@ class LocalStore:
         """
         _check_conditions(if_none_match, if_match)
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_dirs(path.parent)
         etag = hashlib.md5(data, usedforsecurity=False).hexdigest()
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
         with tmp.open("xb") as f:
@@ -255,6 +257,7 @@ class LocalStore:
                         os.link(tmp, path)
                     except FileExistsError as e:
                         raise PreconditionFailedError("object already exists", key=key) from e
+                    _fsync_dir(path.parent)
                     return etag
                 if if_match is not None:
                     current = self._etag_of(path)
@@ -263,6 +266,7 @@ class LocalStore:
                     if current != _normalize_etag(if_match):
                         raise PreconditionFailedError("object changed since it was read", key=key)
                 os.replace(tmp, path)
+                _fsync_dir(path.parent)
                 return etag
         finally:
             tmp.unlink(missing_ok=True)
@@ -300,6 +304,29 @@ class LocalStore:
                 path.unlink()
             except (FileNotFoundError, NotADirectoryError):
                 pass
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a folder's entries (a rename, link or new child) durable: fsync(2) on the folder itself."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _make_dirs(path: Path) -> None:
+    """``mkdir -p``, fsyncing the parent of each folder created so the new entry is durable too."""
+    if path.is_dir():
+        return
+    _make_dirs(path.parent)
+    try:
+        path.mkdir()
+    except FileExistsError:
+        if not path.is_dir():
+            raise
+        return  # another writer created it (and synced its parent)
+    _fsync_dir(path.parent)
 
 
 _SESSION_LOCK = threading.Lock()

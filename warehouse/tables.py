@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import time
 from collections.abc import Iterable
 
 import pyarrow as pa
@@ -71,18 +72,35 @@ def content_segment_id(table: pa.Table) -> str:
     return hashlib.blake2b(table_to_parquet_bytes(table), digest_size=10).hexdigest()
 
 
+_PUT_ATTEMPTS = 5
+_RETRY_PAUSE_SECONDS = 0.05
+
+
 def write_segment(store: ObjectStore, key: str, table: pa.Table, schema: pa.Schema) -> bool:
-    """Create an immutable segment. Returns False when an identical segment already exists."""
+    """Create an immutable segment. Returns False when an identical segment already exists.
+
+    A conditional put that failed while the key stays absent (S3 409 ConditionalRequestConflict:
+    a concurrent conditional write was in flight, and may have failed) is tried again.
+
+    Raises:
+        PreconditionFailedError: A segment with other rows has this key, or the key stayed contested.
+    """
     table = check_schema(table, schema, key=key)
     data = table_to_parquet_bytes(table)
-    try:
-        store.put(key, data, if_none_match=True)
-    except PreconditionFailedError:
-        existing = parquet_bytes_to_table(store.get(key).data)
-        if not existing.equals(table):
-            raise
-        return False
-    return True
+    for attempt in range(1, _PUT_ATTEMPTS + 1):
+        try:
+            store.put(key, data, if_none_match=True)
+        except PreconditionFailedError:
+            try:
+                existing = parquet_bytes_to_table(store.get(key).data)
+            except ObjectNotFoundError:
+                time.sleep(_RETRY_PAUSE_SECONDS * attempt)
+                continue
+            if not existing.equals(table):
+                raise
+            return False
+        return True
+    raise PreconditionFailedError("conditional put kept conflicting with no object stored", key=key)
 
 
 def write_table(store: ObjectStore, key: str, table: pa.Table, schema: pa.Schema, *, if_match: str | None = None,

@@ -30,8 +30,11 @@ select
 from feed_registry as r
 left join feed_state as s using (feed_id);
 
+-- A click is its first row per click_id: a reload of the same link, or a compaction that died
+-- between writing its segment and deleting the sources, may have stored it twice.
 create or replace view clicks as
-select * from clicks_log;
+select * from clicks_log
+qualify row_number() over (partition by click_id order by clicked_at, surface, position) = 1;
 
 create or replace view article_links as
 select * from article_links_log;
