@@ -7,6 +7,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -71,7 +72,26 @@ def serve_api(host: str, port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(cmd, start_new_session=True)
 
 
+def _port_free(host: str, port: int) -> bool:
+    """Whether ``host:port`` can be bound now (so the API will not fail after the cycles)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    if not args.no_serve and not _port_free(args.host, args.port):
+        raise SystemExit(f"{args.host}:{args.port} is in use: stop what holds it, or pass --port")
+    # A SIGTERM (a supervisor, `timeout`, `kill`) stops the demo like Ctrl-C: its children go too.
+    signal.signal(signal.SIGTERM, _interrupt)
     _quiet_prefect_defaults()
     os.environ["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"  # the replay site is on loopback
     store_dir = Path(args.store).resolve()
