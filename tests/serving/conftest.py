@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import pytest
+from fastapi.testclient import TestClient
+
+from serving.app import create_app
+from serving.settings import ServingSettings
 from warehouse.snapshots import PAGE_SCHEMA, STORIES_SCHEMA, publish_page, publish_stories
-from warehouse.store import ObjectStore, StoredObject
+from warehouse.store import LocalStore, ObjectStore, StoredObject
 
 
 def accept(new: dict[str, Any], previous: dict[str, Any] | None) -> str | None:
@@ -268,3 +275,23 @@ class FlakyStore:
     def delete(self, key: str) -> None:
         self._check()
         self.inner.delete(key)
+
+
+def settings_for(tmp_path: Path, **extra: object) -> ServingSettings:
+    """Serving settings for a test app: the fixture's HMAC key, a profile store under ``tmp_path``."""
+    return ServingSettings(  # type: ignore[arg-type]
+        refresh_seconds=3600, profiles_path=str(tmp_path / "profiles.sqlite3"), hmac_key=HMAC_KEY, **extra
+    )
+
+
+@pytest.fixture
+def local_store(tmp_path: Path) -> ObjectStore:
+    store = LocalStore(tmp_path / "store")
+    publish_fixture(store)
+    return store
+
+
+@pytest.fixture
+def client(local_store: ObjectStore, tmp_path: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(local_store, settings_for(tmp_path))) as c:
+        yield c

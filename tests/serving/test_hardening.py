@@ -12,7 +12,6 @@ import base64
 import json
 import logging
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,13 +24,13 @@ from conftest import (
     make_stories,
     page_payload,
     publish_fixture,
+    settings_for,
     stories_payload,
 )
 from fastapi.testclient import TestClient
 
 from serving.app import create_app
 from serving.cursors import encode_cursor
-from serving.settings import ServingSettings
 from serving.signing import PERSONAL_CLICK_SECONDS, Signer, header_safe_url, is_web_url
 from warehouse import layout
 from warehouse.schemas import CLICKS_SCHEMA
@@ -41,10 +40,6 @@ from warehouse.tables import list_segments, read_segments
 
 FIRST_ARTICLE = "0196f1c2a3b40001-a0"
 SPORTS_STORY = "0196f1c2a3b40004"
-
-
-def settings_for(tmp_path: Path) -> ServingSettings:
-    return ServingSettings(refresh_seconds=3600, profiles_path=str(tmp_path / "profiles.sqlite3"), hmac_key=HMAC_KEY)
 
 
 def signer() -> Signer:
@@ -59,19 +54,6 @@ def publish_with_first_url(store: ObjectStore, url: str) -> None:
     assert publish_page(store, "en-US", "top", page_payload("en-US", "top", stories, now), now=now,
                         validate=accept).published
     assert publish_stories(store, stories_payload(stories, ["en-US"], now, ALIASES), now=now, validate=accept).published
-
-
-@pytest.fixture
-def local_store(tmp_path: Path) -> ObjectStore:
-    store = LocalStore(tmp_path / "store")
-    publish_fixture(store)
-    return store
-
-
-@pytest.fixture
-def client(local_store: ObjectStore, tmp_path: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(local_store, settings_for(tmp_path))) as c:
-        yield c
 
 
 def client_with_first_url(tmp_path: Path, url: str) -> tuple[ObjectStore, TestClient]:

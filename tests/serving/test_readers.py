@@ -4,42 +4,21 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import HMAC_KEY, publish_fixture
+from conftest import HMAC_KEY, settings_for
 from fastapi.testclient import TestClient
 
 from serving.app import create_app
 from serving.profiles import SqliteProfileStore
-from serving.settings import ServingSettings
 from warehouse import layout
 from warehouse.schemas import CLICKS_SCHEMA
-from warehouse.store import LocalStore, ObjectStore
+from warehouse.store import ObjectStore
 from warehouse.tables import list_segments, read_segments
 
 SHARED = "public, s-maxage=60, stale-while-revalidate=60, stale-if-error=3600"
 TECH_STORY = "0196f1c2a3b40005"
-
-
-def settings_for(tmp_path: Path, **extra: object) -> ServingSettings:
-    return ServingSettings(
-        refresh_seconds=3600, profiles_path=str(tmp_path / "profiles.sqlite3"), hmac_key=HMAC_KEY, **extra
-    )
-
-
-@pytest.fixture
-def local_store(tmp_path: Path) -> ObjectStore:
-    store = LocalStore(tmp_path / "store")
-    publish_fixture(store)
-    return store
-
-
-@pytest.fixture
-def client(local_store: ObjectStore, tmp_path: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(local_store, settings_for(tmp_path))) as c:
-        yield c
 
 
 def sign_in(client: TestClient, reader: str) -> dict[str, str]:

@@ -3,14 +3,14 @@ items without a link recorded instead of dropped silently."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from loopback import serve
 
 from tasks.ingest import FeedJob, build_article_row, commit_ingest, empty_state, plan_due_feeds, poll_shard
 from tasks.registry import import_publishers
@@ -75,14 +75,9 @@ class _Publisher(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def base_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Publisher)
-    _Publisher.base = f"http://127.0.0.1:{server.server_address[1]}"
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield _Publisher.base
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(_Publisher) as base:
+        _Publisher.base = base
+        yield base
 
 
 def _settings() -> IngestSettings:

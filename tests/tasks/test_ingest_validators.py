@@ -8,13 +8,13 @@ the same way on every poll, even after the server was fixed.
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
 import pytest
+from loopback import serve
 
 from tasks.http import make_client
 from tasks.ingest import VALIDATOR_MAX_CHARS, FeedJob, clean_validator, empty_state, poll_feed, poll_shard
@@ -63,13 +63,8 @@ class _Feed(BaseHTTPRequestHandler):
 @pytest.fixture
 def feed_url() -> Iterator[str]:
     _Feed.validators, _Feed.requests = {}, []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Feed)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/feed"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(_Feed) as base:
+        yield f"{base}/feed"
 
 
 def _settings() -> IngestSettings:
