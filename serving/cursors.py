@@ -26,7 +26,9 @@ MAX_CURSOR_CHARS = 512
 MAX_FEED_CURSOR_CHARS = 4096
 """A feed cursor's shown-set is a compressed bitmap over the pool: a few hundred characters for
 pools of thousands of stories."""
-_MAX_BITMAP_BYTES = 64 * 1024
+_MAX_BITMAP_BYTES = 1024
+"""8,192 pool positions: pools hold at most 1,000 stories (docs/snapshots.md), so a cursor can never
+make a request decode more than this."""
 
 
 def _b64encode(data: bytes) -> str:
@@ -45,7 +47,7 @@ def _load(cursor: str, max_chars: int) -> object:
         raise BadCursorError("too long")
     try:
         return json.loads(_b64decode(cursor))
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, RecursionError) as e:  # a cursor is client input: "[[[[..." too
         raise BadCursorError("unreadable") from e
 
 

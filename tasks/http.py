@@ -40,6 +40,10 @@ _REDIRECTS = {301, 302, 303, 307, 308}
 ACCEPT_ENCODING = "gzip, deflate"
 """The content codings we ask for, and so the only ones we decode (RFC 9110 §12.5.3)."""
 _WBITS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+_UNASKED_CODINGS = frozenset({"br", "zstd", "compress", "x-compress", "dcb", "dcz"})
+"""Registered codings we never ask for: a body in one of them cannot be read, so it is refused.
+Any other token (``none``, ``utf-8``, ... from misconfigured servers) is read as identity, as
+browsers and httpx do."""
 _RAW_SLACK_BYTES = 64 * 1024
 """Compressed bytes may exceed the decoded cap by this much (headers, stored blocks, trailing junk)."""
 
@@ -347,6 +351,9 @@ def _get_once(
 ) -> tuple[int, dict[str, str], bytes]:
     with _fetch_errors(url), client.stream("GET", wire, headers=dict(headers or {}),
                                            timeout=_request_timeout(client, deadline)) as response:
+        response_headers = {k.lower(): v for k, v in response.headers.items()}
+        if response.status_code in _REDIRECTS and "location" in response_headers:
+            return response.status_code, response_headers, b""  # a redirect's body is never used
         encoding = response.headers.get("content-encoding")
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > max_bytes and encoding is None:
@@ -365,7 +372,7 @@ def _get_once(
             if size > max_bytes:
                 raise FetchError("too_large", f"body over {max_bytes} bytes after decoding {encoding}", url=url)
             chunks.append(chunk)
-        return response.status_code, {k.lower(): v for k, v in response.headers.items()}, b"".join(chunks)
+        return response.status_code, response_headers, b"".join(chunks)
 
 
 class _Decoder:
@@ -373,38 +380,41 @@ class _Decoder:
 
     def __init__(self, header: str | None, url: str) -> None:
         codings = [c.strip().lower() for c in (header or "").split(",")]
-        codings = [c for c in codings if c and c != "identity"]
+        unasked = [c for c in codings if c in _UNASKED_CODINGS]
+        if unasked:
+            raise FetchError("protocol", f"content coding {unasked[0]!r} was not asked for", url=url)
+        codings = [c for c in codings if c in _WBITS]
         if len(codings) > 1:
             raise FetchError("protocol", f"stacked content codings refused: {header!r}", url=url)
-        if codings and codings[0] not in _WBITS:
-            raise FetchError("protocol", f"content coding {codings[0]!r} was not asked for", url=url)
         self._coding = codings[0] if codings else None
         self._url = url
         self._zlib = zlib.decompressobj(_WBITS[self._coding]) if self._coding else None
-        self._is_first = True
+        self._head: bytes | None = b""  # "deflate": the first bytes, until there are enough to tell zlib from raw
 
     def decode(self, data: bytes, limit: int) -> bytes:
         """Decoded bytes of ``data``: at most ``limit`` (>= 1); reaching it means the cap was passed."""
         if self._zlib is None:
             return data
+        if self._coding == "deflate" and self._head is not None:
+            # "deflate" is zlib-wrapped (RFC 9110 §8.4.1.2), but some servers send it raw: the
+            # two-byte zlib header tells which, so wait for two bytes.
+            data = self._head + data
+            if len(data) < 2:
+                self._head = data
+                return b""
+            self._head = None
+            if (data[0] & 0x0F != 8) or int.from_bytes(data[:2], "big") % 31:
+                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
         try:
             return self._inflate(data, limit)
         except zlib.error as e:
-            if not (self._coding == "deflate" and self._is_first):
-                raise FetchError("protocol", f"bad {self._coding} body: {e}", url=self._url) from e
-        # "deflate" is zlib-wrapped (RFC 9110 §8.4.1.2), but some servers send it raw.
-        self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-        try:
-            return self._inflate(data, limit)
-        except zlib.error as e:
-            raise FetchError("protocol", f"bad deflate body: {e}", url=self._url) from e
+            raise FetchError("protocol", f"bad {self._coding} body: {e}", url=self._url) from e
 
     def _inflate(self, data: bytes, limit: int) -> bytes:
         assert self._zlib is not None and limit >= 1  # max_length=0 would mean "no limit"
         out = bytearray()
         while data and not self._zlib.eof:  # after the end of the stream, trailing bytes are ignored
             out += self._zlib.decompress(data, limit - len(out))
-            self._is_first = False
             if len(out) >= limit:
                 break
             data = self._zlib.unconsumed_tail

@@ -197,8 +197,20 @@ class RobotsCache:
 
     @staticmethod
     def origin_of(url: str) -> str:
-        parts = urlsplit(url)
-        return f"{parts.scheme}://{parts.netloc}"
+        """``scheme://host[:port]`` as sent on the wire (lower case, IDNA host, default port dropped),
+        so the robots.txt preloaded for a feed's links is the one found for each hop.
+
+        >>> RobotsCache.origin_of("http://LOCALHOST:80/a"), RobotsCache.origin_of("https://bücher.example:8443/")
+        ('http://localhost', 'https://xn--bcher-kva.example:8443')
+        """
+        try:
+            wire = httpx.URL(url)
+        except httpx.InvalidURL:
+            parts = urlsplit(url)
+            return f"{parts.scheme}://{parts.netloc}"
+        host = wire.raw_host.decode("ascii")
+        host = f"[{host}]" if ":" in host else host
+        return f"{wire.scheme}://{host}" + (f":{wire.port}" if wire.port else "")
 
     def has(self, origin: str) -> bool:
         with self._lock:

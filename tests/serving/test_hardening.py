@@ -12,6 +12,7 @@ import base64
 import json
 import logging
 import time
+import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,7 +31,8 @@ from conftest import (
 from fastapi.testclient import TestClient
 
 from serving.app import create_app
-from serving.cursors import encode_cursor
+from serving.cursors import decode_feed_cursor, encode_cursor
+from serving.errors import BadCursorError
 from serving.signing import PERSONAL_CLICK_SECONDS, Signer, header_safe_url, is_web_url
 from warehouse import layout
 from warehouse.schemas import CLICKS_SCHEMA
@@ -382,3 +384,25 @@ def test_a_feed_cursor_from_before_shown_sets_still_pages_by_offset(client: Test
 def test_damaged_feed_cursors_are_400_or_410(client: TestClient, cursor: str) -> None:
     response = client.get("/v1/feed", params={"cursor": cursor, "limit": 2}, headers=sign_in(client, "alice"))
     assert response.status_code in (400, 410)
+
+
+def _feed_cursor(*fields: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(fields)).encode()).rstrip(b"=").decode()
+
+
+def test_a_deeply_nested_cursor_is_400_not_a_crash(client: TestClient) -> None:
+    nested = base64.urlsafe_b64encode(b"[" * 3000).rstrip(b"=").decode()  # json.loads: RecursionError
+    assert len(nested) <= 4096
+    response = client.get("/v1/feed", params={"cursor": nested, "limit": 2}, headers=sign_in(client, "alice"))
+    assert response.status_code == 400, response.text
+
+
+def test_a_shown_set_bomb_is_refused_before_it_is_inflated(client: TestClient) -> None:
+    # 64 KiB of set bits compress to ~100 bytes: a tiny cursor, half a million positions.
+    bomb = base64.urlsafe_b64encode(zlib.compress(b"\xff" * 65536, 9)).rstrip(b"=").decode()
+    cursor = _feed_cursor("feed:en-US:2", "k", 2, bomb)
+    assert len(cursor) < 300
+    with pytest.raises(BadCursorError):
+        decode_feed_cursor(cursor, "feed:en-US:2")
+    response = client.get("/v1/feed", params={"cursor": cursor, "limit": 2}, headers=sign_in(client, "alice"))
+    assert response.status_code == 400, response.text

@@ -16,11 +16,13 @@ import tracemalloc
 import zlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from loopback import serve as serve_loopback
 from pydantic import SecretStr
 
 from tasks.errors import FetchError
@@ -348,6 +350,46 @@ def test_requested_codings_are_decoded(serve: Callable[..., RawServer], encoding
     assert err.value.kind == "too_large"
 
 
+@pytest.mark.parametrize("encoding", ["none", "UTF-8", "binary"])
+def test_junk_coding_tokens_are_read_as_identity(serve: Callable[..., RawServer], encoding: str) -> None:
+    """Misconfigured servers send these; browsers and httpx read the body as it is, and so do we."""
+    text = b"<rss><channel><title>t</title></channel></rss>"
+    server = serve(lambda conn, _: _respond(conn, "200 OK", text, {"Content-Encoding": encoding}))
+    settings = _settings()
+    with make_client(settings) as client:
+        assert fetch_url(client, f"http://127.0.0.1:{server.port}/feed", settings, max_bytes=1000).body == text
+
+
+def test_raw_deflate_is_recognised_when_it_arrives_a_byte_at_a_time(serve: Callable[..., RawServer]) -> None:
+    text = b"<rss>" + b"news " * 2_000 + b"</rss>"
+    raw = zlib.compress(text)[2:-4]
+
+    def dribble(conn: socket.socket, _: bytes) -> None:
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(raw)}\r\nContent-Encoding: deflate\r\nConnection: close\r\n\r\n"
+        conn.sendall(head.encode("latin-1") + raw[:1])
+        time.sleep(0.2)  # the first body chunk holds a single byte
+        conn.sendall(raw[1:])
+
+    server = serve(dribble)
+    settings = _settings()
+    with make_client(settings) as client:
+        assert fetch_url(client, f"http://127.0.0.1:{server.port}/feed", settings, max_bytes=len(text)).body == text
+
+
+def test_a_redirect_body_is_never_judged(serve: Callable[..., RawServer]) -> None:
+    def answer(conn: socket.socket, request: bytes) -> None:
+        if request.startswith(b"GET /moved"):
+            _respond(conn, "301 Moved Permanently", b"\x00garbage", {"Location": "/feed", "Content-Encoding": "br"})
+        else:
+            _respond(conn, "200 OK", b"<rss/>")
+
+    server = serve(answer)
+    settings = _settings()
+    with make_client(settings) as client:
+        result = fetch_url(client, f"http://127.0.0.1:{server.port}/moved", settings, max_bytes=1000)
+    assert result.body == b"<rss/>" and result.redirects == (f"http://127.0.0.1:{server.port}/moved",)
+
+
 def test_a_corrupt_gzip_body_is_a_protocol_error(serve: Callable[..., RawServer]) -> None:
     err, _, _ = _fetch_error(serve, b"\x1f\x8b" + b"garbage" * 10, "gzip")
     assert err.kind == "protocol"
@@ -536,3 +578,33 @@ def test_an_internal_hub_is_refused(serve: Callable[..., RawServer], resolver: F
                         tmp_path)
     assert record.status == "failed" and record.last_error.startswith("blocked_address")
     assert internal.request_lines == []
+
+
+def test_a_links_robots_txt_is_fetched_once_however_the_feed_spells_its_host() -> None:
+    """Preloaded under the link's origin, found again under each hop's wire origin (lower case, no :80)."""
+    seen: list[str] = []
+
+    class Site(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            seen.append(self.path)
+            body = b"User-agent: *\nDisallow: /private\n" if self.path == "/robots.txt" else b"<html></html>"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    settings = _settings(allowed_private_networks="127.0.0.0/8,::1/128")
+    with serve_loopback(Site) as base, make_client(settings) as client:
+        link = base.replace("127.0.0.1", "LOCALHOST") + "/a"
+        robots = RobotsCache(client, settings)
+        robots.load(RobotsCache.origin_of(link))  # what the poll preloads, under the per-host limit
+
+        def check(hop: str) -> None:
+            if not robots.allows(hop):
+                raise FetchError("robots_disallowed", "no", url=hop)
+
+        fetch_url(client, link, settings, max_bytes=10_000, allow=check)
+    assert seen == ["/robots.txt", "/a"]
