@@ -169,13 +169,24 @@ class ExtractedPage:
 # Decoding
 
 
+_NOT_PAGE_CHARSETS = frozenset({"idna", "punycode", "unicode-escape", "raw-unicode-escape", "utf-7", "undefined"})
+"""Python text codecs no page is written in (WHATWG maps none of them; UTF-7 is an XSS vector)."""
+
+
 def _lookup_codec(name: str | None) -> str | None:
+    """The codec a declared charset names, if pages can be decoded with it; None otherwise.
+
+    >>> _lookup_codec("Latin1"), _lookup_codec("base64"), _lookup_codec("utf-7"), _lookup_codec("nonsense")
+    ('iso8859-1', None, None, None)
+    """
     if not name:
         return None
     try:
-        return codecs.lookup(name.strip().lower()).name
-    except LookupError:
+        codec = codecs.lookup(name.strip().lower())
+        b"a".decode(codec.name)  # LookupError for bytes-to-bytes codecs: base64, zlib, rot13, hex, ...
+    except (LookupError, ValueError):
         return None
+    return None if codec.name in _NOT_PAGE_CHARSETS else codec.name
 
 
 def _declared_charset(head: bytes) -> str | None:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from transforms.extraction import charset_from_content_type, extract_page
+from transforms.extraction import charset_from_content_type, decode_html, extract_page
 from transforms.feeds import TITLE_MAX_CHARS
 
 URL = "https://news.example/2026/12/budget"
@@ -72,3 +72,12 @@ def test_http_charset_decodes_a_page_without_its_own_declaration() -> None:
     assert page.title == title
     assert page.text.startswith("Правительство объявило сегодня")
     assert page.language == "ru"
+
+
+@pytest.mark.parametrize("charset", ["base64", "rot13", "zlib", "hex", "uu", "idna", "punycode", "utf-7", "undefined"])
+def test_a_charset_no_page_is_written_in_is_ignored_not_fatal(charset: str) -> None:
+    """Bytes-to-bytes codecs raised LookupError, idna/punycode UnicodeError: declared in a header or a meta."""
+    page = b"<html><head><title>Caf\xe9</title></head></html>"
+    assert decode_html(page, http_charset=charset) == page.decode("cp1252")
+    meta = b'<html><head><meta charset="' + charset.encode() + b'"><title>Caf\xe9</title></head></html>'
+    assert decode_html(meta) == meta.decode("cp1252")
