@@ -71,11 +71,37 @@ def is_public_address(address: str) -> bool:
     (True, False, False)
     >>> is_public_address("::ffff:10.0.0.1"), is_public_address("fe80::1")
     (False, False)
+    >>> is_public_address("64:ff9b::7f00:1"), is_public_address("2002:7f00:1::"), is_public_address("2002:5db8:d822::1")
+    (False, False, True)
     """
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.is_site_local or ip in _LOCAL_NAT64:  # fec0::/10 (deprecated), local-use NAT64 (RFC 8215)
+            return False
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None:  # reaches that IPv4 address through a translator or relay
+            return is_public_address(str(embedded))
     return bool(ip.is_global) and not ip.is_multicast
+
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address stands for: mapped, 6to4, well-known NAT64 (RFC 6052) or IPv4-compatible.
+
+    >>> [str(_embedded_ipv4(ipaddress.ip_address(a))) for a in ("::ffff:10.0.0.1", "2002:7f00:1::", "64:ff9b::7f00:1", "::7f00:1")]
+    ['10.0.0.1', '127.0.0.1', '127.0.0.1', '127.0.0.1']
+    """
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    packed = int(ip)
+    if ip in _NAT64 or (packed >> 32 == 0 and packed > 1):
+        return ipaddress.IPv4Address(packed & 0xFFFFFFFF)  # the low 32 bits; IPv4-compatible is ::a.b.c.d
+    return None
 
 
 class _AddressRefused(Exception):
@@ -133,7 +159,11 @@ def check_url_allowed(url: str, *, private_networks: tuple[str, ...] = ()) -> No
 
 
 def _check_url_shape(url: str) -> None:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError when out of range)
+    except ValueError as e:
+        raise FetchError("bad_url", str(e), url=url) from e
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise FetchError("bad_url", "only absolute http(s) URLs are fetched", url=url)
 
@@ -286,10 +316,10 @@ def _fetch_errors(url: str) -> Iterator[None]:
 
 def _wire_url(url: str) -> str:
     """The URL as it goes on the wire: IDNA host, percent-encoded path and query (RFC 3986)."""
-    _check_url_shape(url)
     try:
+        _check_url_shape(url)
         return str(httpx.URL(url))
-    except httpx.InvalidURL as e:
+    except (httpx.InvalidURL, ValueError) as e:
         raise FetchError("bad_url", str(e), url=url) from e
 
 
@@ -331,7 +361,10 @@ def fetch_url(
                 raise FetchError("timeout", f"not done in {settings.total_timeout_seconds}s", url=url)
             status, response_headers, body = _get_once(client, current, wire, max_bytes, headers, deadline)
             if status in _REDIRECTS and "location" in response_headers:
-                target = urljoin(current, response_headers["location"])
+                try:
+                    target = urljoin(current, response_headers["location"])
+                except ValueError as e:  # "http://[::1", a port out of range, ...
+                    raise FetchError("bad_url", f"unusable redirect target: {e}", url=url) from e
                 if target in hops or len(hops) >= settings.max_redirects:
                     raise FetchError("too_many_redirects", f"after {len(hops)} redirects", url=url)
                 hops.append(current)

@@ -378,6 +378,7 @@ def record_breaking(store: ObjectStore, breaking: list[dict[str, Any]], now: dat
             wanted[p] = max(wanted.get(p, ""), until)
     now_s = iso(now)
     assert now_s is not None
+    boosts_stored = False
     for _ in range(3):
         try:
             obj = store.get(layout.FEED_BOOSTS_KEY)
@@ -389,14 +390,19 @@ def record_breaking(store: ObjectStore, breaking: list[dict[str, Any]], now: dat
             if u > now_s:
                 merged[p] = max(merged.get(p, ""), u)
         if merged == current:
+            boosts_stored = True
             break
         try:
             store.put(layout.FEED_BOOSTS_KEY, dump_snapshot(merged), if_match=etag, if_none_match=etag is None,
                       content_type="application/json")
+            boosts_stored = True
             break
         except PreconditionFailedError:
             continue
-    return {"events": new_events, "boosted": sorted(wanted)}
+    if not boosts_stored:  # the next cycle finds the stories Breaking still and tries again
+        log.warning("feed_boosts_not_stored: lost 3 conditional puts; publishers %s", sorted(wanted))
+    return {"events": new_events, "boosted": sorted(wanted) if boosts_stored else [],
+            "boosts_stored": boosts_stored}
 
 
 def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> dict[str, Any]:

@@ -145,7 +145,9 @@
   // #/story/{id}                Full Coverage of one story
 
   function parseHash() {
-    const parts = window.location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+    // A hand-edited or truncated link ("#/story/%E2") must not throw: unreadable parts are dropped.
+    const decode = (part) => { try { return decodeURIComponent(part); } catch (error) { return ""; } };
+    const parts = window.location.hash.replace(/^#\/?/, "").split("/").map(decode);
     if (parts[0] === "story" && parts[1]) return { view: "story", storyId: parts[1] };
     if (parts[0] === "foryou") return { view: "foryou", edition: parts[1] || null };
     if (parts[0] === "e" && parts[1]) return { view: "page", edition: parts[1], section: parts[2] || null };

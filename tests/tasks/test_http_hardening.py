@@ -26,7 +26,7 @@ from loopback import serve as serve_loopback
 from pydantic import SecretStr
 
 from tasks.errors import FetchError
-from tasks.http import fetch_url, make_client
+from tasks.http import fetch_url, is_public_address, make_client
 from tasks.ingest import FeedJob, RobotsCache, _fetch_article, empty_state
 from tasks.settings import IngestSettings, WebSubSettings
 from tasks.websub import request_subscription
@@ -608,3 +608,24 @@ def test_a_links_robots_txt_is_fetched_once_however_the_feed_spells_its_host() -
 
         fetch_url(client, link, settings, max_bytes=10_000, allow=check)
     assert seen == ["/robots.txt", "/a"]
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [("64:ff9b::7f00:1", False), ("64:ff9b::a00:1", False), ("64:ff9b:1::5db8:d822", False),
+     ("2002:7f00:1::", False), ("2002:a9fe:a9fe::", False), ("::7f00:1", False), ("fec0::1", False),
+     ("64:ff9b::5db8:d822", True), ("2002:5db8:d822::1", True), ("2606:4700::1111", True)],
+)
+def test_ipv6_forms_of_internal_ipv4_addresses_are_not_public(address: str, public: bool) -> None:
+    """NAT64, 6to4 and IPv4-compatible addresses reach the IPv4 address they embed; site-local is internal."""
+    assert is_public_address(address) is public
+
+
+@pytest.mark.parametrize(("location", "kind"), [("http://[::1", "protocol"), ("http://example.org:99999/a", "bad_url")])
+def test_an_unusable_redirect_target_is_a_clear_error(serve: Callable[..., RawServer], location: str, kind: str) -> None:
+    """Not an ``internal`` error (a ValueError from urllib): the server sent a broken Location."""
+    server = serve(lambda conn, _: _respond(conn, "302 Found", b"", {"Location": location}))
+    settings = _settings()
+    with make_client(settings) as client, pytest.raises(FetchError) as err:
+        fetch_url(client, f"http://127.0.0.1:{server.port}/moved", settings, max_bytes=1000)
+    assert err.value.kind == kind
