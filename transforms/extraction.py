@@ -894,8 +894,9 @@ def extract_page(
         language=language,
         image_url=_absolute_http_url(meta.get("og:image") or meta.get("og:image:url"), base),
         description=description,
-        section=section,
-        author=author,
+        # Metadata, not text: a byline or section longer than a headline is a page's mistake.
+        section=truncate_title(section) if section else None,
+        author=truncate_title(author) if author else None,
         is_opinion=_is_opinion(_ld_types(ld), section, canonical or url),
         is_extracted=True,
     )

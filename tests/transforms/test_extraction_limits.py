@@ -81,3 +81,12 @@ def test_a_charset_no_page_is_written_in_is_ignored_not_fatal(charset: str) -> N
     assert decode_html(page, http_charset=charset) == page.decode("cp1252")
     meta = b'<html><head><meta charset="' + charset.encode() + b'"><title>Caf\xe9</title></head></html>'
     assert decode_html(meta) == meta.decode("cp1252")
+
+
+def test_a_byline_or_section_holding_text_is_capped_like_a_title() -> None:
+    long = " ".join(["word"] * 2000)
+    page = (f'<html><head><meta name="author" content="{long}"><meta property="article:section" content="{long}">'
+            "<title>Headline</title></head><body><p>Short body.</p></body></html>").encode()
+    extracted = extract_page(page, "https://news.example/a")
+    assert extracted.author is not None and len(extracted.author) <= TITLE_MAX_CHARS
+    assert extracted.section is not None and len(extracted.section) <= TITLE_MAX_CHARS
