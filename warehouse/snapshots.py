@@ -31,8 +31,8 @@ STORIES_SCHEMA = "newsroom.stories/1"
 class PagePointer:
     """A pointer object (``latest.json``): the live version, and what the publishers wrote beside it.
 
-    ``high_water`` is the newest version number ever given out under this pointer (it passes
-    ``version`` after a rollback); ``orphans`` are version numbers below it that were written but
+    ``high_water`` is the newest version number ever given out under this pointer, never below
+    ``version`` (it passes ``version`` after a rollback); ``orphans`` are version numbers below it that were written but
     never made live (a publisher died, or lost a race, between its version put and its pointer move).
     """
 
@@ -47,7 +47,7 @@ class PagePointer:
     def was_published(self, version: int) -> bool:
         """Whether a publish ever moved this pointer to ``version`` (rollbacks aside): a version past
         the high water is still in flight or orphaned, and an orphan never went live."""
-        return version <= max(self.version, self.high_water) and version not in self.orphans
+        return version <= self.high_water and version not in self.orphans
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,62 +227,49 @@ def _publish_at(
     before_pointer: Callable[[], None] | None = None,
 ) -> PublishResult:
     """Publish, starting over (from the pointer) when another publisher moved the pointer first."""
-    result = PublishResult(pointer_key, 0, False, LOST_RACE)
+    lost = PublishResult(pointer_key, 0, False, LOST_RACE)
     for _ in range(_PUBLISH_ATTEMPTS):
-        result = _publish_once(store, pointer_key, version_key, payload, now, validate, before_pointer)
-        if result.reason != LOST_RACE:
-            break
-    return result
-
-
-def _publish_once(
-    store: ObjectStore,
-    pointer_key: str,
-    version_key: Callable[[int], str],
-    payload: dict[str, Any],
-    now: datetime,
-    validate: Callable[[dict[str, Any], dict[str, Any] | None], str | None],
-    before_pointer: Callable[[], None] | None,
-) -> PublishResult:
-    found = _read_pointer_at(store, pointer_key)
-    previous: dict[str, Any] | None = None
-    if found is not None:
-        current = found[0]
-        previous = json.loads(store.get(current.key).data)
-        comparable = dict(previous, version=None, as_of=None)
-        if dump_snapshot(comparable) == dump_snapshot(dict(payload, version=None, as_of=None)):
-            return PublishResult(current.key, current.version, False, "unchanged")
-        stale = _stale_reason(payload, previous)
-        if stale is not None:
-            return PublishResult(current.key, current.version, False, stale)
-    # Never reuse a number: after a rollback the pointer remembers the newest one in high_water.
-    high_water = max(found[0].version, found[0].high_water) if found else 0
-    problem = validate(dict(payload, version=high_water + 1), previous)
-    if problem is not None:
-        return PublishResult(version_key(high_water + 1), high_water + 1, False, f"invalid: {problem}")
-    version, key, data = _put_version(store, version_key, payload, high_water + 1)
-    if before_pointer is not None:
-        before_pointer()
-    pointer: dict[str, Any] = {
-        "version": version,
-        "key": key,
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "published_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    # Numbers skipped on the way (an orphan's, a racing publisher's) can no longer go live by a
-    # publish: whoever wrote them read the pointer this put replaces, so their If-Match fails.
-    orphans = sorted({*(found[0].orphans if found else ()), *range(high_water + 1, version)})
-    if orphans:
-        pointer["orphans"] = orphans
-    try:
-        if found is None:
-            store.put(pointer_key, dump_snapshot(pointer), if_none_match=True, content_type="application/json")
-        else:
-            store.put(pointer_key, dump_snapshot(pointer), if_match=found[1], content_type="application/json")
-    except PreconditionFailedError:
-        return PublishResult(key, version, False, LOST_RACE)
-    return PublishResult(key, version, True, "published", previous=found[0].version if found else None,
-                         moved_at=pointer["published_at"])
+        found = _read_pointer_at(store, pointer_key)
+        previous: dict[str, Any] | None = None
+        if found is not None:
+            current = found[0]
+            previous = json.loads(store.get(current.key).data)
+            comparable = dict(previous, version=None, as_of=None)
+            if dump_snapshot(comparable) == dump_snapshot(dict(payload, version=None, as_of=None)):
+                return PublishResult(current.key, current.version, False, "unchanged")
+            stale = _stale_reason(payload, previous)
+            if stale is not None:
+                return PublishResult(current.key, current.version, False, stale)
+        # Never reuse a number: after a rollback the pointer remembers the newest one in high_water.
+        high_water = found[0].high_water if found else 0
+        problem = validate(dict(payload, version=high_water + 1), previous)
+        if problem is not None:
+            return PublishResult(version_key(high_water + 1), high_water + 1, False, f"invalid: {problem}")
+        version, key, data = _put_version(store, version_key, payload, high_water + 1)
+        if before_pointer is not None:
+            before_pointer()
+        pointer: dict[str, Any] = {
+            "version": version,
+            "key": key,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "published_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        # Numbers skipped on the way (an orphan's, a racing publisher's) can no longer go live by a
+        # publish: whoever wrote them read the pointer this put replaces, so their If-Match fails.
+        orphans = sorted({*(found[0].orphans if found else ()), *range(high_water + 1, version)})
+        if orphans:
+            pointer["orphans"] = orphans
+        try:
+            if found is None:
+                store.put(pointer_key, dump_snapshot(pointer), if_none_match=True, content_type="application/json")
+            else:
+                store.put(pointer_key, dump_snapshot(pointer), if_match=found[1], content_type="application/json")
+        except PreconditionFailedError:
+            lost = PublishResult(key, version, False, LOST_RACE)
+            continue
+        return PublishResult(key, version, True, "published", previous=found[0].version if found else None,
+                             moved_at=pointer["published_at"])
+    return lost
 
 
 def publish_page(
@@ -357,7 +344,7 @@ def rollback_page(store: ObjectStore, edition: str, section: str, version: int, 
         "key": key,
         "sha256": hashlib.sha256(data).hexdigest(),
         "published_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "high_water": max(current.version, current.high_water),
+        "high_water": current.high_water,
         "rolled_back_from": current.version,
     }
     if current.orphans:
