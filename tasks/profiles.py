@@ -136,7 +136,7 @@ def fold_clicks(store: ObjectStore, profiles_path: str, now: datetime, half_life
             if click["reader_hash"]:  # anonymous clicks feed analytics, not profiles
                 by_reader[click["reader_hash"]].append(_signal(click, stories, aliases))
         stamp = now.timestamp()
-        oldest_day = min(d for d in (_folder_day(k) for k in listed) if d is not None) if listed else None
+        oldest_day = min(filter(None, map(layout.partition_day, listed)), default=None)
         db.execute("begin immediate")
         try:
             for reader_hash, signals in sorted(by_reader.items()):
@@ -164,13 +164,6 @@ def fold_clicks(store: ObjectStore, profiles_path: str, now: datetime, half_life
     finally:
         db.close()
     return {"segments": len(keys), "clicks": len(clicks), "readers": len(by_reader)}
-
-
-def _folder_day(key: str) -> str | None:
-    for part in key.split("/"):
-        if part.startswith("date="):
-            return part[5:]
-    return None
 
 
 @task(name="fold_clicks", retries=2, retry_delay_seconds=5, timeout_seconds=50, cache_policy=NO_CACHE)

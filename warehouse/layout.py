@@ -85,6 +85,18 @@ def article_links_key(day: datetime, segment_id: str) -> str:
     return f"log/article_links/date={day:%Y-%m-%d}/{_check(segment_id, 'segment id')}.parquet"
 
 
+def partition_day(key: str) -> str | None:
+    """The ``YYYY-MM-DD`` of a key's ``date=`` partition, or None.
+
+    >>> partition_day("log/clicks/date=2026-12-03/abc.parquet"), partition_day("pages/en-US/top/latest.json")
+    ('2026-12-03', None)
+    """
+    for part in key.split("/"):
+        if part.startswith("date="):
+            return part[5:]
+    return None
+
+
 def click_segment_key(day: datetime, segment_id: str) -> str:
     return f"{CLICKS_PREFIX}date={day:%Y-%m-%d}/{_check(segment_id, 'segment id')}.parquet"
 

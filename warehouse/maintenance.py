@@ -42,13 +42,6 @@ def is_compacted(key: str) -> bool:
     return key.rsplit("/", 1)[-1].startswith(COMPACT_PREFIX)
 
 
-def _partition_day(key: str) -> str | None:
-    for part in key.split("/"):
-        if part.startswith("date="):
-            return part[5:]
-    return None
-
-
 def _by_folder(keys: Iterable[str]) -> dict[str, list[str]]:
     folders: dict[str, list[str]] = defaultdict(list)
     for key in keys:
@@ -118,6 +111,11 @@ def _compact(store: ObjectStore, folder: str, sources: dict[str, pa.Table], comp
         report.compacted_segments += 1
 
 
+def _worth_compacting(small: list[str], compacted: list[str], min_segments: int) -> bool:
+    """Enough small segments to merge, or a compacted one that leftovers of a crashed run may repeat."""
+    return bool(small) and (len(small) >= min_segments or bool(compacted))
+
+
 def _read_each(store: ObjectStore, keys: Iterable[str], schema: pa.Schema) -> dict[str, pa.Table]:
     return {k: read_segments(store, [k], schema) for k in keys}
 
@@ -138,7 +136,7 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
     for folder, keys in sorted(_by_folder(list_segments(store, layout.ARTICLES_PREFIX)).items()):
         compacted = [k for k in keys if is_compacted(k)]
         candidates = [k for k in keys if not is_compacted(k) and k in consumed]
-        if not candidates or (len(candidates) < min_segments and not compacted):
+        if not _worth_compacting(candidates, compacted, min_segments):
             continue
         sources = {}
         for key, table in _read_each(store, candidates, ARTICLES_SCHEMA).items():
@@ -153,17 +151,17 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
     if waiting:
         report.notes.append(f"article segments wait for the first commit of the writer of {', '.join(sorted(waiting))}")
     for folder, keys in sorted(_by_folder(list_segments(store, layout.CLICKS_PREFIX)).items()):
-        day = _partition_day(folder)
+        day = layout.partition_day(folder)
         compacted = [k for k in keys if is_compacted(k)]
         small = [k for k in keys if not is_compacted(k)]
-        if day is None or day >= today or not small or (len(small) < min_segments and not compacted):
+        if day is None or day >= today or not _worth_compacting(small, compacted, min_segments):
             continue
         _compact(store, folder, _read_each(store, small, CLICKS_SCHEMA), compacted, CLICKS_SCHEMA, ["click_id"],
                  ["clicked_at", "click_id"], min_segments, report)
     for folder, keys in sorted(_by_folder(list_segments(store, layout.STORY_CHANGES_PREFIX)).items()):
         compacted = [k for k in keys if is_compacted(k)]
         small = sorted(k for k in keys if not is_compacted(k))
-        if not small or (len(small) < min_segments and not compacted):
+        if not _worth_compacting(small, compacted, min_segments):
             continue
         tables = _read_each(store, small, STORY_CHANGES_SCHEMA)
         last_day = pc.max(pa.concat_tables(tables.values()).column("changed_at")).as_py()
@@ -201,7 +199,7 @@ def apply_retention(store: ObjectStore, now: datetime, *, article_days: int = 30
     for prefix, days in [(layout.ARTICLES_PREFIX, article_days), (layout.CLICKS_PREFIX, click_days)]:
         cutoff = (now - timedelta(days=days)).strftime("%Y-%m-%d")
         for key in list_segments(store, prefix):
-            day = _partition_day(key)
+            day = layout.partition_day(key)
             if day is not None and day < cutoff:
                 store.delete(key)
                 report.deleted_for_retention += 1
