@@ -23,7 +23,7 @@ from typing import Any, Literal
 from serving.cache import SnapshotCache
 from serving.cursors import decode_feed_cursor, encode_feed_cursor
 from serving.errors import CursorExpiredError, ProfileStoreError, UnsignableUrlError
-from serving.foryou import TOP_STORIES_REASON, CandidatePool, Pick, build_pool, rank_for_you, reason_for
+from serving.foryou import TOP_STORIES_REASON, CandidatePool, Pick, build_pool, rank_for_you
 from serving.profiles import Profile, ProfileStore
 from serving.signing import Session, Signer
 
@@ -136,10 +136,10 @@ def build_feed(
         shown = frozenset(order[:offset])
     remaining = [i for i in order if i not in shown]
     chunk_ids = remaining[:limit]
-    if ranking is None or profile is None:
+    if ranking is None:
         chunk = [Pick(candidates[i], candidates[i].importance, TOP_STORIES_REASON) for i in chunk_ids]
     else:
-        chunk = [Pick(candidates[i], float(ranking.scores[i]), reason_for(candidates[i], profile)) for i in chunk_ids]
+        chunk = [ranking.pick(i) for i in chunk_ids]
     more = len(remaining) > limit
     next_offset = offset + len(chunk)
     return {

@@ -222,12 +222,13 @@ class Ranking:
     def __len__(self) -> int:
         return len(self.order)
 
+    def pick(self, i: int) -> Pick:
+        """Pool candidate ``i`` with this reader's score and reason."""
+        c = self.pool.candidates[i]
+        return Pick(c, float(self.scores[i]), reason_for(c, self.profile))
+
     def picks(self, start: int = 0, stop: int | None = None) -> list[Pick]:
-        out = []
-        for i in self.order[start:stop]:
-            c = self.pool.candidates[i]
-            out.append(Pick(c, float(self.scores[i]), reason_for(c, self.profile)))
-        return out
+        return [self.pick(i) for i in self.order[start:stop]]
 
 
 def reason_for(c: Candidate, profile: Profile) -> str:
