@@ -141,23 +141,6 @@ def _resolve_checked(host: str, port: int, allowed: tuple[_Network, ...]) -> lis
     return addresses
 
 
-def check_url_allowed(url: str, *, private_networks: tuple[str, ...] = ()) -> None:
-    """Refuse non-HTTP schemes, and hosts resolving to a non-public address outside ``private_networks``.
-
-    A look-ahead only: what protects a fetch is the same check made when connecting (``make_client``).
-    """
-    _check_url_shape(url)
-    parts = urlsplit(url)
-    assert parts.hostname is not None  # _check_url_shape refused URLs without a host
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        _resolve_checked(parts.hostname, port, _networks(private_networks))
-    except _AddressRefused as e:
-        raise FetchError(e.kind, e.message, url=url) from e
-    except ValueError as e:  # a port out of range
-        raise FetchError("bad_url", str(e), url=url) from e
-
-
 def _check_url_shape(url: str) -> None:
     try:
         parts = urlsplit(url)

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tasks.errors import FetchError
-from tasks.http import check_url_allowed, fetch_url, make_client
+from tasks.http import fetch_url, make_client
 from tasks.settings import IngestSettings
 
 BOMB = gzip.compress(b"\0" * 20_000_000)
@@ -69,15 +69,17 @@ def _settings(**kw: object) -> IngestSettings:
     ids=["loopback", "localhost", "private-10", "link-local-metadata", "ipv6-loopback", "private-192", "unspecified"],
 )
 def test_private_addresses_are_blocked_by_default(url: str) -> None:
-    with pytest.raises(FetchError) as err:
-        check_url_allowed(url)
+    settings = IngestSettings()
+    with make_client(settings) as client, pytest.raises(FetchError) as err:
+        fetch_url(client, url, settings, max_bytes=1000)
     assert err.value.kind == "blocked_address"
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.com/x", "gopher://x/", "/relative"])
 def test_non_http_urls_are_refused(url: str) -> None:
-    with pytest.raises(FetchError) as err:
-        check_url_allowed(url, private_networks=("127.0.0.0/8",))
+    settings = _settings(allowed_private_networks="127.0.0.0/8")
+    with make_client(settings) as client, pytest.raises(FetchError) as err:
+        fetch_url(client, url, settings, max_bytes=1000)
     assert err.value.kind == "bad_url"
 
 
