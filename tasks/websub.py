@@ -167,7 +167,6 @@ def callback_url(websub: WebSubSettings, feed_id: str) -> str:
 def request_subscription(
     store: ObjectStore,
     client: httpx.Client,
-    ingest: IngestSettings,
     websub: WebSubSettings,
     *,
     feed_id: str,
@@ -255,7 +254,7 @@ def maintain_subscriptions(
         for target, action in work:
             assert target.hub_url is not None
             try:
-                record = request_subscription(store, client, ingest, websub, feed_id=target.feed_id,
+                record = request_subscription(store, client, websub, feed_id=target.feed_id,
                                               topic_url=target.topic_url, hub_url=target.hub_url,
                                               mode="subscribe", now=now)
             except PreconditionFailedError:
@@ -296,7 +295,7 @@ def retire_subscriptions(
         with make_client(ingest) as client:
             for record in work:
                 try:
-                    sent = request_subscription(store, client, ingest, websub, feed_id=record.feed_id,
+                    sent = request_subscription(store, client, websub, feed_id=record.feed_id,
                                                 topic_url=record.topic_url, hub_url=record.hub_url,
                                                 mode="unsubscribe", now=now)
                 except PreconditionFailedError:

@@ -530,7 +530,7 @@ def _subscribe(hub_url: str, ingest: IngestSettings, tmp_path: Path, hub_timeout
                             hub_timeout_seconds=hub_timeout)
     store = LocalStore(tmp_path / "store")
     with make_client(ingest) as client:
-        return request_subscription(store, client, ingest, websub, feed_id="ab12", topic_url="http://127.0.0.1/feed",
+        return request_subscription(store, client, websub, feed_id="ab12", topic_url="http://127.0.0.1/feed",
                                     hub_url=hub_url, mode="subscribe", now=datetime.now(UTC))
 
 

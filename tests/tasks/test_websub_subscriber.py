@@ -150,7 +150,7 @@ def test_the_whole_handshake_over_http(world: World) -> None:
 
     # Unsubscribing is the same handshake, asked by us (through the address-checked client).
     with make_client(world.ingest) as client:
-        request_subscription(store, client, world.ingest, world.websub, feed_id=feed_id, topic_url=publisher.rss_url,
+        request_subscription(store, client, world.websub, feed_id=feed_id, topic_url=publisher.rss_url,
                              hub_url=site.hub_url, mode="unsubscribe", now=t2)
     assert site.hub.wait_idle(15)
     record, _ = load_subscription(store, feed_id)
