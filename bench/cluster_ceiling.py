@@ -17,6 +17,11 @@ similarity (the share of two articles' k nearest articles they have in common, J
 The second is not a bound of the first kind: it is only high when ``k`` is near the size of the
 gold events (ECB+ events have 5 to 22 articles), which a real stream, whose stories run from one
 article to hundreds, does not have.
+
+With ``--stories OUT.jsonl`` (a ``newsroom cluster-eval`` output) it also asks what a merge pass
+could see: for every pair of output stories whose majority events share a gold topic, the
+average-link similarity of their articles, and how well it ranks the pairs that tell one event
+(fragments a merge should join) above the pairs that tell two (ROC AUC; 0.5 is a coin).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import squareform
 from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.metrics import roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -79,9 +85,33 @@ def shared_neighbours(similarity: np.ndarray, k: int) -> np.ndarray:
     return (member @ member.T) / (k + 1)
 
 
+def story_pair_separation(
+    similarity: np.ndarray, rows: list[dict[str, object]], stories: dict[str, str],
+) -> tuple[float, int, int]:
+    """ROC AUC of same-event over different-event same-topic story pairs, and the two counts."""
+    members: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):
+        members.setdefault(stories[str(row["id"])], []).append(index)
+    majority = {
+        story: max(set(events := [str(rows[i]["event"]) for i in index]), key=events.count)
+        for story, index in members.items()
+    }
+    topic = {str(r["event"]): str(r.get("topic")) for r in rows}
+    keys = sorted(members)
+    labels, scores = [], []
+    for a, left in enumerate(keys):
+        for right in keys[a + 1:]:
+            if topic[majority[left]] != topic[majority[right]]:
+                continue
+            labels.append(majority[left] == majority[right])
+            scores.append(float(similarity[np.ix_(members[left], members[right])].mean()))
+    return float(roc_auc_score(labels, scores)), sum(labels), len(labels) - sum(labels)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--input", type=Path, default=DEFAULT_INPUT)
+    parser.add_argument("--stories", type=Path, help="a cluster-eval output to probe merges on")
     args = parser.parse_args(argv)
     with args.input.open(encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
@@ -113,6 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     for name, similarity in (("words", words), ("0.5 words + 0.5 names", mix), ("embedding", embedding)):
         purity = ", ".join(f"k={k}: {neighbour_purity(similarity, events, k):.3f}" for k in (1, 3, 5))
         print(f"same-event share of the nearest articles, {name}: {purity}")
+    if args.stories:
+        with args.stories.open(encoding="utf-8") as fh:
+            stories = {str(o["id"]): str(o["story_id"]) for o in map(json.loads, fh) if o}
+        for name, similarity in (("words", words), ("names", names), ("0.5 words + 0.5 names", mix),
+                                 ("embedding", embedding)):
+            auc, same, different = story_pair_separation(similarity, rows, stories)
+            print(f"same-topic story pairs ({same} one event, {different} two), {name}: ROC AUC {auc:.3f}")
     return 0
 
 
