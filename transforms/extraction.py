@@ -37,7 +37,7 @@ import trafilatura
 
 from transforms.canonical_url import choose_canonical_url
 from transforms.errors import ExtractionError
-from transforms.feeds import truncate_title
+from transforms.feeds import extract_mime_type, truncate_title
 from transforms.text import normalize_whitespace
 
 MAX_HTML_BYTES = 5_000_000
@@ -120,8 +120,6 @@ _SPACE_RE = re.compile(r"\s+")
 _TABLE_ROW_RE = re.compile(r"^\|(.*)\|\s*$")
 _META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _XML_ENCODING_RE = re.compile(rb"""^\s*<\?xml[^>]+encoding\s*=\s*["']([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
-# One ";"-separated Content-Type parameter: name=token or name="quoted string" (RFC 9110 §5.6.6).
-_CONTENT_TYPE_PARAM_RE = re.compile(r""";\s*([^\s;=]+)\s*=\s*("(?:[^"\\]|\\.)*"?|'[^']*'?|[^;]*)""")
 _LANG_RE = re.compile(r"^([a-zA-Z]{2})(?:$|[-_])")
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8"),
@@ -251,8 +249,9 @@ def decode_html(data: bytes, *, http_charset: str | None = None, truncated: bool
 def charset_from_content_type(content_type: str | None) -> str | None:
     """The ``charset`` parameter of a Content-Type header value, or None when there is none.
 
-    The value is returned as sent (unquoted, not validated): :func:`decode_html` looks it up
-    and ignores a name it does not know.
+    Repeated headers, joined by ", ", are read as browsers read them (see
+    :func:`~transforms.feeds.extract_mime_type`). The value is returned as sent (unquoted, not
+    looked up): :func:`decode_html` looks it up and ignores a name it does not know.
 
     Args:
         content_type: The header value, e.g. ``text/html; charset=windows-1251``.
@@ -265,16 +264,8 @@ def charset_from_content_type(content_type: str | None) -> str | None:
     >>> charset_from_content_type("text/html") is None
     True
     """
-    if not content_type:
-        return None
-    for match in _CONTENT_TYPE_PARAM_RE.finditer(content_type):
-        if match.group(1).lower() != "charset":
-            continue
-        value = match.group(2).strip()
-        if value[:1] in ('"', "'"):
-            value = value[1:].removesuffix(value[0]).replace("\\", "")
-        return value.strip() or None
-    return None
+    mime_type = extract_mime_type(content_type)
+    return mime_type[1] if mime_type else None
 
 
 def _looks_like_binary(text: str) -> bool:

@@ -66,6 +66,13 @@ _ENTITY_DECLS_READ = 64
 _SUBSET_END_RE = re.compile(r"\]\s*>")
 _XML_ENCODING_RE = re.compile(r"""<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._:-]+)["']""")
 _CHARSET_RE = re.compile(r"""charset\s*=\s*["']?([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_HTTP_WHITESPACE = " \t\r\n"
+_HTTP_TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# One value of a comma-separated header: a comma inside a quoted string does not end it.
+_HEADER_VALUE_RE = re.compile(r"""(?:"(?:[^"\\]|\\.)*"?|[^,"])*""")
+# One ";"-separated MIME type parameter: a name, then "=" and either a quoted string (anything
+# after its closing quote is dropped) or a plain value up to the next ";" (WHATWG MIME Sniffing).
+_MIME_PARAMETER_RE = re.compile(r"""([^;=]*)(?:=[ \t\r\n]*(?:"((?:[^"\\]|\\.)*)"?)?([^;]*))?;?""")
 _ROOT_RE = re.compile(r"<(?![?!])([A-Za-z_][\w.:-]*)")
 _HOUR_RE = re.compile(r"<hour\b[^>]*>\s*(\d{1,2})\s*</hour\s*>", re.IGNORECASE)
 _DAY_RE = re.compile(r"<day\b[^>]*>\s*([A-Za-z]+)\s*</day\s*>", re.IGNORECASE)
@@ -163,6 +170,12 @@ def parse_feed(
     if len(body) > max_bytes:
         raise FeedRejectedError(f"body is {len(body):,} bytes, over the {max_bytes:,}-byte cap", url=url)
     http_headers = {k.lower(): v for k, v in (headers or {}).items()}
+    if "content-type" in http_headers:
+        # One Content-Type for the gate and feedparser alike: of repeated headers (joined by ", ")
+        # the gate once took the first charset and feedparser the last. Unparseable says nothing.
+        mime_type = extract_mime_type(http_headers["content-type"])
+        essence, charset = mime_type or ("", None)
+        http_headers["content-type"] = f"{essence}; charset={charset}" if charset else essence
     texts = _sniff_texts(body, http_headers.get("content-type", ""))
     text = texts[0]
     if text.lstrip("\ufeff \t\r\n").startswith("{"):
@@ -176,6 +189,76 @@ def parse_feed(
     if root in ("urlset", "sitemapindex"):
         return _parse_news_sitemap(body, url, max_items)
     return _parse_with_feedparser(body, url, text, http_headers, max_items)
+
+
+def extract_mime_type(content_type: str | None) -> tuple[str, str | None] | None:
+    """The MIME type a Content-Type header value stands for: its essence and charset.
+
+    Repeated Content-Type headers arrive joined by ", " (httpx, RFC 9110 §5.3). They are read
+    as browsers read them (WHATWG Fetch "extract a MIME type"): the last value that parses wins,
+    and keeps the charset of an earlier one only while the essence stays the same. Unlike
+    WHATWG, whitespace around "=" and a single-quoted charset are tolerated, as servers send them.
+
+    Args:
+        content_type: The header value, e.g. ``text/html; charset=windows-1251``.
+
+    Returns:
+        ``(essence, charset)``: the essence lowercased, the charset unquoted as sent (None when
+        there is none, or when it is not a token, as no encoding label is); None when no value
+        parses.
+
+    >>> extract_mime_type("text/html; charset=windows-1251, text/html")
+    ('text/html', 'windows-1251')
+    >>> extract_mime_type("text/plain; charset=windows-1251, text/html")
+    ('text/html', None)
+    >>> extract_mime_type("nonsense") is None
+    True
+    """
+    mime_type: tuple[str, str | None] | None = None
+    charset: str | None = None
+    for value in _split_header_values(content_type or ""):
+        parsed = _parse_mime_type(value)
+        if parsed is None or parsed[0] == "*/*":
+            continue
+        if mime_type is None or parsed[0] != mime_type[0]:
+            mime_type = parsed
+            charset = parsed[1]
+        else:
+            mime_type = (parsed[0], parsed[1] or charset)
+    return mime_type
+
+
+def _split_header_values(value: str) -> list[str]:
+    """WHATWG "get, decode, and split": the comma-separated values of a header, trimmed."""
+    values: list[str] = []
+    pos = 0
+    while pos <= len(value):
+        match = _HEADER_VALUE_RE.match(value, pos)
+        assert match is not None  # the pattern matches the empty string
+        values.append(match.group().strip(" \t"))
+        pos = match.end() + 1  # past the comma
+    return values
+
+
+def _parse_mime_type(value: str) -> tuple[str, str | None] | None:
+    """Essence and charset of one MIME type (WHATWG "parse a MIME type"); None if it does not parse."""
+    essence, _, parameters = value.partition(";")
+    kind, slash, subtype = essence.strip(_HTTP_WHITESPACE).partition("/")
+    if not (slash and _HTTP_TOKEN_RE.fullmatch(kind) and _HTTP_TOKEN_RE.fullmatch(subtype)):
+        return None
+    pos = 0
+    while pos < len(parameters):
+        match = _MIME_PARAMETER_RE.match(parameters, pos)
+        assert match is not None  # the pattern matches the empty string
+        pos = match.end()
+        name, quoted, plain = match.groups()
+        if plain is None or name.strip(_HTTP_WHITESPACE).lower() != "charset":
+            continue
+        charset = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else plain.strip(_HTTP_WHITESPACE)
+        charset = charset.strip("'")
+        if charset:  # the first non-empty charset parameter counts
+            return f"{kind}/{subtype}".lower(), charset if _HTTP_TOKEN_RE.fullmatch(charset) else None
+    return f"{kind}/{subtype}".lower(), None
 
 
 # --- safety gate ---------------------------------------------------------------------------

@@ -12,10 +12,11 @@ from typing import Any, ClassVar
 import pytest
 from loopback import serve
 
+from tasks.http import fetch_url, make_client
 from tasks.ingest import FeedJob, build_article_row, commit_ingest, empty_state, plan_due_feeds, poll_shard
 from tasks.registry import import_publishers
 from tasks.settings import IngestSettings
-from transforms.feeds import TITLE_MAX_CHARS, FeedItem
+from transforms.feeds import TITLE_MAX_CHARS, FeedItem, parse_feed
 from warehouse.store import LocalStore
 from warehouse.tables import parquet_bytes_to_table
 
@@ -155,3 +156,70 @@ def test_build_article_row_uses_the_http_charset() -> None:
     row = build_article_row(job, item, html, "https://x.example/a", NOW, embed=False,
                             http_charset="windows-1251")
     assert row["title"] == RU_TITLE
+
+
+# --- several Content-Type headers ------------------------------------------------------------------
+# httpx joins repeated headers with ", ". Browsers (WHATWG Fetch "extract a MIME type") take the last
+# parseable value and keep an earlier charset only while the essence stays the same.
+RU_PAGE = (f"<html><head><title>{RU_TITLE}</title></head><body><article><h1>{RU_TITLE}</h1>"
+           f"<p>{RU_LEDE * 8}</p><p>{RU_LEDE * 8}</p></article></body></html>").encode("cp1251")
+RU_FEED = ('<?xml version="1.0"?><rss version="2.0"><channel><title>Herald</title>'
+           f"<item><guid>ru</guid><title>{RU_TITLE}</title><link>/ru</link></item></channel></rss>").encode("cp1251")
+CONTENT_TYPES = {  # id: (Content-Type headers, as sent in order; is the windows-1251 charset the one used)
+    "one-header": (["text/html; charset=windows-1251"], True),
+    "plain-then-charset": (["text/html", "text/html; charset=windows-1251"], True),
+    "charset-then-plain": (["text/html; charset=windows-1251", "text/html"], True),
+    "two-charsets-last-wins": (["text/html; charset=iso-8859-5", "text/html; charset=windows-1251"], True),
+    "one-joined-header": (["text/html; charset=windows-1251, text/html"], True),
+    "unparseable-last-is-skipped": (["text/html; charset=windows-1251", "nonsense"], True),
+    "other-essence-drops-charset": (["text/plain; charset=windows-1251", "text/html"], False),
+}
+
+
+class _RepeatedContentType(BaseHTTPRequestHandler):
+    content_types: ClassVar[list[str]] = []
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (stdlib name)
+        is_feed = self.path == "/feed"
+        body = RU_FEED if is_feed else RU_PAGE
+        self.send_response(200)
+        for value in self.content_types:
+            self.send_header("Content-Type", value.replace("text/html", "application/rss+xml") if is_feed else value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture(params=list(CONTENT_TYPES), ids=list(CONTENT_TYPES))
+def repeated_content_type(request: pytest.FixtureRequest) -> Iterator[tuple[str, bool]]:
+    content_types, is_windows_1251 = CONTENT_TYPES[request.param]
+    _RepeatedContentType.content_types = content_types
+    with serve(_RepeatedContentType) as base:
+        yield base, is_windows_1251
+
+
+def _as_used(text: str, is_windows_1251: bool) -> str:
+    """``text`` as read when the windows-1251 charset is used, else as a browser reads it then (windows-1252)."""
+    return text if is_windows_1251 else text.encode("cp1251").decode("cp1252")
+
+
+def test_page_charset_follows_several_content_type_headers(repeated_content_type: tuple[str, bool]) -> None:
+    base, is_windows_1251 = repeated_content_type
+    job = FeedJob("f", f"{base}/feed", "herald", "ru", "RU", "", empty_state("f"))
+    result = poll_shard([job], _settings(), NOW)
+    assert result.page_errors == []
+    [row] = result.articles
+    assert row["title"] == _as_used(RU_TITLE, is_windows_1251)
+    assert row["snippet"].startswith(_as_used(RU_LEDE, is_windows_1251).strip())
+
+
+def test_feed_charset_follows_several_content_type_headers(repeated_content_type: tuple[str, bool]) -> None:
+    base, is_windows_1251 = repeated_content_type
+    settings = _settings()
+    with make_client(settings) as client:
+        fetched = fetch_url(client, f"{base}/feed", settings, max_bytes=settings.max_feed_bytes)
+    feed = parse_feed(fetched.body, fetched.final_url, headers=fetched.headers)
+    assert [item.title for item in feed.items] == [_as_used(RU_TITLE, is_windows_1251)]

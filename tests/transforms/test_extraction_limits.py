@@ -55,9 +55,17 @@ def test_short_title_is_kept_whole() -> None:
         ('text/html; x="a;charset=koi8-r"', None),
         ("", None),
         (None, None),
+        # Several headers, joined by ", ": the last parseable value, with an earlier charset if the essence matches.
+        ("text/html, text/html; charset=windows-1251", "windows-1251"),
+        ("text/html; charset=windows-1251, text/html", "windows-1251"),
+        ("text/html; charset=iso-8859-5, text/html; charset=windows-1251", "windows-1251"),
+        ("text/html; charset=windows-1251, nonsense, */*", "windows-1251"),
+        ("text/plain; charset=windows-1251, text/html", None),
+        ('text/html; charset=gbk, text/html; x=",text/plain"', "gbk"),
     ],
     ids=["plain", "quoted", "single-quoted-and-more", "spaces-uppercase", "not-first", "none", "empty-value",
-         "inside-another-parameter", "empty", "missing"],
+         "inside-another-parameter", "empty", "missing", "joined-plain-first", "joined-charset-first",
+         "joined-last-charset-wins", "joined-unparseable-skipped", "joined-other-essence", "joined-quoted-comma"],
 )
 def test_charset_from_content_type(content_type: str | None, expected: str | None) -> None:
     assert charset_from_content_type(content_type) == expected

@@ -75,6 +75,20 @@ def test_padded_bomb_is_refused_before_parsing() -> None:
 
 
 @pytest.mark.parametrize(
+    "content_type",
+    ["application/xml; charset=cp500", "application/xml; charset=utf-8, application/xml; charset=cp500"],
+    ids=["one-header", "second-header"],
+)
+def test_markup_hidden_by_the_http_charset_is_refused(content_type: str) -> None:
+    # The gate and feedparser must read the same charset from repeated Content-Type headers (joined
+    # by ", "): the gate once took the first charset, feedparser the last, so EBCDIC markup got past.
+    body = ('<!DOCTYPE rss [<!ENTITY x "boom">]><rss version="2.0"><channel><item><title>&x;</title>'
+            "</item></channel></rss>").encode("cp500")
+    with pytest.raises(FeedRejectedError, match="refusing entity expansion"):
+        parse_feed(body, FEED_URL, headers={"Content-Type": content_type})
+
+
+@pytest.mark.parametrize(
     "subset",
     ["<!ATTLIST rss version CDATA '2.0'>", "<!ELEMENT rss ANY>", "", "<!-- nothing -->"],
     ids=["attlist", "element", "empty", "comment-only"],
