@@ -2,8 +2,9 @@
 
 Everything a page depends on is read from the store as it was at ``now``: the logs (articles,
 story changes), the registry, and the page versions published just before ``now`` (the previous
-version of each page, for stability; the edition's previous pool, which carries the day's
-representative impressions for the 10% cap). So ``rebuild_as_of`` can recompute a past minute
+version of each page, for stability and for the stories the story snapshot keeps; the edition's
+previous pool, which carries the day's representative impressions for the 10% cap), and the story
+snapshots published before ``now``. So ``rebuild_as_of`` can recompute a past minute
 byte for byte, as far back as page versions are kept.
 
 Side effects of a cycle besides pages (issue 5, documented in docs/snapshots.md):
@@ -70,6 +71,8 @@ log = logging.getLogger(__name__)
 
 Pages = dict[tuple[str, str], dict[str, Any]]
 ROLLBACK_EVENT = "page.rollback"
+# How many story snapshot versions, newest first, a cycle searches for a live page's story.
+CARRY_SEARCH_VERSIONS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +191,36 @@ class PageHistory:
         rollbacks = list(self._rollbacks().get((edition, section), []))
         return self._live_at((edition, section), self.versions(edition, section), rollbacks, at, strict=strict)
 
+    def story_entries_before(self, story_ids: Iterable[str], at: datetime) -> dict[str, dict[str, Any]]:
+        """Each story's entry in the newest story snapshot version published before ``at`` that
+        holds it, among the ``CARRY_SEARCH_VERSIONS`` newest; a story that none holds is left out.
+
+        Every cycle's snapshot carries the stories of the pages live before it, so the newest
+        version normally holds them all; the bound keeps a story that no kept version holds (its
+        versions pruned) from costing a read of every version on every cycle.
+        """
+        wanted = set(story_ids)
+        pointer = self.pointer(None)
+        found: dict[str, dict[str, Any]] = {}
+        if not wanted or pointer is None:
+            return found
+        limit = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        searched = 0
+        for version, key in reversed(self.story_versions()):
+            if not wanted or searched == CARRY_SEARCH_VERSIONS:
+                break
+            if not pointer.was_published(version):
+                continue
+            # Older versions are read once and not cached: a snapshot of every story is large.
+            payload = self._payloads.get(key) or json.loads(self._store.get(key).data)
+            if payload["as_of"] >= limit:
+                continue
+            searched += 1
+            for sid in sorted(wanted & payload["stories"].keys()):
+                found[sid] = payload["stories"][sid]
+                wanted.discard(sid)
+        return found
+
     def live_story_version_at(self, at: datetime) -> tuple[int, str] | None:
         """The story snapshot version live at ``at`` (story snapshots are never rolled back)."""
         return self._live_at(None, self.story_versions(), [], at, strict=False)
@@ -269,6 +302,7 @@ def _compute_pages(con: duckdb.DuckDBPyConnection, now: datetime, settings: Rank
                                                        previous=previous, impressions=impressions, regions=regions)
     stories = build_story_snapshot(listed, by_story_pages, now, aliases)
     attach_links(stories, story_links(con, now, stories["stories"], by_story))
+    carry_live_stories(stories, history, now)
     pinned = ranked.filter(pl.col("is_pinned") & (pl.col("section") == TOP_SECTION))
     breaking = [
         {"story_id": r["story_id"], "breaking_since": iso(r["breaking_since"]),
@@ -277,6 +311,29 @@ def _compute_pages(con: duckdb.DuckDBPyConnection, now: datetime, settings: Rank
         for r in scored.filter(pl.col("is_breaking")).select("story_id", "breaking_since").collect().to_dicts()
     ]
     return RankOutput(pages, stories, sorted(breaking, key=lambda b: b["story_id"]))
+
+
+def carry_live_stories(snapshot: dict[str, Any], history: PageHistory, now: datetime) -> None:
+    """Keep every story that a page live just before ``now`` lists in the story snapshot, in place.
+
+    A page whose new version is refused, loses the pointer race or is never written (an error, a
+    crash, a section that is no longer computed) keeps its live version, and that version must
+    still open on Full Coverage. So a story that such a page lists, and that this cycle neither
+    lists nor redirects (``aliases``), is copied as it was from the newest story snapshot published
+    before ``now`` that holds it; its ``linked`` keeps only stories in this snapshot. Depends only
+    on versions published before ``now``, so ``rebuild_as_of`` recomputes it byte for byte.
+    """
+    live: set[str] = set()
+    for edition, section in history.pages():
+        if section != POOL_SECTION:
+            page = history.live_at(edition, section, now, strict=True)
+            live.update(s["story_id"] for s in (page or {}).get("stories", []))
+    stories = snapshot["stories"]
+    carried = history.story_entries_before(live - stories.keys() - snapshot["aliases"].keys(), now)
+    stories.update(carried)
+    for sid, story in carried.items():
+        if "linked" in story:
+            stories[sid] = dict(story, linked=[link for link in story["linked"] if link["story_id"] in stories])
 
 
 def story_links(con: duckdb.DuckDBPyConnection, now: datetime, story_ids: Iterable[str],
@@ -324,12 +381,20 @@ def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, sett
                                            max_loss=settings.max_story_loss)
 
     results = {}
-    # The story snapshot goes first, so every story a new page lists can already be opened.
+    # The story snapshot goes first, so every story a new page lists can already be opened; it also
+    # holds every story of the pages live before (compute_pages), so a page that keeps its live
+    # version below still opens. Pages go live only over a live story snapshot that holds them: when
+    # it was refused (stale) or lost its race, this cycle's pages wait for a later one.
     story_result = publish_stories(store, output.stories, now=now, validate=lambda new, prev: None)
+    stories_live = story_result.published or story_result.reason == "unchanged"
     crash_point("rank.after_stories")
     for i, ((edition, section), payload) in enumerate(sorted(output.pages.items())):
         if i == len(output.pages) // 2:
             crash_point("rank.mid_pages")
+        if not stories_live:
+            results[f"{edition}/{section}"] = PublishResult(layout.page_pointer_key(edition, section), 0, False,
+                                                            f"{story_result.reason} (story snapshot)")
+            continue
         validator = validate_pool if section == POOL_SECTION else validate_page
         result = publish_page(store, edition, section, payload, now=now, validate=check(validator),
                               before_pointer=lambda: crash_point("rank.before_pointer"))

@@ -10,15 +10,18 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from rank_world import World, quiet_world
 
 from flows.cli import main
+from serving.app import create_app
+from serving.settings import ServingSettings
 from tasks.rank import compute_pages, publish_all, publish_computed, rebuild_as_of, rollback_pointer
 from tasks.settings import RankSettings
 from tasks.storage import reset_configured_store
 from warehouse import layout
-from warehouse.snapshots import list_live_pages, read_live_page, read_pointer
-from warehouse.store import LocalStore
+from warehouse.snapshots import list_live_pages, publish_stories, read_live_page, read_pointer
+from warehouse.store import LocalStore, ObjectStore
 
 pytestmark = pytest.mark.slow
 
@@ -159,3 +162,88 @@ def test_as_of_rebuilds_published_pages_byte_for_byte(cli_store: LocalStore, tmp
     rebuilt = out / "pages/en-US/top/v5.json"
     assert rebuilt.read_bytes() == store.get("pages/en-US/top/v5.json").data
     assert {k: store.get(k).data for k in store.list("")} == before  # nothing written to the store
+
+
+class _PageWritesFail(LocalStore):
+    """The same folder, but every write under one page fails (an error in the middle of a publish)."""
+
+    def __init__(self, root: Path, edition: str, section: str) -> None:
+        super().__init__(root)
+        self._prefix = f"{layout.PAGES_PREFIX}{edition}/{section}/"
+
+    def put(self, key: str, data: bytes, **kwargs: object) -> str:
+        if key.startswith(self._prefix):
+            raise OSError(f"injected write failure: {key}")
+        return super().put(key, data, **kwargs)  # type: ignore[arg-type]
+
+
+def _unanswered_stories(store: ObjectStore, tmp_path: Path) -> dict[str, int]:
+    """Every story id listed on a live page whose Full Coverage is neither 200 nor a 301 to a
+    survivor, with the status it got, read through the serving app like a reader clicking it."""
+    settings = ServingSettings(refresh_seconds=3600, profiles_path=str(tmp_path / "profiles.sqlite3"),
+                               hmac_key="test-signing-key-0123456789abcdef-not-a-secret")  # type: ignore[arg-type]
+    bad: dict[str, int] = {}
+    with TestClient(create_app(store, settings)) as client:
+        for listing in client.get("/v1/editions").json():
+            for section in listing["sections"]:
+                page = client.get(f"/v1/editions/{listing['edition']}/{section}")
+                assert page.status_code == 200
+                for story in page.json()["stories"]:
+                    got = client.get(f"/v1/stories/{story['story_id']}", follow_redirects=False)
+                    if got.status_code == 301:
+                        got = client.get(got.headers["location"], follow_redirects=False)
+                    if got.status_code != 200:
+                        bad[story["story_id"]] = got.status_code
+    return bad
+
+
+@pytest.mark.parametrize("how", ["refused", "failed"])
+def test_every_story_on_a_live_page_opens_when_a_page_is_not_published(
+        store: LocalStore, tmp_path: Path, how: str) -> None:
+    world, _, now = quiet_world(store)
+    publish_all(store, now, SETTINGS)
+    old_top = {s["story_id"] for s in _top(store)}
+    # Two days on, the old stories have left every page (active_hours) and new ones lead.
+    later = now + timedelta(hours=49)
+    pubs = world.publisher_ids()
+    world.add([(f"fresh{i:03d}", pubs[(i + j) % len(pubs)], later - timedelta(minutes=50 - 9 * j))
+               for i in range(30) for j in range(2 + i % 4)])
+    output = compute_pages(store, later, SETTINGS)
+    assert not old_top & {s["story_id"] for s in output.pages[("en-US", "top")]["stories"]}
+    if how == "refused":
+        output.pages[("en-US", "top")] = dict(output.pages[("en-US", "top")], stories=[])
+        summary = publish_computed(store, output, later, SETTINGS)
+        assert "en-US/top" in summary["refused"] and "en-GB/top" in summary["published"]
+    else:
+        with pytest.raises(OSError, match="injected"):
+            publish_computed(_PageWritesFail(store.root, "en-US", "top"), output, later, SETTINGS)
+        assert read_pointer(store, "en-GB", "top").version == 2  # type: ignore[union-attr]
+    assert read_pointer(store, "en-US", "top").version == 1  # type: ignore[union-attr]
+    assert {s["story_id"] for s in _top(store)} == old_top
+    assert _unanswered_stories(store, tmp_path) == {}
+    # The next cycle publishes the page; the old stories may then leave the story snapshot.
+    publish_all(store, later + timedelta(minutes=1), SETTINGS)
+    assert read_pointer(store, "en-US", "top").version == 2  # type: ignore[union-attr]
+    assert _unanswered_stories(store, tmp_path) == {}
+
+
+def test_pages_wait_while_a_newer_story_snapshot_is_live(store: LocalStore, tmp_path: Path) -> None:
+    world, _, now = quiet_world(store)
+    publish_all(store, now, SETTINGS)
+    later = now + timedelta(hours=49)
+    pubs = world.publisher_ids()
+    world.add([(f"fresh{i:03d}", pubs[(i + j) % len(pubs)], later - timedelta(minutes=50 - 9 * j))
+               for i in range(30) for j in range(2 + i % 4)])
+    late = compute_pages(store, later, SETTINGS)
+    # A newer run put its story snapshot live first (and has not published its pages yet).
+    newer = later + timedelta(minutes=1)
+    first = json.loads(store.get("pages/stories/v1.json").data)
+    newer_stories = dict(first, as_of=newer.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                         aliases={**first["aliases"], "merged000": min(first["stories"])})
+    assert publish_stories(store, newer_stories, now=newer, validate=lambda new, prev: None).published
+    summary = publish_computed(store, late, later, SETTINGS)
+    assert summary["published"] == []
+    assert summary["not_published"]["stories"].startswith("stale:")
+    assert summary["not_published"]["en-US/top"].endswith("(story snapshot)")
+    assert read_pointer(store, "en-US", "top").version == 1  # type: ignore[union-attr]
+    assert _unanswered_stories(store, tmp_path) == {}
