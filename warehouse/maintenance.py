@@ -7,6 +7,10 @@ compacted segments back in: rows already in a compacted segment of the folder (b
 sources that hold nothing else are just deleted. So a rerun after a crash between the write and the
 deletes (even part way through them) finishes the deletes and duplicates nothing, and consumers that
 remember what they read (the profiles fold, by click id) never see a row twice under a new key.
+
+Only committed story changes are compacted: a change segment at or past its language writer's
+checkpoint offset was left by a run that died before its checkpoint, and the writer's restart
+rolls it forward by finding it under its own key (``tasks.cluster.open_writer``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,14 +54,29 @@ def _by_folder(keys: Iterable[str]) -> dict[str, list[str]]:
     return folders
 
 
-def writer_checkpoints(store: ObjectStore) -> dict[str, set[str]]:
-    """The article segments each language writer has consumed, by language (writers with a checkpoint)."""
-    found: dict[str, set[str]] = {}
+def _read_checkpoints(store: ObjectStore) -> dict[str, dict[str, Any]]:
+    """Each language writer's checkpoint, by language (writers with a checkpoint)."""
+    found: dict[str, dict[str, Any]] = {}
     for key in store.list(layout.STORY_STATE_PREFIX):
         if key.endswith("/checkpoint.json"):
             language = key[len(layout.STORY_STATE_PREFIX):].split("/", 1)[0]
-            found[language] = set(json.loads(store.get(key).data).get("consumed", []))
+            found[language] = json.loads(store.get(key).data)
     return found
+
+
+def writer_checkpoints(store: ObjectStore) -> dict[str, set[str]]:
+    """The article segments each language writer has consumed, by language (writers with a checkpoint)."""
+    return {language: set(c.get("consumed", [])) for language, c in _read_checkpoints(store).items()}
+
+
+def _first_uncommitted_changes(store: ObjectStore) -> dict[str, str]:
+    """By story-change folder, the key of the first segment its writer has not committed: the one
+    at its checkpoint's offset (keys are zero-padded offsets, so committed segments sort before it)."""
+    bounds = {}
+    for language, checkpoint in _read_checkpoints(store).items():
+        key = layout.story_changes_key(language, int(checkpoint.get("offset", 0)))
+        bounds[key.rsplit("/", 1)[0]] = key
+    return bounds
 
 
 def consumed_by_every_writer(store: ObjectStore, languages: Iterable[str] = ()) -> set[str]:
@@ -126,7 +146,8 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
     An article segment is merged once the writer of every language it holds, and every writer with
     a checkpoint, has consumed it (writers never read compacted segments; a language whose writer
     has not committed yet has consumed nothing). Click segments of days before ``now``'s day, and
-    story-change segments whose changes all precede ``now``'s day, are merged per folder.
+    story-change segments whose changes all precede ``now``'s day and that their language writer
+    has committed (below its checkpoint's offset), are merged per folder.
     """
     report = MaintenanceReport()
     checkpoints = writer_checkpoints(store)
@@ -158,9 +179,10 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
             continue
         _compact(store, folder, _read_each(store, small, CLICKS_SCHEMA), compacted, CLICKS_SCHEMA, ["click_id"],
                  ["clicked_at", "click_id"], min_segments, report)
+    first_uncommitted = _first_uncommitted_changes(store)
     for folder, keys in sorted(_by_folder(list_segments(store, layout.STORY_CHANGES_PREFIX)).items()):
         compacted = [k for k in keys if is_compacted(k)]
-        small = sorted(k for k in keys if not is_compacted(k))
+        small = sorted(k for k in keys if not is_compacted(k) and k < first_uncommitted.get(folder, ""))
         if not _worth_compacting(small, compacted, min_segments):
             continue
         tables = _read_each(store, small, STORY_CHANGES_SCHEMA)

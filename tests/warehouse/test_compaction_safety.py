@@ -1,8 +1,12 @@
 """Compaction never doubles a row (a crash between writing and deleting included), never feeds the
-profiles fold a click twice, and never hides articles from a language writer that has not run yet."""
+profiles fold a click twice, never hides articles from a language writer that has not run yet, and
+never folds away story changes a crashed writer has not committed (its restart rolls them forward)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,11 +20,13 @@ from warehouse import layout
 from warehouse.duck import connect
 from warehouse.maintenance import compact_logs, consumed_by_every_writer, is_compacted
 from warehouse.schemas import ARTICLES_SCHEMA, CLICKS_SCHEMA
-from warehouse.store import ObjectStore
+from warehouse.store import LocalStore, ObjectStore
 from warehouse.tables import list_segments, read_segments, rows_to_table, write_segment
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from repair_corpus import PUBLISHERS, T0, two_event_stream, write_articles  # noqa: E402
+from repair_corpus import PUBLISHERS, T0, changes_of, two_event_stream, write_articles  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
 
 DAY = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
 NEXT_DAY = datetime(2026, 1, 2, 1, 0, tzinfo=UTC)
@@ -155,3 +161,48 @@ def test_articles_of_a_language_without_a_writer_checkpoint_are_kept_for_it(stor
     # Once fr has consumed them, they are compacted too.
     assert compact_logs(store, now + timedelta(days=1)).compacted_segments == 4
     assert not [k for k in list_segments(store, layout.ARTICLES_PREFIX) if not is_compacted(k)]
+
+
+def _cluster_killed_after_changes(root: Path, now: datetime) -> int:
+    """Run the English writer in a child process that SIGKILLs itself after writing its change
+    segment, before its checkpoint moves; returns the child's exit code."""
+    code = ("import sys; from datetime import datetime; from tasks.cluster import cluster_language; "
+            "from warehouse.store import LocalStore; "
+            "cluster_language(LocalStore(sys.argv[1]), 'en', datetime.fromisoformat(sys.argv[2]))")
+    env = {**os.environ, "NEWSROOM_DEBUG_CRASH_POINT": "cluster.after_changes", "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-c", code, str(root), now.isoformat()], env=env,
+                          capture_output=True, timeout=120).returncode
+
+
+def test_compaction_between_a_writer_crash_and_its_restart_loses_and_doubles_no_decision(tmp_path: Path) -> None:
+    stream = two_event_stream()
+    store = LocalStore(tmp_path / "store")
+    write_articles(store, stream)
+    for minute in (2, 5, 8):  # three committed runs, one change segment each
+        assert cluster_language(store, "en", T0 + timedelta(minutes=minute, seconds=30))["committed"]
+    assert _cluster_killed_after_changes(tmp_path / "store", T0 + timedelta(minutes=40)) == -9
+    crashed_at = json.loads(store.get(layout.story_checkpoint_key("en")).data)["offset"]
+    assert crashed_at == 9 and len(changes_of(store)) == 12  # three changes written, not committed
+
+    compact_logs(store, T0 + timedelta(days=1))  # the next day: every change precedes it
+    # The restart rolls the crashed run forward and finds nothing left to decide.
+    assert cluster_language(store, "en", T0 + timedelta(days=1, minutes=1))["articles"] == 0
+    assert json.loads(store.get(layout.story_checkpoint_key("en")).data)["offset"] == 12
+    compact_logs(store, T0 + timedelta(days=1))  # now the rolled-forward segment is folded too
+    assert all(is_compacted(k) for k in list_segments(store, layout.STORY_CHANGES_PREFIX))
+
+    reference = LocalStore(tmp_path / "reference")  # the same runs, with no crash and no compaction
+    write_articles(reference, stream)
+    for minute in (2, 5, 8, 40):
+        cluster_language(reference, "en", T0 + timedelta(minutes=minute, seconds=30 if minute < 40 else 0))
+    ids = [c["change_id"] for c in changes_of(store)]
+    assert sorted(ids) == sorted(f"en:{i}" for i in range(12))  # the raw log: each change once
+    con, ref = connect(store), connect(reference)
+    try:
+        query = "select article_id, story_id, kind, \"offset\" from story_changes order by all"
+        assert con.sql(query).fetchall() == ref.sql(query).fetchall()
+        assert con.sql("select count(*), count(distinct article_id) from story_assignments").fetchall() == [
+            (len(stream), len(stream))]
+    finally:
+        con.close()
+        ref.close()
