@@ -2,7 +2,8 @@
 
 Input lines carry ``id, title, text, language, published_at, source``; every other key
 (notably any gold label) is ignored and never read. Output is one line per article, in input
-order: ``{"id", "story_id", "copy_of", "linked_id"}``.
+order: ``{"id", "story_id", "copy_of", "linked_id"}``. ``id`` and ``copy_of`` echo the input's
+ids as they were written (a number stays a number), so a scorer can join on them as it reads them.
 
 Order and time. Articles are clustered in ``published_at`` order where every line has one
 (ties keep input order), else in input order. An article without ``published_at`` gets a
@@ -94,16 +95,20 @@ def run_cluster_eval(
     input_order = [f.article_id for f in articles]
     # Write in input order (the file's own order), whatever order the stream used.
     with input_path.open(encoding="utf-8") as fh:
-        ids = [str(json.loads(line)["id"]) for line in fh if line.strip()]
-    if sorted(ids) != sorted(input_order):
+        raw_ids = [json.loads(line)["id"] for line in fh if line.strip()]
+    ids = [str(raw) for raw in raw_ids]
+    if sorted(ids) != sorted(input_order) or len(set(ids)) != len(ids):
         raise ValueError(f"{input_path}: article ids are not unique")
+    as_written = dict(zip(ids, raw_ids, strict=True))
     output_path.parent.mkdir(parents=True, exist_ok=True)
     with output_path.open("w", encoding="utf-8") as out:
         for article_id in ids:
             a = by_id[article_id]
             out.write(
                 json.dumps(
-                    {"id": article_id, "story_id": a.story_id, "copy_of": a.copy_of, "linked_id": links.get(a.story_id)},
+                    {"id": as_written[article_id], "story_id": a.story_id,
+                     "copy_of": None if a.copy_of is None else as_written[a.copy_of],
+                     "linked_id": links.get(a.story_id)},
                     ensure_ascii=False,
                 )
                 + "\n"
