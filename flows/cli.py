@@ -58,12 +58,17 @@ class ReplayProcess:
         self.banner = line
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
+        _stop_group(self.process)
+
+
+def _stop_group(process: subprocess.Popen[Any]) -> None:
+    """Stop a child started in its own session, and everything it started."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def serve_api(host: str, port: int) -> subprocess.Popen[bytes]:
@@ -159,8 +164,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
-        if api is not None and api.poll() is None:
-            os.killpg(api.pid, signal.SIGTERM)
+        if api is not None:
+            _stop_group(api)
         replay.stop()
 
 
@@ -234,6 +239,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         registry = import_publishers(configured_store(), download_publishers_csv(control, RUN_DIR / "replay.csv"))
         _say(f"replay publishers on {control} ({len(registry.publishers)} publishers, x{args.replay_speed} clock)")
     run = {**os.environ, **env}
+    from serving.settings import ServingSettings
+
+    api_port = args.port if args.port is not None else ServingSettings().port
     subprocess.run([prefect, "work-pool", "create", "newsroom", "--type", "process"], env=run,
                    capture_output=True, check=False)
     deployed = subprocess.run([prefect, "--no-prompt", "deploy", "--all"], env=run, cwd=env["NEWSROOM_HOME"],
@@ -243,9 +251,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     _start_logged("prefect-worker", [prefect, "worker", "start", "--pool", "newsroom"], env)
     _start_logged("api", [sys.executable, "-m", "uvicorn", "--factory", "serving.app:create_app", "--host",
-                          "127.0.0.1", "--port", str(args.port), "--log-level", "warning"], env)
-    _say(f"Prefect UI:  http://127.0.0.1:{args.prefect_port}/\nAPI:         http://127.0.0.1:{args.port}/v1/editions\n"
-         f"Reader page: http://127.0.0.1:{args.port}/\nlogs and pids in {RUN_DIR}/; stop with `newsroom down`")
+                          "127.0.0.1", "--port", str(api_port), "--log-level", "warning"], env)
+    _say(f"Prefect UI:  http://127.0.0.1:{args.prefect_port}/\nAPI:         http://127.0.0.1:{api_port}/v1/editions\n"
+         f"Reader page: http://127.0.0.1:{api_port}/\nlogs and pids in {RUN_DIR}/; stop with `newsroom down`")
     return 0
 
 
@@ -370,12 +378,19 @@ def cmd_pages_rollback(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    api = serve_api(args.host, args.port)
+    from serving.settings import ServingSettings
+
+    settings = ServingSettings()
+    host = args.host if args.host is not None else settings.host
+    port = args.port if args.port is not None else settings.port
+    signal.signal(signal.SIGTERM, _interrupt)  # a supervisor's stop takes the server down too
+    api = serve_api(host, port)
     try:
         return api.wait()
     except KeyboardInterrupt:
-        os.killpg(api.pid, signal.SIGTERM)
         return 0
+    finally:
+        _stop_group(api)
 
 
 def cmd_websub(args: argparse.Namespace) -> int:
@@ -467,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="start the Prefect server and UI, a worker, every deployment and the API")
     up.add_argument("--prefect-port", type=int, default=4200)
-    up.add_argument("--port", type=int, default=8000, help="API port")
+    up.add_argument("--port", type=int, default=None, help="API port (default NEWSROOM_SERVING_PORT)")
     up.add_argument("--replay", action="store_true", help="also start the replay publisher site and register it")
     up.add_argument("--replay-port", type=int, default=8900)
     up.add_argument("--replay-speed", type=float, default=60.0, help="simulated seconds per real second")
@@ -488,8 +503,8 @@ def build_parser() -> argparse.ArgumentParser:
     websub.set_defaults(func=cmd_websub)
 
     serve = sub.add_parser("serve", help="serve the API and reader page")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--host", default=None, help="listen address (default NEWSROOM_SERVING_HOST)")
+    serve.add_argument("--port", type=int, default=None, help="listen port (default NEWSROOM_SERVING_PORT)")
     serve.set_defaults(func=cmd_serve)
     return parser
 

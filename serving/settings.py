@@ -1,4 +1,4 @@
-"""Serving settings, read from ``NEWSROOM_SERVING_*`` environment variables."""
+"""Serving settings, read from ``NEWSROOM_SERVING_*`` environment variables or a ``.env`` file."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class ServingSettings(BaseSettings):
     """How the API server listens, signs tokens, stores profiles and sheds load."""
 
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_SERVING_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_SERVING_", env_file=".env", extra="ignore")
 
     refresh_seconds: float = Field(
         default=3.0,

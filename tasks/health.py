@@ -55,13 +55,18 @@ def check_health(store: ObjectStore, now: datetime, limits: HealthLimits | None 
                                                            params={"now": now}).fetchall():
             flags.append(HealthFlag("silent_tier1_feed", publisher_id,
                                     f"silent {silent:.0f}s, usual gap {gap:.0f}s, last article {last_seen}"))
+        (first_seen,), = con.sql("select min(first_seen_at) from articles where first_seen_at <= $now",
+                                 params={"now": now}).fetchall()
     finally:
         con.close()
 
     pages = list_live_pages(store)
     newest = max((p.published_at for p in (read_pointer(store, e, s) for e, s in pages) if p), default=None)
-    if pages and newest is not None and now - resolve_now(newest) > stale:
+    if newest is not None and now - resolve_now(newest) > stale:
         flags.append(HealthFlag("stale_snapshot", "pages", f"newest page published {newest}"))
+    elif newest is None and first_seen is not None and now - first_seen > stale:
+        # Articles for longer than a few cycles, and still no page: the rank job never published.
+        flags.append(HealthFlag("stale_snapshot", "pages", f"no page published; articles since {first_seen}"))
     for edition, section in pages:
         if section != "top":
             continue

@@ -45,7 +45,8 @@ log = logging.getLogger(__name__)
 class ProfilesSettings(BaseSettings):
     """Where the profile store is and how fast interests fade."""
 
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_PROFILES_", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_PROFILES_", env_file=".env", extra="ignore",
+                                      populate_by_name=True)
 
     profiles_path: str = Field(
         default="var/profiles.sqlite3",

@@ -40,3 +40,23 @@ def test_every_setting_is_in_env_example(cls: type[BaseSettings]) -> None:
 def test_debug_settings_stay_out_of_the_example() -> None:
     assert "NEWSROOM_DEBUG_" not in (REPO / ".env.example").read_text()
     assert tasks.crashpoints.DebugSettings.model_fields["crash_point"].default is None
+
+
+@pytest.mark.parametrize("cls", _settings_classes(), ids=lambda c: c.__name__)
+def test_every_settings_class_reads_the_env_file(cls: type[BaseSettings]) -> None:
+    assert cls.model_config.get("env_file") == ".env", f"{cls.__name__} ignores .env"
+
+
+def test_serving_and_profile_settings_come_from_the_env_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("NEWSROOM_SERVING_HMAC_KEY", "NEWSROOM_SERVING_PORT", "NEWSROOM_PROFILES_HALF_LIFE_HOURS",
+                     "NEWSROOM_SERVING_PROFILES_PATH"):
+        monkeypatch.delenv(variable, raising=False)
+    (tmp_path / ".env").write_text("NEWSROOM_SERVING_HMAC_KEY=k" + "0" * 40 + "\nNEWSROOM_SERVING_PORT=18099\n"
+                                   "NEWSROOM_SERVING_PROFILES_PATH=p/readers.sqlite3\n"
+                                   "NEWSROOM_PROFILES_HALF_LIFE_HOURS=12\n")
+    monkeypatch.chdir(tmp_path)
+    serving_settings = serving.settings.ServingSettings()
+    assert serving_settings.hmac_key is not None and serving_settings.hmac_key.get_secret_value() == "k" + "0" * 40
+    assert serving_settings.port == 18099
+    profiles = tasks.profiles.ProfilesSettings()
+    assert (profiles.half_life_hours, profiles.profiles_path) == (12.0, "p/readers.sqlite3")

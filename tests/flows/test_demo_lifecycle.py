@@ -83,3 +83,46 @@ def _ppid(proc: Path) -> int:
         return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return -1
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
+            conn.sendall(b"GET /healthz HTTP/1.0\r\nHost: x\r\n\r\n")
+            return conn.recv(12).startswith(b"HTTP/1.")
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_serve_listens_where_the_settings_say_and_stops_on_sigterm(tmp_path: Path) -> None:
+    port = _free_port()
+    # The port comes from the settings file, as for any deployment; no --port is passed.
+    (tmp_path / ".env").write_text(f"NEWSROOM_SERVING_PORT={port}\nNEWSROOM_SERVING_HMAC_KEY={'s' * 40}\n"
+                                   f"NEWSROOM_WAREHOUSE_ROOT={tmp_path / 'store'}\n")
+    serve = subprocess.Popen([*NEWSROOM, "serve"], cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not _answers(port):
+            assert serve.poll() is None and time.monotonic() < deadline, "serve never answered"
+            time.sleep(0.2)
+        server_pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(p) == serve.pid]
+        assert server_pids
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(timeout=30) == 0
+        deadline = time.monotonic() + 15
+        while any(_alive(pid) for pid in server_pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in server_pids), "the API server outlived `newsroom serve`"
+        assert not _answers(port)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()

@@ -69,3 +69,10 @@ def test_each_check_fires(tmp_path) -> None:
         ("duplicate_in_top10", "en-US/top"),
         ("writer_stalled", "en"),
     }
+
+
+def test_articles_without_any_page_are_a_stale_snapshot(tmp_path) -> None:
+    store = _store(tmp_path)  # articles seen over the last hour, and no page ever published
+    assert ("stale_snapshot", "pages") in {(f.check, f.subject) for f in check_health(store, NOW)}
+    # A store whose first articles arrived within the last cycles is not stale yet.
+    assert check_health(store, NOW - timedelta(minutes=54)) == []  # first article a minute before
