@@ -135,8 +135,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             summary = pipeline_cycle(now=now.isoformat())
             ingest, rank = summary["ingest"], summary["rank"]
             clustered = sum(s.get("articles", 0) for s in summary["cluster"])
+            repaired = sum(s.get("merge", 0) + s.get("split", 0) for s in summary["repair"])
             _say(f"      cycle {i:>2}/{args.cycles} {now:%H:%M}Z  polled={ingest['feeds_polled']} "
-                 f"new_articles={ingest['new_articles']} clustered={clustered} "
+                 f"new_articles={ingest['new_articles']} clustered={clustered} repaired={repaired} "
                  f"pages={rank['pages']} published={len(rank['published'])} stories={rank['stories']}")
         if not summary or summary["rank"]["pages"] == 0:
             _say("no page was published")
@@ -300,7 +301,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     from tasks.sql import example_query, run_sql
     from tasks.storage import configured_store
 
-    return run_sql(configured_store(), example_query(args.example) if args.example else args.query)
+    return run_sql(configured_store(), example_query(args.example) if args.example else args.query, fmt=args.format)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -330,8 +331,9 @@ def cmd_flow(args: argparse.Namespace) -> int:
     from flows.cycle import pipeline_cycle
     from flows.ingest import ingest_feeds
     from flows.rank import rank_and_publish
+    from flows.repair import repair_stories
 
-    flow = {"ingest": ingest_feeds, "cluster": cluster_stories, "rank": rank_and_publish,
+    flow = {"ingest": ingest_feeds, "cluster": cluster_stories, "repair": repair_stories, "rank": rank_and_publish,
             "cycle": pipeline_cycle}[args.command]
     _say(str(flow(now=args.now)))
     return 0
@@ -449,6 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
     sql = sub.add_parser("sql", help="DuckDB over every table")
     sql.add_argument("query", nargs="?", help="one query; none reads queries from standard input")
     sql.add_argument("--example", help="run a documented example query (see docs/queries.md)")
+    sql.add_argument("--format", choices=("table", "csv", "jsonl"), default="table",
+                     help="table for people (long values cut); csv or jsonl for other tools (whole values)")
     sql.set_defaults(func=cmd_sql)
 
     export = sub.add_parser("export", help="write one day's tables as Parquet")
@@ -462,7 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
     pubs.set_defaults(func=cmd_publishers)
 
     for name, text in [("ingest", "one ingest cycle"), ("cluster", "one cluster cycle"),
-                       ("rank", "one rank & publish cycle"), ("cycle", "ingest, cluster and rank once")]:
+                       ("repair", "one repair pass (merges and splits)"), ("rank", "one rank & publish cycle"),
+                       ("cycle", "ingest, cluster, repair and rank once")]:
         p = sub.add_parser(name, help=text)
         p.add_argument("--now", default=None, help="ISO instant for the cycle (default: now)")
         p.set_defaults(func=cmd_flow)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -11,19 +12,39 @@ import duckdb
 from warehouse.duck import TABLE_VIEWS, connect, export_day, load_example_sql
 from warehouse.store import ObjectStore
 
+TABLE_CELL_CHARS = 80
 
-def _print_result(con: duckdb.DuckDBPyConnection, query: str, out: TextIO) -> None:
+
+def _print_result(con: duckdb.DuckDBPyConnection, query: str, out: TextIO, fmt: str = "table") -> None:
     relation = con.sql(query)
     if relation is None:
         return
-    out.write(_format(relation))
-    out.write("\n")
+    if fmt == "table":
+        out.write(_format(relation))
+        out.write("\n")
+    elif fmt == "csv":  # every value whole; NULL is a bare empty field, '' a quoted one
+        for row in [relation.columns, *relation.fetchall()]:
+            out.write(",".join(_csv_field(v) for v in row))
+            out.write("\n")
+    else:  # one JSON object a row; NULL is null
+        for row in relation.fetchall():
+            out.write(json.dumps(dict(zip(relation.columns, row, strict=True)), default=str, ensure_ascii=False))
+            out.write("\n")
+
+
+def _csv_field(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return '"' + str(value).replace('"', '""') + '"'
 
 
 def _format(relation: duckdb.DuckDBPyRelation) -> str:
+    """A table for people: NULL shown as NULL, values over 80 characters cut with an ellipsis."""
     columns = relation.columns
     rows = relation.fetchall()
-    cells = [[str(c) for c in columns]] + [["" if v is None else str(v)[:80] for v in row] for row in rows]
+    cells = [[str(c) for c in columns]] + [[_cell(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
     lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
     lines.insert(1, "-+-".join("-" * w for w in widths))
@@ -31,27 +52,47 @@ def _format(relation: duckdb.DuckDBPyRelation) -> str:
     return "\n".join(lines)
 
 
-def run_sql(store: ObjectStore, query: str | None, out: TextIO = sys.stdout, inp: TextIO = sys.stdin) -> int:
-    """Run one query, or read queries from standard input (one per ``;``) when none is given."""
+def _cell(value: object) -> str:
+    if value is None:
+        return "NULL"
+    text = str(value)
+    return text if len(text) <= TABLE_CELL_CHARS else text[:TABLE_CELL_CHARS - 1] + "…"
+
+
+def run_sql(store: ObjectStore, query: str | None, out: TextIO = sys.stdout, inp: TextIO = sys.stdin,
+            err: TextIO = sys.stderr, fmt: str = "table") -> int:
+    """Run one query, or read queries from standard input (one per ``;``) when none is given.
+
+    Returns the exit status: 1 when any query failed (each failure is written to ``err``, and the
+    queries after it still run), else 0. ``fmt``: ``table`` for people (long values cut), ``csv``
+    or ``jsonl`` for other tools (whole values, NULL told from the empty string).
+    """
     con = connect(store)
+    failed = False
+
+    def run(text: str) -> None:
+        nonlocal failed
+        try:
+            _print_result(con, text, out, fmt)
+        except duckdb.Error as e:
+            err.write(f"error: {e}\n")
+            failed = True
+
     try:
         if query:
-            _print_result(con, query, out)
-            return 0
+            run(query)
+            return int(failed)
         if inp.isatty():
             out.write(f"newsroom sql: views {', '.join(TABLE_VIEWS)}. End each query with ';', Ctrl-D to quit.\n")
         buffer = ""
         for line in inp:
             buffer += line
             if buffer.strip().endswith(";"):
-                try:
-                    _print_result(con, buffer, out)
-                except duckdb.Error as e:
-                    out.write(f"error: {e}\n")
+                run(buffer)
                 buffer = ""
         if buffer.strip():
-            _print_result(con, buffer, out)
-        return 0
+            run(buffer)
+        return int(failed)
     finally:
         con.close()
 

@@ -36,6 +36,8 @@ def test_replay_to_api(prefect_harness: None, store_vars: dict[str, str], tmp_pa
             site.set_clock(now)
             summary = pipeline_cycle(now=now.isoformat())
             assert not summary["ingest"]["errors"], summary["ingest"]["errors"]
+            # Every language the writers saw went through a repair pass too.
+            assert {r["language"] for r in summary["repair"]} == {c["language"] for c in summary["cluster"]}
 
         pages = list_live_pages(store)
         assert any(section == "top" for _, section in pages), pages
