@@ -45,7 +45,8 @@ def load_example_sql(name: str) -> str:
 
 
 def export_day(store: ObjectStore, day: str, output: Path) -> dict[str, int]:
-    """Write one UTC day's rows of every log table, and the registry, as Parquet files in ``output``."""
+    """Write one UTC day's rows of every log table, the stories active that day, and the registry,
+    as Parquet files in ``output``."""
     con = connect(store)
     output.mkdir(parents=True, exist_ok=True)
     queries = {
@@ -54,7 +55,10 @@ def export_day(store: ObjectStore, day: str, output: Path) -> dict[str, int]:
         "clicks": "select * from clicks where cast(clicked_at as date) = cast($day as date)",
         "publishers": "select * from publishers",
         "feeds": "select * from feeds",
-        "stories": "select * from stories",
+        "article_links": "select * from article_links where cast(first_seen_at as date) = cast($day as date)",
+        # The stories that had an article that day, with their counts as of the export.
+        "stories": "select * from stories where cast(first_seen_at as date) <= cast($day as date)"
+                   " and cast(last_seen_at as date) >= cast($day as date)",
     }
     counts = {}
     try:
