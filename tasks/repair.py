@@ -7,10 +7,19 @@ one ``log/story_changes`` row per moved article (kind ``merge``: ``story_id`` is
 the new half and ``other_story_id`` the story it left), and commits with the cluster writer's
 If-Match on the checkpoint. A repair and a cluster run of one language never both commit: the
 second put loses with 412 (:class:`tasks.cluster.WriterFencedError`).
+
+A split keeps the story id with the half holding the story's representative, the headline the
+pages show: the ``representative_id`` of the story snapshot that was live at the repair's ``now``
+(:func:`published_representatives`). A story it does not hold yet (new since that publish, or
+never on a page) falls back to the representative the story snapshot would choose, from the
+registry's publisher authorities; with no registered publisher among its members, to its first
+article (the rule before representatives were passed). See
+:func:`transforms.repair.story_representative`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from datetime import datetime
@@ -27,20 +36,73 @@ from tasks.cluster import (
     load_writer_state,
     open_writer,
 )
+from tasks.registry import load_registry
 from transforms.repair import RepairParams, repair_stories
+from warehouse import layout
+from warehouse.errors import ObjectNotFoundError
+from warehouse.snapshots import read_stories_pointer
 from warehouse.store import ObjectStore
 
 log = logging.getLogger(__name__)
 
+SNAPSHOT_SEARCH_VERSIONS = 20
+"""Most story snapshot versions read back from the live one to find the one live at ``now``."""
+
+
+def published_representatives(store: ObjectStore, now: datetime) -> dict[str, str]:
+    """Story id → representative article id, from the story snapshot that was live at ``now``.
+
+    That is the newest published version whose ``as_of`` is not after ``now``: the live one in a
+    run on time, an older one in a rerun at an earlier ``now``. Published versions never change, so
+    a rerun at the same ``now`` reads the same representatives and makes the same decisions (the
+    writer's fence needs that: a rerun after a crash must write the same bytes). The one exception
+    is a publish with an ``as_of`` up to ``now`` that lands between two runs (a rank cycle begun
+    before ``now`` and finished after the first run read the snapshot).
+
+    Returns:
+        An empty mapping before the first publish, or when none of the ``SNAPSHOT_SEARCH_VERSIONS``
+        newest published versions (still stored) is old enough.
+    """
+    pointer = read_stories_pointer(store)
+    if pointer is None:
+        return {}
+    limit = now.strftime("%Y-%m-%dT%H:%M:%SZ")  # as snapshots write ``as_of``
+    searched = 0
+    for version in range(pointer.high_water, 0, -1):
+        if searched == SNAPSHOT_SEARCH_VERSIONS:
+            break
+        if not pointer.was_published(version):
+            continue
+        searched += 1
+        try:
+            payload = json.loads(store.get(layout.story_snapshot_key(version)).data)
+        except ObjectNotFoundError:
+            break  # pruned, and every older version with it
+        if str(payload.get("as_of") or "") <= limit:
+            return {sid: str(story["representative_id"]) for sid, story in sorted(payload["stories"].items())
+                    if story.get("representative_id")}
+    return {}
+
+
+def publisher_authority(store: ObjectStore) -> dict[str, float]:
+    """Publisher id → authority, from the registry (what the pages choose representatives by)."""
+    return {pid: float(p["authority"] or 0.0) for pid, p in load_registry(store).publishers.items()}
+
 
 def repair_language(store: ObjectStore, language: str, now: datetime,
                     params: RepairParams | None = None) -> dict[str, Any]:
-    """Merge and split this language's recently active stories and commit, fenced. Returns a summary."""
+    """Merge and split this language's recently active stories and commit, fenced. Returns a summary.
+
+    A split keeps the id with the half holding the representative of the story snapshot live at
+    ``now``; a story without one there falls back to the representative the snapshot would choose
+    (registry authority), then to the story's first article (see the module doc).
+    """
     checkpoint, etag = open_writer(store, language)
     if checkpoint["state_key"] is None:
         return {"language": language, "committed": False, "merge": 0, "split": 0}
+    representatives, authority = published_representatives(store, now), publisher_authority(store)
     clusterer, seen = KEPT_STATES.take(store, language, etag) or load_writer_state(store, language, checkpoint)
-    repairs = repair_stories(clusterer, now, params)
+    repairs = repair_stories(clusterer, now, params, representatives, authority)
     if not repairs:  # nothing applied, nothing changed: the state in memory is still the stored one
         KEPT_STATES.put(store, language, etag, clusterer, seen)
         return {"language": language, "committed": False, "merge": 0, "split": 0}

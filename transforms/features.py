@@ -29,8 +29,10 @@ from datetime import UTC, datetime
 
 from transforms.signatures import (
     SIGNATURE_VERSION,
+    copy_shingles,
     is_cjk_language,
-    text_signatures,
+    minhash_signature,
+    simhash_fingerprint,
     tokenize,
 )
 
@@ -318,6 +320,15 @@ def features_from_text(
     Signatures are computed on the body only, so a changed headline does not hide a copy;
     the term vector and entities use title and body.
 
+    A body of fewer than ``MIN_COPY_SHINGLES`` distinct shingles (a paywall notice, "Watch
+    the video.", a caption, no body at all) is not taken for the article's text: unrelated
+    pages share such notices, and two articles whose body is the same one would be a copy
+    (Jaccard 1.0) and, on terms that are mostly the notice's, one story. The article gets the
+    empty signatures (a copy of nothing, never an original: see
+    :func:`transforms.signatures.copy_shingles`), and its terms, entities and dateline come
+    from the title alone. A short reprint of a short text is then no copy; it still joins its
+    original's story when the titles agree.
+
     Args:
         article_id: Canonical article id.
         title: Headline.
@@ -338,8 +349,9 @@ def features_from_text(
     if first_seen_at.tzinfo is None:
         raise ValueError(f"first_seen_at must be timezone-aware, got {first_seen_at!r}")
     language = language.lower()
-    body = text if text.strip() else title
-    simhash, minhash = text_signatures(body, language)
+    shingles = copy_shingles(text, language)
+    simhash, minhash = simhash_fingerprint(shingles), minhash_signature(shingles)
+    text = text if shingles else ""  # too short to sign is too short to describe the article
     combined = f"{title}\n{text}" if not text.startswith(title) else text
     entities = extract_entities(combined, language)
     terms, weights = term_vector(title, text, language, entities, dated=dateline_year(combined))

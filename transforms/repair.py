@@ -9,7 +9,8 @@ stories active in the last ``lookback_hours``, with every member at hand:
   IDF-weighted member cosines; the cut is kept when both halves are cohesive and well apart
   (mean within-half cosine minus mean across cosine at least ``split_margin``, across at most
   ``split_max_across``) and each half has at least ``split_min_sources`` sources. The half
-  holding the representative keeps the story id; the other half gets a new id.
+  holding the representative (the headline the pages show; see :func:`story_representative`)
+  keeps the story id; the other half gets a new id.
 - **merge**: stories whose members are close on average (mean cross cosine at least
   ``merge_threshold``), that share an entity word, whose dateline years do not conflict and
   whose times overlap within ``merge_gap_hours``, are agglomerated by average link (see
@@ -27,10 +28,11 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from transforms.clustering import Assignment, ClusterParams, LanguageClusterer, Member, _years
 from transforms.features import DATE_TERM_PREFIX, ArticleFeatures
+from transforms.pages import choose_representative
 
 RepairKind = Literal["merge", "split"]
 MERGE_NEIGHBOURS = 10
@@ -157,6 +159,48 @@ def split_members(
     return half_a, half_b, sum(within_pairs) / len(within_pairs), sum(across_pairs) / len(across_pairs)
 
 
+def story_representative(
+    members: Sequence[Member],
+    first_article_id: str,
+    published: str | None = None,
+    authority: Mapping[str, float] | None = None,
+) -> str:
+    """The article whose half keeps the story id when a story is split: its representative.
+
+    In order: ``published``, the representative of the live story snapshot, when it is still a
+    member (a copy stands for its original); else, when ``authority`` is given, the one the
+    story snapshot would choose for these members (:func:`transforms.pages.choose_representative`:
+    the original of the highest authority, then the first seen, then the id; only members whose
+    publisher has an authority, as the pages list no others); else ``first_article_id``, the
+    article that started the story (the rule before representatives were published).
+
+    Args:
+        members: The story's members, oldest first.
+        first_article_id: The article that started the story.
+        published: Representative article id of the published story, if any.
+        authority: Publisher id → authority (the registry's), if known.
+
+    Returns:
+        An article id; the original's id when the representative is a copy.
+
+    >>> m = [Member("a", 0, "p1", None, (), (), ()), Member("b", 1, "p2", None, (), (), ())]
+    >>> story_representative(m, "a"), story_representative(m, "a", authority={"p1": 0.2, "p2": 0.9})
+    ('a', 'b')
+    >>> story_representative(m, "a", published="a", authority={"p2": 0.9})
+    'a'
+    """
+    roots = {m.article_id: m.copy_of or m.article_id for m in members}
+    if published is not None and published in roots:
+        return roots[published]
+    authority = authority or {}
+    rows: list[Mapping[str, Any]] = [
+        {"article_id": m.article_id, "is_copy": m.copy_of is not None, "authority": authority[m.publisher_id],
+         "first_seen_at": m.seen_ms}
+        for m in members if m.publisher_id is not None and m.publisher_id in authority
+    ]
+    return roots[str(choose_representative(rows)["article_id"])] if rows else first_article_id
+
+
 def _dates(members: Sequence[Member]) -> set[str]:
     return {y for y in _years(t for m in members for t in m.terms) if y.startswith(DATE_TERM_PREFIX)}
 
@@ -170,6 +214,7 @@ def repair_stories(
     now: datetime,
     params: RepairParams | None = None,
     representatives: Mapping[str, str] | None = None,
+    authority: Mapping[str, float] | None = None,
 ) -> list[StoryRepair]:
     """Plan and apply splits, then merges, over the clusterer's recently active stories.
 
@@ -177,8 +222,11 @@ def repair_stories(
         clusterer: The language writer's clusterer; changed in place.
         now: Stream time of the repair (timezone-aware).
         params: Repair bars; the defaults if omitted.
-        representatives: Story id → representative article id (the page's choice); a story's
-            first article when not given.
+        representatives: Story id → representative article id of the published story (the
+            headline the pages show). A split keeps the id with the half holding it.
+        authority: Publisher id → authority. For a story with no published representative
+            (or one that left it), the representative the story snapshot would choose from
+            these; without it, the story's first article. See :func:`story_representative`.
 
     Returns:
         The repairs applied, in order.
@@ -211,9 +259,8 @@ def repair_stories(
                 or _sources([by_id[a] for a in half_a]) < params.split_min_sources
                 or _sources([by_id[b] for b in half_b]) < params.split_min_sources):
             continue
-        rep = representatives.get(sid) or clusterer.story_first_article(sid)
-        rep_root = next((m.copy_of or m.article_id for m in members if m.article_id == rep), rep)
-        moving = half_b if rep_root in half_a or rep_root not in half_b else half_a
+        rep = story_representative(members, clusterer.story_first_article(sid), representatives.get(sid), authority)
+        moving = half_b if rep in half_a or rep not in half_b else half_a
         new_id, moved = clusterer.apply_split(sid, moving, now)
         touched.update((sid, new_id))
         out.append(StoryRepair("split", sid, new_id, tuple((m.article_id, m.copy_of) for m in moved),
