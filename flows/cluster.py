@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -20,17 +21,53 @@ from tasks.reports import cluster_markdown, publish_artifact
 from tasks.storage import configured_store
 
 
+def run_each_language(languages: Sequence[str], run: Callable[[str], dict[str, Any]], job: str
+                      ) -> list[dict[str, Any]]:
+    """``run`` each language in turn, one language's failure never stopping the others.
+
+    A fenced run (another writer of the language committed first; the next run goes on) is
+    recorded as ``fenced``; any other error is logged and recorded as the summary's ``error``, as
+    a run that reports one itself does. Check the result with :func:`raise_for_failed_languages`.
+    """
+    logger = get_run_logger()
+    summaries = []
+    for language in languages:
+        try:
+            summary = run(language)
+        except WriterFencedError as e:
+            summary = {"language": language, "committed": False, "fenced": str(e)}
+        except Exception as e:  # noqa: BLE001 - one language's failure must not stop the others
+            summary = {"language": language, "committed": False, "error": f"{type(e).__name__}: {e}"}
+        if "error" in summary:
+            logger.error("%s_language_failed language=%r error=%s", job, language, summary["error"])
+        summaries.append(summary)
+    return summaries
+
+
+def raise_for_failed_languages(summaries: Sequence[dict[str, Any]], job: str) -> None:
+    """Fail the flow run, once every language has run, if any language's run failed (naming each)."""
+    failed = [s for s in summaries if "error" in s]
+    if failed:
+        raise RuntimeError(f"{job} failed for {len(failed)} of {len(summaries)} languages: "
+                           + "; ".join(f"{s['language']!r}: {s['error']}" for s in failed))
+
+
 @flow(name="cluster_stories")
 def cluster_stories(now: str | None = None, languages: list[str] | None = None) -> list[dict[str, Any]]:
-    """Run the writer of each language (all languages in the log by default)."""
+    """Run the writer of each language (all languages in the log by default).
+
+    One language's failure does not stop the others: its summary carries the ``error``, and the
+    flow run fails once every language has run (after its summary artifact is published).
+    """
     logger = get_run_logger()
     at = resolve_now(now)
     store = configured_store()
     targets = languages or languages_in_log_task(store)
-    summaries = [cluster_language_task(store, language, at) for language in targets]
+    summaries = run_each_language(targets, lambda language: cluster_language_task(store, language, at), "cluster")
     for s in summaries:
         logger.info("cluster_done %s", " ".join(f"{k}={v}" for k, v in s.items()))
     publish_artifact("cluster-summary", cluster_markdown(summaries, at.isoformat()), "cluster run summary")
+    raise_for_failed_languages(summaries, "cluster")
     return summaries
 
 

@@ -4,15 +4,23 @@ Each run reads the article segments it has not consumed, assigns every new artic
 to a story (or flags it as a copy), appends the decisions to ``log/story_changes`` and then replaces
 the checkpoint with If-Match. A second writer for the same language loses that put (412) and stops,
 so exactly one set of decisions is kept.
+
+A commit writes three objects, in order: the run's state blob, under a key of its own (its offset
+and a hash of its bytes; never contested, so a blob left by a run that died is garbage and never in
+the way), then the change segment at the checkpoint's offset (written once: the first run's
+decisions hold it), which names that state blob in its Parquet metadata, then the checkpoint. A
+run that died after its change segment is rolled forward by the next, to the state the segment names.
 """
 
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import logging
 import os
 import signal
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +51,10 @@ from warehouse.tables import (
 log = logging.getLogger(__name__)
 
 SEEN_ARTICLES_KEPT = 200_000
+STATE_KEY_METADATA = b"newsroom.state_key"
+"""Key of a change segment's Parquet metadata naming the state blob its decisions lead to."""
+_STATE_PUT_ATTEMPTS = 5
+_STATE_PUT_PAUSE_SECONDS = 0.05
 
 
 class WriterFencedError(NewsroomError):
@@ -141,36 +153,42 @@ def languages_in_log(store: ObjectStore) -> list[str]:
     return sorted({v for v in table.column("language").to_pylist() if v})
 
 
-def _orphan_changes(store: ObjectStore, language: str, checkpoint: dict[str, Any]) -> int | None:
-    """Rows of a change segment written at the checkpoint's offset by a run that died before its
-    checkpoint (its state blob was written first, so it can be rolled forward); None if none."""
+def _orphan_changes(store: ObjectStore, language: str, checkpoint: dict[str, Any]) -> tuple[int, str | None] | None:
+    """A change segment written at the checkpoint's offset by a run that died before its checkpoint
+    (its state blob was written first, so it can be rolled forward): its number of rows and the
+    state blob it names (None if written before segments named their state); None if none."""
     try:
         obj = store.get(layout.story_changes_key(language, checkpoint["offset"]))
     except ObjectNotFoundError:
         return None
-    return int(parquet_bytes_to_table(obj.data).num_rows)
+    table = parquet_bytes_to_table(obj.data)
+    named = (table.schema.metadata or {}).get(STATE_KEY_METADATA)
+    return int(table.num_rows), named.decode() if named else None
 
 
-def _read_state_at(store: ObjectStore, language: str, offset: int) -> tuple[str, bytes]:
-    """The state blob written at ``offset``, under its current key or, written before the
-    Zstandard format, its gzip key."""
-    key = layout.story_state_key(language, offset)
+def _read_state(store: ObjectStore, key: str) -> tuple[str, bytes]:
+    """The state blob at ``key`` or, written before the Zstandard format, at its gzip key."""
     try:
         return key, store.get(key).data
     except ObjectNotFoundError:
-        legacy = layout.legacy_story_state_key(language, offset)
+        legacy = layout.state_key_to_legacy(key)
         return legacy, store.get(legacy).data
 
 
 def open_writer(store: ObjectStore, language: str) -> tuple[dict[str, Any], str | None]:
     """Load a language writer's checkpoint, first rolling forward a run that died between its
-    change segment and its checkpoint (so none of its decisions is lost or made twice)."""
+    change segment and its checkpoint (so none of its decisions is lost or made twice).
+
+    The state rolled forward to is the one the change segment names; a segment written before
+    segments named their state has its state at the one key of its offset.
+    """
     for _ in range(3):
         checkpoint, etag = _load_checkpoint(store, language)
-        rows = _orphan_changes(store, language, checkpoint)
-        if rows is None:
+        orphan = _orphan_changes(store, language, checkpoint)
+        if orphan is None:
             return checkpoint, etag
-        state_key, data = _read_state_at(store, language, checkpoint["offset"] + rows)
+        rows, named = orphan
+        state_key, data = _read_state(store, named or layout.story_state_key(language, checkpoint["offset"] + rows))
         with paused_gc():
             blob = decode_state(data)
         rolled = {"offset": checkpoint["offset"] + rows, "state_key": state_key, "consumed": blob["consumed"],
@@ -195,12 +213,38 @@ def _put_checkpoint(store: ObjectStore, language: str, checkpoint: dict[str, Any
                                 key=layout.story_checkpoint_key(language)) from e
 
 
+def _put_state(store: ObjectStore, key: str, blob: bytes) -> None:
+    """Create the state blob ``key`` names (by a hash of ``blob``): if it exists, it holds these bytes.
+
+    A conditional put that failed while the key stays absent (S3 409: a concurrent put of the same
+    bytes was in flight, and may have failed) is tried again, so the blob exists before a change
+    segment names it.
+    """
+    for attempt in range(1, _STATE_PUT_ATTEMPTS + 1):
+        try:
+            store.put(key, blob, if_none_match=True)
+        except PreconditionFailedError:
+            if store.head(key) is None:
+                time.sleep(_STATE_PUT_PAUSE_SECONDS * attempt)
+                continue
+        return
+    raise PreconditionFailedError("conditional put kept conflicting with no object stored", key=key)
+
+
 def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: int, changes: list[dict[str, Any]],
                   clusterer: LanguageClusterer, seen: dict[str, str], consumed: list[str], now: datetime,
-                  kill_before_checkpoint: bool = False) -> int:
+                  kill_before_checkpoint: bool = False, state_key: str | None = None) -> int:
     """Commit a writer's decisions, fenced: state blob, then change segment, then the checkpoint
-    with If-Match. A writer that loses any of the three puts to another writer with other
-    decisions raises :class:`WriterFencedError` and nothing of its own becomes visible.
+    with If-Match. A writer that loses the change segment to other decisions, or the checkpoint
+    to any other commit, raises :class:`WriterFencedError` and nothing of its own becomes visible.
+
+    The state blob's key is this state's own (its offset and a hash of its bytes), so it is never
+    contested: a blob a crashed run left at the same offset is not in the way. The change segment
+    names it, for :func:`open_writer`'s roll-forward.
+
+    Args:
+        state_key: The state the checkpoint names now. A commit without changes (only newly
+            consumed segments) keeps it, instead of storing another, when given.
 
     Returns:
         The new offset.
@@ -209,28 +253,25 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
     if len(seen) > SEEN_ARTICLES_KEPT:
         seen = dict(list(seen.items())[-SEEN_ARTICLES_KEPT:])
     updated_at = now.astimezone(UTC).isoformat()
-    state_key = layout.story_state_key(language, new_offset)
-    with paused_gc():
-        # ``seen`` as pairs, oldest first: the order it is trimmed by must survive the key sorting.
-        state = {"clusterer": clusterer.to_state(), "seen": list(seen.items()), "consumed": consumed,
-                 "updated_at": updated_at}
-    blob = encode_state(state)
-    del state
-    stored = True  # whether the blob at state_key is this run's state (else it may not be kept)
-    try:
-        store.put(state_key, blob, if_none_match=True)
-    except PreconditionFailedError as e:
-        # No new decisions (only newly consumed segments): the state at this offset stands; the
-        # checkpoint's If-Match still fences the run.
-        if changes and store.get(state_key).data != blob:
-            raise WriterFencedError(f"state of {language} at {new_offset} written by another writer",
-                                    key=state_key) from e
-        stored = bool(changes)  # the same decisions give the same bytes
+    stored = False  # whether the checkpoint will name this run's state (else it may not be kept)
+    if changes or state_key is None:
+        stored = True
+        with paused_gc():
+            # ``seen`` as pairs, oldest first: the order it is trimmed by must survive the key sorting.
+            state = {"clusterer": clusterer.to_state(), "seen": list(seen.items()), "consumed": consumed,
+                     "updated_at": updated_at}
+        blob = encode_state(state)
+        del state
+        state_key = layout.story_state_key(language, new_offset, hashlib.blake2b(blob, digest_size=10).hexdigest())
+        _put_state(store, state_key, blob)
+        del blob
     crash_point("cluster.after_state")
     if changes:
+        # The segment names the state its decisions lead to. When another run wrote the same rows
+        # first, its segment names that run's state, which made the same decisions.
+        schema = STORY_CHANGES_SCHEMA.with_metadata({STATE_KEY_METADATA: state_key.encode()})
         try:
-            write_segment(store, layout.story_changes_key(language, offset),
-                          rows_to_table(changes, STORY_CHANGES_SCHEMA), STORY_CHANGES_SCHEMA)
+            write_segment(store, layout.story_changes_key(language, offset), rows_to_table(changes, schema), schema)
         except PreconditionFailedError as e:
             raise WriterFencedError(f"changes of {language} at {offset} written by another writer",
                                     key=layout.story_changes_key(language, offset)) from e
@@ -258,7 +299,16 @@ def cluster_language(store: ObjectStore, language: str, now: datetime, kill_befo
 
     See :func:`_cluster_language`; the writer's state is kept out of the cyclic garbage collector
     while the batch runs, and handed back to it afterwards.
+
+    A language in the log that cannot name a writer (``"en us"``, written before the ingest
+    normalised languages) is not clustered: the summary carries the ``error``, and the other
+    languages' writers go on.
     """
+    try:
+        layout.story_checkpoint_key(language)
+    except ValueError as e:
+        log.error("cluster_language_refused language=%r error=%s", language, e)
+        return {"language": language, "articles": 0, "committed": False, "error": f"{type(e).__name__}: {e}"}
     try:
         return _cluster_language(store, language, now, kill_before_checkpoint=kill_before_checkpoint, params=params)
     finally:
@@ -305,7 +355,13 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
             continue
         seen[row["article_id"]] = row["content_hash"]
         decision = clusterer.assign(features_from_row(row))
-        kind = "copy" if decision.copy_of else ("new_story" if decision.is_new_story else "assign")
+        if decision.is_new_version:
+            # A new version of an article the writer holds: the same member of the same story
+            # (its features replaced), so not an assignment; the row keeps the state and the
+            # log in step (story_assignments reads only assignment kinds).
+            kind = "version"
+        else:
+            kind = "copy" if decision.copy_of else ("new_story" if decision.is_new_story else "assign")
         kinds[kind] += 1
         changes.append(change_row(language, offset + len(changes), kind, decision.story_id, row["article_id"],
                                   decision.copy_of, None, decision.score, row["first_seen_at"]))
@@ -320,7 +376,7 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
     # Read before the commit: once committed, the state may be kept and taken by the next run.
     stories, sizes = clusterer.active_story_count, clusterer.story_size_counts()
     new_offset = commit_writer(store, language, etag, offset, changes, clusterer, seen, new_consumed, now,
-                               kill_before_checkpoint=kill_before_checkpoint)
+                               kill_before_checkpoint=kill_before_checkpoint, state_key=checkpoint["state_key"])
     log.info("cluster_committed language=%s articles=%d offset=%d", language, len(changes), new_offset)
     return {"language": language, "articles": len(changes), "committed": True, "offset": new_offset,
             "stories": stories, "sizes": sizes, **dict(kinds)}

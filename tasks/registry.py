@@ -12,6 +12,7 @@ from typing import Any
 
 import defusedxml.ElementTree as DET
 
+from transforms.feeds import normalize_language
 from warehouse import layout
 from warehouse.schemas import FEEDS_SCHEMA, PUBLISHERS_SCHEMA
 from warehouse.store import ObjectStore
@@ -48,7 +49,7 @@ def _publisher_row(raw: dict[str, str]) -> dict[str, Any]:
         "name": (raw.get("name") or publisher_id).strip(),
         "domain": (raw.get("domain") or "").strip().lower(),
         "region": (raw.get("region") or "").strip().upper() or "ZZ",
-        "language": (raw.get("language") or "").strip().lower() or "und",
+        "language": normalize_language(raw.get("language")) or "und",
         "tier": int(raw.get("tier") or 2),
         "authority": float(raw.get("authority") or 0.5),
         "is_paywalled": _bool(raw.get("paywalled")),

@@ -81,8 +81,10 @@ class ClusterParams:
         active_window_hours: Stories idle longer than this are dropped; articles older than
             this are no longer copy candidates.
         centroid_min_weight: The newest article's weight in the centroid is
-            ``max(1 / size, centroid_min_weight)``: a plain mean for small stories, an
-            exponential moving average for large ones, so a story follows its latest news.
+            ``max(1 / originals, centroid_min_weight)``, ``originals`` counting the story's
+            members that are no copies (a copy leaves the centroid as it is): a plain mean for
+            small stories, an exponential moving average for large ones, so a story follows its
+            latest news.
         centroid_terms: Most terms kept in a centroid.
         max_candidates: Most stories scored in full per article.
         idf_half_life_hours: Half-life of the document frequencies of the online IDF.
@@ -156,13 +158,20 @@ class ClusterParams:
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
-    """The clusterer's decision for one article."""
+    """The clusterer's decision for one article.
+
+    ``is_new_version`` marks a new version of an article the clusterer already holds: it stays
+    the same member of the same story (``story_id``, ``copy_of`` as before) with its features
+    replaced, and ``score`` is the estimated Jaccard of the new text with the previous one (0.0
+    when the previous signature has left the copy window).
+    """
 
     article_id: str
     story_id: str
     copy_of: str | None
     is_new_story: bool
     score: float
+    is_new_version: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,20 +295,30 @@ def _to_ms(when: datetime) -> int:
     return (when - _EPOCH) // timedelta(milliseconds=1)
 
 
-def make_story_id(first_seen_at: datetime, first_article_id: str) -> str:
-    """64-bit, time-ordered, deterministic story id as 16 hex digits.
+def make_story_id(first_seen_at: datetime, first_article_id: str, language: str = "", salt: str = "") -> str:
+    """64-bit, time-ordered, deterministic story id candidate as 16 hex digits.
 
-    The top 48 bits are the first article's first-seen time in ms, the low 16 bits a
-    blake2b hash of its id, so ids sort by creation time and a rerun gives the same ids.
+    The top 32 bits are the first article's first-seen time in whole seconds since the Unix
+    epoch, the low 32 bits a blake2b hash of ``(language, salt, first article id)``. Ids sort by
+    creation second and a rerun gives the same ids. Two ids collide only within one second and
+    with a chance of about n²/2³³ for n stories of that second, so writers of different languages
+    (which share no state) practically never meet; within one writer,
+    :meth:`LanguageClusterer._free_story_id` bumps a candidate past the writer's active ids.
 
-    >>> make_story_id(datetime(2024, 1, 1, tzinfo=UTC), "a")[:12]
-    '018cc251f400'
+    Ids written before this format (ms << 16 | a 16-bit hash) stay valid: ids are opaque
+    16-hex strings and nothing parses a time back out of them. Any such id is below
+    ``(ms + 1) << 16``, far below ``seconds << 32`` for the same moment, so every id of this
+    format sorts after every old-format id made earlier (or at the same time).
+
+    >>> make_story_id(datetime(2024, 1, 1, tzinfo=UTC), "a", "en")[:8]
+    '65920080'
     """
-    ms = _to_ms(first_seen_at)
-    if not 0 <= ms < 1 << 48:
+    seconds = _to_ms(first_seen_at) // 1000
+    if not 0 <= seconds < 1 << 32:
         raise ValueError(f"first_seen_at out of range for a story id: {first_seen_at!r}")
-    low = int.from_bytes(hashlib.blake2b(first_article_id.encode("utf-8"), digest_size=2).digest(), "big")
-    return f"{(ms << 16) | low:016x}"
+    key = "\x1f".join((language, salt, first_article_id)).encode("utf-8")
+    low = int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big")
+    return f"{(seconds << 32) | low:016x}"
 
 
 def _years(terms: Iterable[str]) -> list[str]:
@@ -334,6 +353,8 @@ class LanguageClusterer:
         self._next_stamp = 0
         self._bands_memo: tuple[Sequence[int], list[int]] | None = None
         self._recent: dict[str, _Recent] = {}
+        # article id -> the active story holding it as a member (derived; not in the checkpoint)
+        self._story_of_member: dict[str, str] = {}
         self._lsh: dict[int, list[str]] = defaultdict(list)
         self._df: dict[str, float] = {}
         self._n_docs = 0.0
@@ -344,6 +365,11 @@ class LanguageClusterer:
 
     def assign(self, features: ArticleFeatures) -> Assignment:
         """Place one article: copy of a recent article, member of an active story, or new story.
+
+        An article id this clusterer already holds (a member of an active story) is a new
+        version of that article: it stays the same member of its story, with its features
+        (centroid share, entities, signature) replaced in place, and is never a copy of
+        itself (see :class:`Assignment`). An article whose story has expired is placed as new.
 
         Args:
             features: The article's features; its language must be this clusterer's.
@@ -368,6 +394,11 @@ class LanguageClusterer:
         if self._decayed_ms is None or self._clock_ms - self._decayed_ms >= 3_600_000:
             self.expire(datetime.fromtimestamp(self._clock_ms / 1000, tz=UTC))
 
+        if features.article_id in self._story_of_member:
+            version = self._update_version(features, now_ms)
+            if version is not None:
+                return version
+
         idf = self._idf_function()
         vector = self._weighted_vector(features.terms, features.term_weights, idf)
         entity_weights = {e: idf("e:" + e) for e in _entity_words(features.entities)}
@@ -377,8 +408,9 @@ class LanguageClusterer:
             original_id, story_id, jaccard = copy
             story = self._stories[story_id]
             story.last_seen_ms = max(story.last_seen_ms, now_ms)
-            story.size += 1
+            story.size += 1  # a copy counts for coverage; it leaves the centroid as it is
             story.members.append(self._member(features, now_ms, original_id))
+            self._story_of_member[features.article_id] = story.story_id
             self._remember(features, story.story_id, original_id, now_ms)
             self._count_document(features)
             return Assignment(features.article_id, story.story_id, original_id, False, jaccard)
@@ -493,6 +525,8 @@ class LanguageClusterer:
         for raw in state["stories"]:  # type: ignore[attr-defined]
             story = _Story.from_json(raw)
             out._stories[story.story_id] = story
+            for member in story.members:
+                out._story_of_member[member.article_id] = story.story_id
         out._index_new_stories(list(out._stories.values()))  # norms stay as saved: None ones are computed when first scored
         rows = list(state["recent"])  # type: ignore[call-overload]
         if rows:
@@ -555,6 +589,9 @@ class LanguageClusterer:
     def apply_split(self, story_id: str, moved_ids: Iterable[str], now: datetime) -> tuple[str, list[Member]]:
         """Move ``moved_ids`` (and copies of them) out of ``story_id`` into a new story.
 
+        The new story's id is made from its first article's first-seen second and a hash salted
+        with the split (``story_id`` and ``now``), bumped past the active ids.
+
         Returns:
             The new story's id and its members.
         """
@@ -566,12 +603,11 @@ class LanguageClusterer:
             raise ValueError(f"a split of {story_id} must leave members on both sides")
         first = min(moved, key=lambda m: (m.seen_ms, m.article_id))
         first_at = datetime.fromtimestamp(first.seen_ms / 1000, tz=UTC)
-        new_id = make_story_id(first_at, first.article_id)
-        if new_id in self._stories:  # the moved half holds the founding article: derive another id
-            new_id = make_story_id(first_at, f"{first.article_id}#split-of-{story_id}")
-        if new_id in self._stories:
-            raise ValueError(f"story id {new_id} already exists")
         now_ms = _to_ms(now)
+        # Salted with the split: derived from the first article alone, the id could be the one
+        # that article's story had before it was merged away, an alias that must never live again.
+        new_id = self._free_story_id(make_story_id(first_at, first.article_id, self.language,
+                                                   salt=f"split:{story_id}:{now_ms}"))
         self._rebuild_story(story, kept, now_ms)
         new = _Story(new_id, first.article_id, first.seen_ms, first.seen_ms, 0, {}, {}, [])
         self._stories[new_id] = new
@@ -598,6 +634,8 @@ class LanguageClusterer:
         story.entities = dict(entities)
         story.years = _years(t for m in originals for t in m.terms)
         story.members = members
+        for member in members:
+            self._story_of_member[member.article_id] = story.story_id
         story.size = len(members)
         story.first_seen_ms = members[0].seen_ms
         story.last_seen_ms = max(m.seen_ms for m in members)
@@ -664,8 +702,8 @@ class LanguageClusterer:
         mine = np.asarray(features.minhash, dtype=np.uint32)
         for aid in seen:
             recent = self._recent[aid]
-            if recent.story_id not in self._stories:
-                continue
+            if aid == features.article_id or recent.story_id not in self._stories:
+                continue  # an earlier version of the article itself is no original of it
             jaccard = estimate_jaccard(mine, recent.minhash)
             if jaccard < self.params.copy_jaccard:
                 continue
@@ -813,8 +851,18 @@ class LanguageClusterer:
         story.norms = (norm, entity_norm, n)
         return norm, entity_norm
 
+    def _free_story_id(self, candidate: str) -> str:
+        """``candidate``, or the next 64-bit value after it that no active story of this writer
+        holds (deterministic: a rerun from the same state bumps the same way)."""
+        value = int(candidate, 16)
+        while f"{value:016x}" in self._stories:
+            value += 1
+            if value >= 1 << 64:
+                raise ValueError(f"no free story id after {candidate}")
+        return f"{value:016x}"
+
     def _new_story(self, features: ArticleFeatures, now_ms: int) -> _Story:
-        story_id = make_story_id(features.first_seen_at, features.article_id)
+        story_id = self._free_story_id(make_story_id(features.first_seen_at, features.article_id, self.language))
         story = _Story(
             story_id=story_id,
             first_article_id=features.article_id,
@@ -827,13 +875,17 @@ class LanguageClusterer:
             members=[self._member(features, now_ms, None)],
         )
         self._stories[story_id] = story
+        self._story_of_member[features.article_id] = story_id
         self._index_story(story)
         return story
 
     def _update_story(self, story: _Story, features: ArticleFeatures, now_ms: int) -> None:
         self._unindex_story(story)
         story.size += 1
-        alpha = max(1.0 / story.size, self.params.centroid_min_weight)
+        # A running mean over the original members (copies count for coverage only), as
+        # _rebuild_story recomputes it from them.
+        originals = 1 + sum(1 for m in story.members if m.copy_of is None)
+        alpha = max(1.0 / originals, self.params.centroid_min_weight)
         merged = {t: (1.0 - alpha) * w for t, w in story.centroid.items()}
         for term, weight in zip(features.terms, features.term_weights, strict=True):
             merged[term] = merged.get(term, 0.0) + alpha * weight
@@ -845,7 +897,62 @@ class LanguageClusterer:
         story.years = sorted(set(story.years) | set(_years(features.terms)))
         story.last_seen_ms = max(story.last_seen_ms, now_ms)
         story.members.append(self._member(features, now_ms, None))
+        self._story_of_member[features.article_id] = story.story_id
         self._index_story(story)
+
+    def _update_version(self, features: ArticleFeatures, now_ms: int) -> Assignment | None:
+        """Replace a held article's features with those of its new version, in place (None,
+        and the article is placed as new, if its story no longer lists it).
+
+        The member keeps its place, first-seen time and ``copy_of``. An original member's share
+        of the centroid (``1 / originals``, its weight in the plain mean the repair pass
+        recomputes) moves from its old terms to its new ones, and its entities and years are
+        swapped; a copy never weighed in the centroid. Its signature replaces the old one in
+        the copy index. The IDF is not counted again: it counts articles, not versions.
+        """
+        story = self._stories.get(self._story_of_member[features.article_id])
+        index = None if story is None else next(
+            (i for i, m in enumerate(story.members) if m.article_id == features.article_id), None)
+        if story is None or index is None:
+            del self._story_of_member[features.article_id]
+            return None
+        old = story.members[index]
+        new = self._member(features, old.seen_ms, old.copy_of)
+        story.members[index] = new
+        if old.copy_of is None:
+            self._unindex_story(story)
+            originals = [m for m in story.members if m.copy_of is None]
+            if len(originals) == 1:
+                centroid = dict(zip(features.terms, features.term_weights, strict=True))
+            else:
+                share = 1.0 / len(originals)
+                centroid = dict(story.centroid)
+                for term, weight in zip(old.terms, old.weights, strict=True):
+                    centroid[term] = centroid.get(term, 0.0) - share * weight
+                for term, weight in zip(features.terms, features.term_weights, strict=True):
+                    centroid[term] = centroid.get(term, 0.0) + share * weight
+            top = sorted(((t, w) for t, w in centroid.items() if w > 1e-12), key=lambda kv: (-kv[1], kv[0]))
+            story.centroid = dict(top[: self.params.centroid_terms])
+            story.norms = None
+            for word in old.entities:
+                count = story.entities.get(word, 0.0) - 1.0
+                if count > 0:
+                    story.entities[word] = count
+                else:
+                    story.entities.pop(word, None)
+            for word in new.entities:
+                story.entities[word] = story.entities.get(word, 0.0) + 1.0
+            others = set(_years(t for m in originals if m is not new for t in m.terms))
+            gone = set(_years(old.terms)) - others
+            story.years = sorted((set(story.years) - gone) | set(_years(features.terms)))
+            self._index_story(story)
+        previous = self._recent.get(features.article_id)
+        jaccard = 0.0
+        if previous is not None:
+            jaccard = estimate_jaccard(np.asarray(features.minhash, dtype=np.uint32), previous.minhash)
+        root = previous.root_id if previous is not None else (old.copy_of or old.article_id)
+        self._remember(features, story.story_id, root, now_ms)
+        return Assignment(features.article_id, story.story_id, old.copy_of, False, jaccard, is_new_version=True)
 
     def _member(self, features: ArticleFeatures, now_ms: int, copy_of: str | None) -> Member:
         k = self.params.member_terms
@@ -964,6 +1071,9 @@ class LanguageClusterer:
         """Unindex a story and free its slot."""
         self._unindex_story(story)
         del self._stories[story.story_id]
+        for member in story.members:
+            if self._story_of_member.get(member.article_id) == story.story_id:
+                del self._story_of_member[member.article_id]
         slot = self._slot_of.pop(story.story_id)
         self._story_of_slot[slot] = ""
         heapq.heappush(self._free_slots, slot)

@@ -37,7 +37,7 @@ import trafilatura
 
 from transforms.canonical_url import choose_canonical_url
 from transforms.errors import ExtractionError
-from transforms.feeds import extract_mime_type, truncate_title
+from transforms.feeds import extract_mime_type, normalize_language, truncate_title
 from transforms.text import normalize_whitespace
 
 MAX_HTML_BYTES = 5_000_000
@@ -120,7 +120,6 @@ _SPACE_RE = re.compile(r"\s+")
 _TABLE_ROW_RE = re.compile(r"^\|(.*)\|\s*$")
 _META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _XML_ENCODING_RE = re.compile(rb"""^\s*<\?xml[^>]+encoding\s*=\s*["']([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
-_LANG_RE = re.compile(r"^([a-zA-Z]{2})(?:$|[-_])")
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8"),
     (codecs.BOM_UTF16_LE, "utf-16-le"),
@@ -509,13 +508,6 @@ def guess_language(text: str) -> str | None:
     return lang
 
 
-def _normalize_language(value: str | None) -> str | None:
-    if not value:
-        return None
-    match = _LANG_RE.match(value.strip())
-    return match.group(1).lower() if match else None
-
-
 def _declared_language(
     tree: lxml.html.HtmlElement, meta: Mapping[str, str], ld: list[dict[str, Any]]
 ) -> str | None:
@@ -527,7 +519,7 @@ def _declared_language(
         meta.get("language"),
         meta.get("dc.language"),
     ):
-        lang = _normalize_language(value)
+        lang = normalize_language(value)
         if lang is not None:
             return lang
     return None

@@ -68,6 +68,8 @@ _XML_ENCODING_RE = re.compile(r"""<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._:-
 _CHARSET_RE = re.compile(r"""charset\s*=\s*["']?([A-Za-z0-9._:-]+)""", re.IGNORECASE)
 _HTTP_WHITESPACE = " \t\r\n"
 _HTTP_TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_LANGUAGE_SEPARATOR_RE = re.compile(r"[\s_,;-]+")
+_LANGUAGE_CODE_RE = re.compile(r"[a-z]{2,3}")
 # One value of a comma-separated header: a comma inside a quoted string does not end it.
 _HEADER_VALUE_RE = re.compile(r"""(?:"(?:[^"\\]|\\.)*"?|[^,"])*""")
 # One ";"-separated MIME type parameter: a name, then "=" and either a quoted string (anything
@@ -396,7 +398,7 @@ def _parse_with_feedparser(
         return _empty_feed(is_malformed=True, error=f"parser crashed: {type(e).__name__}: {e}")
 
     feed: Mapping[str, Any] = result.get("feed", {})
-    language = _normalize_language(feed.get("language") or http_headers.get("content-language"))
+    language = normalize_language(feed.get("language") or http_headers.get("content-language"))
 
     bozo_exception = result.get("bozo_exception")
     # A missing or non-XML Content-Type says nothing about the document itself; feedparser
@@ -454,7 +456,7 @@ def _feed_entry_to_item(entry: Mapping[str, Any], base: str, feed_language: str 
         ),
         author=author or None,
         image_url=_entry_image(entry, base),
-        language=_normalize_language(item_language) or feed_language,
+        language=normalize_language(item_language) or feed_language,
     )
 
 
@@ -549,7 +551,7 @@ def _parse_news_sitemap(body: bytes, url: str, max_items: int) -> ParsedFeed:
         if news is None or loc is None:
             continue
         pub = _child(news, "publication")
-        language = _normalize_language(_child_text(pub, "language")) if pub is not None else None
+        language = normalize_language(_child_text(pub, "language")) if pub is not None else None
         publication = (
             publication or (_plain_line(_child_text(pub, "name")) if pub is not None else None) or None
         )
@@ -618,7 +620,7 @@ def _parse_json_feed(body: bytes, url: str, max_items: int) -> ParsedFeed:
     ):
         return _empty_feed(is_malformed=True, error="JSON document is not a JSON Feed (no version, no items)")
     base = _absolute_http_url(data.get("feed_url"), url) or url
-    language = _normalize_language(data.get("language"))
+    language = normalize_language(data.get("language"))
     items = [_json_item_to_item(raw, base, language) for raw in _list_of_dicts(data.get("items"))]
     hub_url = next(
         (u for u in (_absolute_http_url(h.get("url"), base) for h in _list_of_dicts(data.get("hubs"))) if u),
@@ -665,7 +667,7 @@ def _json_item_to_item(raw: dict[str, Any], base: str, feed_language: str | None
         ),
         author=author,
         image_url=_absolute_http_url(raw.get("image") or raw.get("banner_image"), base),
-        language=_normalize_language(raw.get("language")) or feed_language,
+        language=normalize_language(raw.get("language")) or feed_language,
     )
 
 
@@ -825,16 +827,20 @@ def _absolute_http_url(value: object, base: str) -> str | None:
     return resolved
 
 
-def _normalize_language(value: object) -> str | None:
-    """``en_US `` -> ``en-us``; ``None`` for empty values.
+def normalize_language(value: object) -> str | None:
+    """The primary subtag of a declared language: ``en_US ``, ``en US``, ``EN-us`` -> ``en``.
 
-    >>> _normalize_language(" en_US ")
-    'en-us'
+    One writer clusters a language whatever its region, and a language names object keys, so only
+    a two- or three-letter (ISO 639) primary subtag is kept. Anything else, ``und`` too, is unknown:
+    ``None``, so the next declaration (the feed's, the page's, the publisher's) decides.
+
+    >>> [normalize_language(v) for v in (" en_US ", "en US", "EN-us", "fil", "de, en", "English", "und", None)]
+    ['en', 'en', 'en', 'fil', 'de', None, None, None]
     """
     if not isinstance(value, str):
         return None
-    value = value.strip().replace("_", "-").lower()
-    return value or None
+    primary = _LANGUAGE_SEPARATOR_RE.split(value.strip().lower(), maxsplit=1)[0]
+    return primary if _LANGUAGE_CODE_RE.fullmatch(primary) and primary != "und" else None
 
 
 def _positive_int(value: object) -> int | None:

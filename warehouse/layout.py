@@ -46,14 +46,33 @@ def story_checkpoint_key(language: str) -> str:
     return f"{STORY_STATE_PREFIX}{_check(language, 'language')}/checkpoint.json"
 
 
-def story_state_key(language: str, offset: int) -> str:
-    """Key of the immutable story-state blob a checkpoint points at (Zstandard JSON)."""
-    return f"{STORY_STATE_PREFIX}{_check(language, 'language')}/state-{offset:016d}.json.zst"
+def story_state_key(language: str, offset: int, content_id: str | None = None) -> str:
+    """Key of an immutable story-state blob a checkpoint points at (Zstandard JSON).
+
+    A writer names each blob by the offset it holds the state at and ``content_id``, a hash of its
+    bytes, so a run never finds another run's blob (one that died before its checkpoint) under its
+    own key. Without ``content_id``: the key of the one blob per offset written before, which
+    still loads.
+
+    >>> story_state_key("en", 7, "ab12")
+    'state/stories/en/state-0000000000000007-ab12.json.zst'
+    """
+    name = f"state-{offset:016d}" + (f"-{_check(content_id, 'content id')}" if content_id is not None else "")
+    return f"{STORY_STATE_PREFIX}{_check(language, 'language')}/{name}.json.zst"
 
 
 def legacy_story_state_key(language: str, offset: int) -> str:
     """Where a state blob written as gzip JSON (before Zstandard) sits; such blobs still load."""
-    return f"{STORY_STATE_PREFIX}{_check(language, 'language')}/state-{offset:016d}.json.gz"
+    return state_key_to_legacy(story_state_key(language, offset))
+
+
+def state_key_to_legacy(key: str) -> str:
+    """Where the blob of a (Zstandard) state key sits if it was written as gzip JSON.
+
+    >>> state_key_to_legacy("state/stories/en/state-0000000000000007.json.zst")
+    'state/stories/en/state-0000000000000007.json.gz'
+    """
+    return key.removesuffix(".json.zst") + ".json.gz"
 
 
 def page_dir(edition: str, section: str) -> str:

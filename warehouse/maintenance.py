@@ -195,16 +195,21 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
 
 def prune_writer_states(store: ObjectStore, *, keep: int = 3, report: MaintenanceReport | None = None
                         ) -> MaintenanceReport:
-    """Delete a language writer's old state blobs, keeping the one its checkpoint names and the newest."""
+    """Delete a language writer's old state blobs, keeping the one its checkpoint names and the newest.
+
+    A blob past the checkpoint's offset is never deleted: it may be the one a crashed run's change
+    segment names, which the writer's restart loads to roll forward.
+    """
     report = report or MaintenanceReport()
     for folder, keys in sorted(_by_folder(store.list(layout.STORY_STATE_PREFIX)).items()):
         checkpoint_key = f"{folder}/checkpoint.json"
         if checkpoint_key not in keys:
             continue
-        current = json.loads(store.get(checkpoint_key).data).get("state_key")
+        checkpoint = json.loads(store.get(checkpoint_key).data)
+        current, committed = checkpoint.get("state_key"), int(checkpoint.get("offset", 0))
         states = sorted(k for k in keys if k.rsplit("/", 1)[-1].startswith("state-"))
         for key in states[:-keep]:
-            if key != current:
+            if key != current and int(key.rsplit("/", 1)[-1][6:22]) <= committed:
                 store.delete(key)
                 report.pruned_writer_states += 1
     return report

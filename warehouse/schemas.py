@@ -94,7 +94,7 @@ STORY_CHANGES_SCHEMA = pa.schema(
         ("change_id", pa.string()),
         ("offset", pa.int64()),
         ("language", pa.string()),
-        ("kind", pa.string()),  # new_story | assign | copy | merge | split
+        ("kind", pa.string()),  # new_story | assign | copy | merge | split | version (same member, new text)
         ("story_id", pa.string()),
         ("article_id", pa.string()),
         ("copy_of", pa.string()),

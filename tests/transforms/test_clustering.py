@@ -125,11 +125,11 @@ def test_idle_story_expires_during_assign() -> None:
 
 
 def test_story_ids_are_time_ordered_and_deterministic() -> None:
-    ids = [make_story_id(T0 + timedelta(milliseconds=ms), f"article-{ms}") for ms in (0, 1, 1000, 86_400_000)]
+    ids = [make_story_id(T0 + timedelta(seconds=s), f"article-{s}", "en") for s in (0, 1, 60, 86_400)]
     assert ids == sorted(ids)
     assert all(len(i) == 16 and int(i, 16) < 1 << 64 for i in ids)
-    assert make_story_id(T0, "x") == make_story_id(T0, "x")
-    assert make_story_id(T0, "x") != make_story_id(T0, "y")
+    assert make_story_id(T0, "x", "en") == make_story_id(T0, "x", "en")
+    assert make_story_id(T0, "x", "en") != make_story_id(T0, "y", "en")
     first = cluster_articles(_stream())
     assert first == cluster_articles(_stream())
     new_ids = [a.story_id for a in first if a.is_new_story]
@@ -266,3 +266,68 @@ def test_a_new_version_of_an_article_leaves_no_trace_of_the_old_in_the_copy_inde
     assert not clusterer._lsh
     later = _article("c", ORIGINAL, 60 * 60)
     assert clusterer.assign(later).copy_of is None
+
+
+def test_a_copy_counts_for_coverage_but_not_in_the_running_mean() -> None:
+    with_copy, without = LanguageClusterer("en"), LanguageClusterer("en")
+    first = with_copy.assign(_article("a-original", ORIGINAL, 0))
+    copy = with_copy.assign(_article("c-reprint", "RIVERTON (Wire) - " + ORIGINAL, 1))
+    joined = with_copy.assign(_article("d-same-event", SAME_EVENT, 2))
+    without.assign(_article("a-original", ORIGINAL, 0))
+    without.assign(_article("d-same-event", SAME_EVENT, 2))
+    assert copy.copy_of == "a-original" and joined.story_id == first.story_id and joined.copy_of is None
+    ours, = with_copy.to_state()["stories"]
+    ref, = without.to_state()["stories"]
+    assert ours[4] == 3 and ref[4] == 2  # the copy counts in the story's size
+    assert ours[5] == ref[5]  # centroid: the plain mean of the two originals either way
+
+
+def _held(clusterer: LanguageClusterer, article_id: str) -> list[str]:
+    return [sid for sid in clusterer.story_ids() for m in clusterer.story_members(sid) if m.article_id == article_id]
+
+
+def test_a_new_version_stays_the_same_member_of_its_story() -> None:
+    clusterer = LanguageClusterer("en")
+    first = clusterer.assign(_article("a", ORIGINAL, 0))
+    clusterer.assign(_article("d", SAME_EVENT, 1))
+    corrected = ORIGINAL.replace("Monday", "Tuesday")
+    version = clusterer.assign(_article("a", corrected, 5))
+    assert version == Assignment("a", first.story_id, None, False, version.score, is_new_version=True)
+    assert 0.5 < version.score <= 1.0  # the estimated Jaccard with the previous text
+    assert _held(clusterer, "a") == [first.story_id]
+    member, = (m for m in clusterer.story_members(first.story_id) if m.article_id == "a")
+    assert member.seen_ms == clusterer.story_times(first.story_id)[0]  # keeps its place and first-seen time
+    assert member.terms == _article("a", corrected, 5).terms[: clusterer.params.member_terms]
+    # A reprint of the corrected text is a copy of the article, which is never a copy of itself.
+    assert clusterer.assign(_article("r", "RIVERTON (Wire) - " + corrected, 6)).copy_of == "a"
+
+
+def test_a_rewritten_version_moves_its_share_of_the_centroid() -> None:
+    clusterer = LanguageClusterer("en")
+    sid = clusterer.assign(_article("a", ORIGINAL, 0)).story_id
+    clusterer.assign(_article("a", UNRELATED, 5))
+    assert _held(clusterer, "a") == [sid]
+    alone = LanguageClusterer("en")
+    alone.assign(_article("a", UNRELATED, 5))
+    assert clusterer.to_state()["stories"][0][5] == alone.to_state()["stories"][0][5]
+    # The rewritten article's story now takes the giraffe story, not the bridge one.
+    assert clusterer.assign(_article("g", UNRELATED.replace("Monday", "Sunday"), 10)).story_id == sid
+    assert clusterer.assign(_article("b", SAME_EVENT, 11)).story_id != sid
+
+
+def test_a_new_version_of_an_article_whose_story_expired_is_placed_as_new() -> None:
+    clusterer = LanguageClusterer("en")
+    first = clusterer.assign(_article("a", ORIGINAL, 0))
+    later = clusterer.assign(_article("a", ORIGINAL.replace("Monday", "Tuesday"), 72 * 60))
+    assert not later.is_new_version and later.is_new_story and later.copy_of is None
+    assert later.story_id != first.story_id and _held(clusterer, "a") == [later.story_id]
+
+
+def test_a_version_update_survives_a_checkpoint_round_trip() -> None:
+    clusterer = LanguageClusterer("en")
+    for f in _stream():
+        clusterer.assign(f)
+    resumed = LanguageClusterer.from_state(json.loads(json.dumps(clusterer.to_state())))
+    version = _article("d-same-event", SAME_EVENT + "\nUpdated with the mayor's statement.", 50)
+    assert resumed.assign(version) == clusterer.assign(version)
+    assert resumed.to_state() == clusterer.to_state()

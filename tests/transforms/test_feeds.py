@@ -348,7 +348,7 @@ def test_channel_fields_ttl_skip_hours_days_and_hub() -> None:
     assert feed.skip_days == frozenset({"Saturday", "Sunday"})
     assert feed.hub_url == "https://pubsubhubbub.example/"
     assert feed.self_url == "https://news.example/feeds/main.xml"
-    assert feed.language == "en-gb" and feed.items[0].language == "en-gb"
+    assert feed.language == "en" and feed.items[0].language == "en"  # the primary tag: one writer per language
     assert not feed.is_malformed
 
     atom = b"""<feed xmlns="http://www.w3.org/2005/Atom"><title>A</title>

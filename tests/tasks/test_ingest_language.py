@@ -1,0 +1,52 @@
+"""The language an ingested article is stored with: the primary subtag of what the feed declares,
+so every spelling of one language reaches one writer, and every stored language can name one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from tasks.ingest import FeedJob, build_article_row, empty_state
+from transforms.feeds import parse_feed
+from warehouse import layout
+
+NOW = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
+FEED_URL = "https://herald.example/feed"
+LINK = "https://herald.example/news/1"
+PAGE = b"<html><head><title>Budget</title></head><body><p>42</p></body></html>"
+
+
+def _row(channel_language: str) -> dict[str, object]:
+    feed = parse_feed(
+        (f'<?xml version="1.0"?><rss version="2.0"><channel><title>Herald</title>'
+         f"<language>{channel_language}</language>"
+         f"<item><guid>1</guid><title>Budget</title><link>{LINK}</link></item>"
+         "</channel></rss>").encode(), FEED_URL)
+    job = FeedJob("f", FEED_URL, "herald", "de", "US", "", empty_state("f"))
+    return build_article_row(job, feed.items[0], PAGE, LINK, NOW, embed=False)
+
+
+@pytest.mark.parametrize("declared", ["en US", "en_US", "EN-us", " en-GB ", "en"])
+def test_a_feed_language_is_stored_as_its_primary_subtag(declared: str) -> None:
+    row = _row(declared)
+    assert row["language"] == "en"
+    layout.story_checkpoint_key(str(row["language"]))  # names a writer
+
+
+@pytest.mark.parametrize("declared", ["English", "und", "x-klingon", "e n"])
+def test_an_unreadable_feed_language_leaves_the_publishers(declared: str) -> None:
+    assert _row(declared)["language"] == "de"
+
+
+def test_three_letter_codes_are_kept() -> None:
+    assert _row("fil-PH")["language"] == "fil"
+
+
+def test_a_publisher_registry_language_is_its_primary_tag(tmp_path) -> None:
+    from tasks.registry import parse_publishers_csv
+
+    registry = parse_publishers_csv("publisher_id,name,domain,region,language\n"
+                                    "a,A,a.test,GB,en_GB\nb,B,b.test,US,EN US\nc,C,c.test,PH,fil\nd,D,d.test,US,English\n")
+    assert {p: row["language"] for p, row in registry.publishers.items()} == {"a": "en", "b": "en", "c": "fil",
+                                                                              "d": "und"}
