@@ -71,9 +71,11 @@ def _stop_group(process: subprocess.Popen[Any]) -> None:
             os.killpg(process.pid, signal.SIGKILL)
 
 
-def serve_api(host: str, port: int) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "uvicorn", "--factory", "serving.app:create_app", "--host", host,
-           "--port", str(port), "--log-level", "warning"]
+def serve_api(host: str | None, port: int | None) -> subprocess.Popen[bytes]:
+    """``python -m serving`` in its own session; a host or port left None comes from its settings."""
+    cmd = [sys.executable, "-m", "serving", "--log-level", "warning"]
+    cmd += ["--host", host] if host is not None else []
+    cmd += ["--port", str(port)] if port is not None else []
     return subprocess.Popen(cmd, start_new_session=True)
 
 
@@ -240,9 +242,6 @@ def cmd_up(args: argparse.Namespace) -> int:
         registry = import_publishers(configured_store(), download_publishers_csv(control, RUN_DIR / "replay.csv"))
         _say(f"replay publishers on {control} ({len(registry.publishers)} publishers, x{args.replay_speed} clock)")
     run = {**os.environ, **env}
-    from serving.settings import ServingSettings
-
-    api_port = args.port if args.port is not None else ServingSettings().port
     subprocess.run([prefect, "work-pool", "create", "newsroom", "--type", "process"], env=run,
                    capture_output=True, check=False)
     deployed = subprocess.run([prefect, "--no-prompt", "deploy", "--all"], env=run, cwd=env["NEWSROOM_HOME"],
@@ -251,8 +250,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         _say(deployed.stdout[-3000:] + deployed.stderr[-3000:])
         return 1
     _start_logged("prefect-worker", [prefect, "worker", "start", "--pool", "newsroom"], env)
-    _start_logged("api", [sys.executable, "-m", "uvicorn", "--factory", "serving.app:create_app", "--host",
-                          "127.0.0.1", "--port", str(api_port), "--log-level", "warning"], env)
+    api_port = args.port
+    _start_logged("api", [sys.executable, "-m", "serving", "--host", "127.0.0.1", "--port", str(api_port),
+                          "--log-level", "warning"], env)
     _say(f"Prefect UI:  http://127.0.0.1:{args.prefect_port}/\nAPI:         http://127.0.0.1:{api_port}/v1/editions\n"
          f"Reader page: http://127.0.0.1:{api_port}/\nlogs and pids in {RUN_DIR}/; stop with `newsroom down`")
     return 0
@@ -380,13 +380,8 @@ def cmd_pages_rollback(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from serving.settings import ServingSettings
-
-    settings = ServingSettings()
-    host = args.host if args.host is not None else settings.host
-    port = args.port if args.port is not None else settings.port
     signal.signal(signal.SIGTERM, _interrupt)  # a supervisor's stop takes the server down too
-    api = serve_api(host, port)
+    api = serve_api(args.host, args.port)
     try:
         return api.wait()
     except KeyboardInterrupt:
@@ -487,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="start the Prefect server and UI, a worker, every deployment and the API")
     up.add_argument("--prefect-port", type=int, default=4200)
-    up.add_argument("--port", type=int, default=None, help="API port (default NEWSROOM_SERVING_PORT)")
+    up.add_argument("--port", type=int, default=8000, help="API port")
     up.add_argument("--replay", action="store_true", help="also start the replay publisher site and register it")
     up.add_argument("--replay-port", type=int, default=8900)
     up.add_argument("--replay-speed", type=float, default=60.0, help="simulated seconds per real second")
