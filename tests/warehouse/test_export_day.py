@@ -47,3 +47,4 @@ def test_a_day_holds_its_own_rows_and_the_stories_active_in_it(tmp_path: Path) -
     assert counts["article_links"] == 0  # a log of its own (URL aliases), empty here
     assert column("stories", "story_id") == ["s-night"]  # active that day; s-old and s-next were not
     assert counts["stories"] == 1 and counts["articles"] == 1
+

@@ -1,5 +1,5 @@
 -- story_members: every article of every story, as of $now, with its publisher, for page assembly.
--- inputs: story_changes_log, articles (view), publishers (view)
+-- inputs: story_changes_log, articles_as_of (views.sql), publishers (view)
 -- output: one row per article: story_id, article fields (with terms and entities), publisher fields,
 --         is_copy
 -- parameters: $now (timestamptz)
@@ -37,9 +37,8 @@ final as (
         p.authority,
         p.is_paywalled
     from assignments as a
-    inner join articles as art using (article_id)
+    inner join articles_as_of($now) as art using (article_id)
     inner join publishers as p using (publisher_id)
-    where art.first_seen_at <= $now
 )
 
 select * from final

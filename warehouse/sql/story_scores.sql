@@ -2,7 +2,7 @@
 -- cycles (lag 0 = $now, lag k = $now - k * $cycle_seconds), its coverage by region, and the
 -- candidate bursts that may make it Breaking. Ranking itself (weights, smoothing, the Poisson test,
 -- editions) happens in transforms/ranking.py.
--- inputs: story_changes_log, articles (view), publishers (view)
+-- inputs: story_changes_log, articles_as_of (views.sql), publishers (view)
 -- output: story_id, language, first_seen_at, last_original_at, original_count,
 --         coverage / velocity / freshness (lists indexed by lag), regions + region_shares (lag 0),
 --         burst_at / burst_originals / burst_publishers (lists), baseline_rate (originals per burst
@@ -33,9 +33,8 @@ members as (
         p.authority,
         p.region
     from assignments as a
-    inner join articles as art using (article_id)
+    inner join articles_as_of($now) as art using (article_id)
     inner join publishers as p using (publisher_id)
-    where art.first_seen_at <= $now
 ),
 
 active_stories as (

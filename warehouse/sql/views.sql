@@ -16,6 +16,15 @@ from (
 )
 where rn = 1;
 
+-- articles_as_of(t): one row per article, its latest version seen by t (a corrected headline or
+-- snippet), first seen when its first version was. Stories count an article once, whatever
+-- its versions (a new version stays the same member, kind 'version' in story_changes).
+create or replace macro articles_as_of(as_of) as table
+select * replace (min(first_seen_at) over (partition by article_id) as first_seen_at)
+from articles
+where first_seen_at <= as_of
+qualify row_number() over (partition by article_id order by version desc, first_seen_at desc) = 1;
+
 create or replace view story_changes as
 select * from story_changes_log
 qualify row_number() over (partition by change_id order by "offset") = 1;
@@ -69,7 +78,7 @@ with members as (
         art.publisher_id,
         art.first_seen_at
     from story_assignments as a
-    inner join articles as art using (article_id)
+    inner join articles_as_of('infinity'::timestamptz) as art using (article_id)
 ),
 
 final as (
