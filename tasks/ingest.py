@@ -106,6 +106,11 @@ class ShardResult:
     push_keys: list[str] = field(default_factory=list)
 
 
+# A Breaking boost polls a publisher's feeds faster, but never sooner than the publisher asked
+# (Retry-After) or than a failing or parked feed is due.
+BOOST_NEVER_OVERRIDES = frozenset({"retry_after", "backoff", "parked", "gone"})
+
+
 def empty_state(feed_id: str) -> dict[str, Any]:
     """A feed never polled: every FEED_STATE_SCHEMA column, with neutral values."""
     state: dict[str, Any] = dict.fromkeys(FEED_STATE_SCHEMA.names)
@@ -171,7 +176,8 @@ def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
             push_keys = ()
         due_at = state["next_poll_at"]
         if boosted.get(feed["publisher_id"], now) > now and is_push_due(state["last_polled_at"], now,
-                                                                       boost_interval_seconds):
+                                                                       boost_interval_seconds) \
+                and not state["is_parked"] and state.get("poll_reason") not in BOOST_NEVER_OVERRIDES:
             due_at = None  # a Breaking story's publishers are polled faster for an hour (issue 5)
         if not push_keys and due_at is not None and due_at > now:
             continue

@@ -121,7 +121,7 @@ def parse_retry_after(value: str | None, now: datetime) -> int | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # "²" is a digit to str.isdigit, not to int()
         return int(value)
     when = _http_date(value)
     return None if when is None else max(0, int((when - now).total_seconds()))
@@ -167,11 +167,16 @@ def _freshness_hint(cache_control: str | None, expires: str | None, now: datetim
 
 
 def _http_date(value: str) -> datetime | None:
+    """An HTTP-date in any of its three forms (RFC 9110 §5.6.7), all of them GMT.
+
+    >>> _http_date("Mon Dec  7 12:00:00 2026")  # asctime: no zone written, GMT all the same
+    datetime.datetime(2026, 12, 7, 12, 0, tzinfo=datetime.timezone.utc)
+    """
     try:
         when = parsedate_to_datetime(value.strip())
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return when if when.tzinfo is not None else None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def decay_rate(counts: Sequence[float], observed_seconds: float, elapsed_seconds: float,
@@ -307,8 +312,8 @@ def decide_next_poll(
         for hint, hint_reason in hints:
             if hint is not None and min(hint, ceiling_seconds) > interval:
                 interval, reason = min(hint, ceiling_seconds), hint_reason
-    retry_after = parse_retry_after(response.retry_after, now)
-    if retry_after is not None and response.status in (429, 503):
+    retry_after = parse_retry_after(response.retry_after, now) if response.status in (429, 503) else None
+    if retry_after is not None:
         capped = min(retry_after, RETRY_AFTER_CAP_SECONDS)
         if capped > interval:
             interval, reason = capped, "retry_after"
