@@ -314,6 +314,7 @@ def fetch_url(
     max_bytes: int,
     headers: Mapping[str, str] | None = None,
     allow: Callable[[str], None] | None = None,
+    is_truncating: bool = False,
 ) -> FetchResult:
     """GET ``url`` following redirects by hand. Non-2xx statuses are returned, not raised.
 
@@ -325,9 +326,12 @@ def fetch_url(
         headers: Extra request headers (validators).
         allow: Called with each hop's URL as sent on the wire (percent-encoded) before it is
             requested; raises FetchError to refuse it (robots.txt on every redirect hop).
+        is_truncating: A body over ``max_bytes`` is cut to its first ``max_bytes`` decoded
+            bytes, and no more is read, instead of failing (robots.txt, RFC 9309 §2.5).
 
     Raises:
-        FetchError: blocked address, DNS, connect, timeout, body over ``max_bytes``, refused
+        FetchError: blocked address, DNS, connect, timeout, body over ``max_bytes`` (unless
+            ``is_truncating``), refused
             content coding, redirect loop, or whatever ``allow`` raises.
         TypeError: ``client`` is not from ``make_client``.
     """
@@ -342,7 +346,8 @@ def fetch_url(
                 allow(wire)
             if time.monotonic() >= deadline:
                 raise FetchError("timeout", f"not done in {settings.total_timeout_seconds}s", url=url)
-            status, response_headers, body = _get_once(client, current, wire, max_bytes, headers, deadline)
+            status, response_headers, body = _get_once(client, current, wire, max_bytes, headers, deadline,
+                                                     is_truncating)
             if status in _REDIRECTS and "location" in response_headers:
                 try:
                     target = urljoin(current, response_headers["location"])
@@ -364,6 +369,7 @@ def _get_once(
     max_bytes: int,
     headers: Mapping[str, str] | None,
     deadline: float,
+    is_truncating: bool = False,
 ) -> tuple[int, dict[str, str], bytes]:
     with _fetch_errors(url), client.stream("GET", wire, headers=dict(headers or {}),
                                            timeout=_request_timeout(client, deadline)) as response:
@@ -372,7 +378,7 @@ def _get_once(
             return response.status_code, response_headers, b""  # a redirect's body is never used
         encoding = response.headers.get("content-encoding")
         declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > max_bytes and encoding is None:
+        if declared.isdigit() and int(declared) > max_bytes and encoding is None and not is_truncating:
             raise FetchError("too_large", f"content-length {declared} > {max_bytes}", url=url)
         decoder: _Decoder | None = None
         chunks: list[bytes] = []
@@ -380,13 +386,18 @@ def _get_once(
         for raw in response.iter_raw():
             raw_size += len(raw)
             if raw_size > max_bytes + _RAW_SLACK_BYTES:
+                if is_truncating:
+                    break
                 raise FetchError("too_large", f"body over {max_bytes} bytes", url=url)
             if decoder is None:  # chosen at the first body byte: a 304's headers are not judged
                 decoder = _Decoder(encoding, url)
             chunk = decoder.decode(raw, max_bytes - size + 1)
-            size += len(chunk)
-            if size > max_bytes:
+            if size + len(chunk) > max_bytes:
+                if is_truncating:
+                    chunks.append(chunk[: max_bytes - size])
+                    break
                 raise FetchError("too_large", f"body over {max_bytes} bytes after decoding {encoding}", url=url)
+            size += len(chunk)
             chunks.append(chunk)
         return response.status_code, response_headers, b"".join(chunks)
 

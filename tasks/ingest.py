@@ -45,7 +45,13 @@ from transforms.extraction import charset_from_content_type, extract_page
 from transforms.features import features_from_text, features_to_row
 from transforms.feeds import FeedItem, ParsedFeed, parse_feed, truncate_title
 from transforms.polling import PollResponse, PollState, decide_next_poll, floor_for_tier
-from transforms.robots import RobotsRules, is_allowed, parse_robots, robots_policy_for_status
+from transforms.robots import (
+    ROBOTS_MAX_BYTES,
+    RobotsRules,
+    is_allowed,
+    parse_robots,
+    robots_policy_for_status,
+)
 from transforms.text import snippet_from_text
 from transforms.websub import PUSH_MIN_INTERVAL_SECONDS, is_lease_live, is_push_due
 from warehouse import layout
@@ -236,7 +242,10 @@ class RobotsCache:
         """Fetch and remember ``origin``'s robots.txt; returns the policy."""
         policy: _RobotsVerdict
         try:
-            result = fetch_url(self._client, f"{origin}/robots.txt", self._settings, max_bytes=512_000)
+            # RFC 9309 §2.5: parse the first 500 KiB and ignore the rest. One byte more than that
+            # tells parse_robots the body was cut, so it drops the partial last line.
+            result = fetch_url(self._client, f"{origin}/robots.txt", self._settings,
+                               max_bytes=ROBOTS_MAX_BYTES + 1, is_truncating=True)
         except FetchError:
             policy = "disallow_all"
         else:
@@ -380,9 +389,12 @@ def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now:
     )
     if error_kind or warning_kind:
         state.update(last_error_kind=error_kind or warning_kind, last_error=error or warning, last_error_at=now)
+    if parsed is not None and (parsed.items or not parsed.is_malformed):
+        state["topic_url"] = parsed.self_url or job.url  # the WebSub topic (rel=self), read with hub_url
+    # A 304 (or an error) says nothing new of rel=hub or rel=self: the ones last read stand.
     report = FeedReport(job.feed_id, job.url, status, len(new), error_kind, error, decision.next_poll_at, elapsed,
                         decision.interval_seconds, decision.reason, warning_kind, warning, decision.is_parked,
-                        hub_url=state.get("hub_url"), topic_url=(parsed.self_url if parsed else None) or job.url)
+                        hub_url=state.get("hub_url"), topic_url=state.get("topic_url") or job.url)
     return state, new, report
 
 

@@ -6,7 +6,7 @@ Two halves share the store and nothing else:
   record at ``state/websub/{feed_id}.json`` and then asks the hub, with a per-feed secret
   ``HMAC(master, feed_id)``;
 * the receiver (``WebSubReceiver``, run by ``newsroom websub``) answers the hub's intent checks
-  only for a request of ours, verifies every delivery's ``X-Hub-Signature``, and turns an authentic
+  only for a request of ours still pending, verifies every delivery's ``X-Hub-Signature``, and turns an authentic
   delivery, or an authenticated publisher ping, into push markers under ``state/push/``. It never
   keeps pushed content: the ingest takes pushed feeds first and fetches the feed and pages itself.
 """
@@ -41,6 +41,7 @@ from transforms.websub import (
     derive_secret,
     parse_lease_seconds,
     ping_context,
+    should_accept_denial,
     should_answer_challenge,
     should_unsubscribe,
     subscription_from_dict,
@@ -399,14 +400,16 @@ class WebSubReceiver:
     # --- handlers -----------------------------------------------------------------------
 
     def verify_intent(self, feed_id: str, query: Mapping[str, str]) -> Reply:
-        """GET from a hub (WebSub §5.3): echo ``hub.challenge`` only for a request of ours, else 404."""
+        """GET from a hub (WebSub §5.2-5.3): answer only for a request of ours still pending, else 404.
+
+        A challenge is echoed, and the lease set, only for a pending subscribe (a renewal included)
+        or unsubscribe on the same topic; a ``denied`` is taken only for a pending subscribe. Anything
+        else leaves the record as it is. A confirmation without ``hub.lease_seconds`` gets the lease
+        we asked for (``lease_seconds``), so it still ends and is renewed.
+        """
         mode, topic, challenge = query.get("hub.mode"), query.get("hub.topic"), query.get("hub.challenge")
-        if mode == "denied":  # §5.2: the hub refused; remember why, answer anything 2xx
-            self._count("denied")
-            reason = query.get("hub.reason", "")[:200]
-            update_subscription(self._store, feed_id, lambda s: replace(s, status="denied", last_error=reason)
-                                if s is not None and s.topic_url == topic and s.mode == "subscribe" else None)
-            return Reply(200)
+        if mode == "denied":
+            return self._take_denial(feed_id, topic, query.get("hub.reason", "")[:200])
         if not challenge:
             self._count("intent_malformed")
             return Reply(400, b"hub.challenge missing\n")
@@ -419,7 +422,8 @@ class WebSubReceiver:
             answered = should_answer_challenge(current, mode, topic)
             if not answered or current is None or mode is None:
                 return None
-            return confirm_subscription(current, mode, lease if mode == "subscribe" else None, now)
+            return confirm_subscription(current, mode, lease if mode == "subscribe" else None, now,
+                                        requested_lease_seconds=self._settings.lease_seconds)
 
         update_subscription(self._store, feed_id, confirm)
         if not answered:
@@ -427,8 +431,28 @@ class WebSubReceiver:
             log.info("websub_intent_refused feed_id=%s mode=%s", feed_id, mode)
             return Reply(404, b"no such subscription\n")
         self._count(f"intent_{mode}")
+        if mode == "subscribe" and lease is None:
+            self._count("intent_without_lease")
         log.info("websub_intent_confirmed feed_id=%s mode=%s lease_seconds=%s", feed_id, mode, lease)
         return Reply(200, challenge.encode("utf-8"))
+
+    def _take_denial(self, feed_id: str, topic: str | None, reason: str) -> Reply:
+        """§5.2: the hub refused a subscribe of ours; remember why. Unasked, it is refused (404)."""
+        taken = False
+
+        def deny(current: Subscription | None) -> Subscription | None:
+            nonlocal taken
+            taken = should_accept_denial(current, topic)
+            return replace(current, status="denied", last_error=reason) if taken and current is not None else None
+
+        update_subscription(self._store, feed_id, deny)
+        if not taken:
+            self._count("denied_refused")
+            log.info("websub_denial_refused feed_id=%s", feed_id)
+            return Reply(404, b"no such subscription\n")
+        self._count("denied")
+        log.info("websub_denied feed_id=%s reason=%s", feed_id, reason)
+        return Reply(200)
 
     def receive_delivery(self, feed_id: str, headers: Mapping[str, str], body: bytes) -> Reply:
         """POST from a hub (WebSub §7-8): an authentic delivery becomes a push marker, nothing more."""

@@ -28,6 +28,9 @@ RETRY_SECONDS = 3600
 """A hub that answered with an error, or denied us, is asked again after this long."""
 PUSH_MIN_INTERVAL_SECONDS = 30
 """A push (hub delivery or publisher ping) triggers at most one poll of a feed per this long."""
+DEFAULT_LEASE_SECONDS = 10 * 86400
+"""The lease a confirmation without ``hub.lease_seconds`` is taken to grant when the caller does not
+say what it asked for (``WebSubSettings.lease_seconds`` has the same default)."""
 MAX_SECRET_BYTES = 199
 """WebSub §5.1: hub.secret MUST be less than 200 bytes."""
 
@@ -254,27 +257,41 @@ def should_unsubscribe(subscription: Subscription, *, now: datetime,
 
 
 def should_answer_challenge(subscription: Subscription | None, mode: str | None, topic_url: str | None) -> bool:
-    """Echo a hub's challenge only for a request of ours (WebSub §5.3): same topic, same mode, still wanted.
+    """Echo a hub's challenge only for a request of ours still in flight (WebSub §5.3): same topic,
+    same mode, status ``pending``.
 
-    A subscribe check matches a pending or live subscription; an unsubscribe check only a pending
-    unsubscribe, so nobody can unsubscribe us by asking the hub in our name.
+    A renewal is a subscribe we sent, so it is pending too (with the live lease kept) and the hub's
+    re-verification of it is answered; a GET for a live subscription we did not just ask for is
+    not, so nobody can reset our lease, or unsubscribe us, by asking the hub in our name.
     """
     if subscription is None or topic_url is None or topic_url != subscription.topic_url:
         return False
-    if mode == "subscribe":
-        return subscription.mode == "subscribe" and subscription.status in ("pending", "live")
-    if mode == "unsubscribe":
-        return subscription.mode == "unsubscribe" and subscription.status == "pending"
-    return False
+    if mode not in ("subscribe", "unsubscribe"):
+        return False
+    return subscription.mode == mode and subscription.status == "pending"
 
 
-def confirm_subscription(subscription: Subscription, mode: str, lease_seconds: int | None, now: datetime
-                         ) -> Subscription:
-    """The subscription after the hub verified ``mode``: a live lease from ``now``, or unsubscribed."""
+def should_accept_denial(subscription: Subscription | None, topic_url: str | None) -> bool:
+    """Take a ``hub.mode=denied`` GET only for a subscribe of ours still in flight, on the same topic.
+
+    WebSub §5.2: a hub sends ``denied`` in answer to a subscription request; the GET carries no
+    secret, so one for a live, failed or unasked subscription is refused and changes nothing.
+    """
+    return (subscription is not None and topic_url is not None and topic_url == subscription.topic_url
+            and subscription.mode == "subscribe" and subscription.status == "pending")
+
+
+def confirm_subscription(subscription: Subscription, mode: str, lease_seconds: int | None, now: datetime, *,
+                         requested_lease_seconds: int = DEFAULT_LEASE_SECONDS) -> Subscription:
+    """The subscription after the hub verified ``mode``: a live lease from ``now``, or unsubscribed.
+
+    A subscribe check without ``hub.lease_seconds`` (required by WebSub §5.3, yet some hubs omit it)
+    gets the lease we asked for, ``requested_lease_seconds``, so the lease still ends and is renewed.
+    """
     if mode == "unsubscribe":
         return replace(subscription, status="unsubscribed", lease_expires_at=None, verified_at=now, last_error=None)
-    expires = now + timedelta(seconds=lease_seconds) if lease_seconds else None
-    return replace(subscription, status="live", lease_seconds=lease_seconds, lease_expires_at=expires,
+    granted = lease_seconds or requested_lease_seconds
+    return replace(subscription, status="live", lease_seconds=granted, lease_expires_at=now + timedelta(seconds=granted),
                    verified_at=now, last_error=None)
 
 

@@ -53,6 +53,7 @@ FEED_STATE_SCHEMA = pa.schema(
         ("is_parked", pa.bool_()),
         ("parked_reason", pa.string()),
         ("hub_url", pa.string()),  # WebSub lease (issue 3, WebSub part): empty until subscribed
+        ("topic_url", pa.string()),  # the feed's rel=self (its WebSub topic), kept for 304 polls
         ("lease_expires_at", _TS),
     ]
 )

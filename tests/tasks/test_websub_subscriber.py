@@ -134,7 +134,8 @@ def test_the_whole_handshake_over_http(world: World) -> None:
         if state["last_polled_at"] == t2 and state["last_error_kind"] is None:
             assert state["interval_seconds"] >= world.websub.backstop_seconds, state["poll_reason"]
 
-    # An intent check we did not ask for is refused: unknown feed, other topic, unasked unsubscribe.
+    # An intent check we did not ask for is refused: unknown feed, other topic, unasked unsubscribe,
+    # a re-check or a denial of a live subscription.
     feed_id, publisher = next(iter(feeds.items()))
     with world.http() as http:
         challenge = {"hub.challenge": "c123", "hub.lease_seconds": "60"}
@@ -144,9 +145,15 @@ def test_the_whole_handshake_over_http(world: World) -> None:
                                                       "hub.topic": publisher.atom_url}).status_code == 404
         assert http.get(f"/websub/{feed_id}", params={**challenge, "hub.mode": "unsubscribe",
                                                       "hub.topic": publisher.rss_url}).status_code == 404
+        # A live subscription we did not just ask to renew is not pending: its lease stays as granted.
         again = http.get(f"/websub/{feed_id}", params={**challenge, "hub.mode": "subscribe",
                                                        "hub.topic": publisher.rss_url})
-        assert again.status_code == 200 and again.text == "c123"  # a hub may re-verify a live one
+        assert again.status_code == 404
+        denied = http.get(f"/websub/{feed_id}", params={"hub.mode": "denied", "hub.topic": publisher.rss_url})
+        assert denied.status_code == 404
+    record, _ = load_subscription(store, feed_id)
+    assert record is not None and record.status == "live"
+    assert record.lease_expires_at == t1 + timedelta(seconds=world.websub.lease_seconds)
 
     # Unsubscribing is the same handshake, asked by us (through the address-checked client).
     with make_client(world.ingest) as client:

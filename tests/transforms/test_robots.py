@@ -208,9 +208,12 @@ def test_spec_has_400_expectations() -> None:
 )
 def test_google_spec(case: SpecCase) -> None:
     rules = parse_robots(case.robotstxt)
-    # Google does not exempt /robots.txt (stress/327748, 369883 x2, 860237 expect it disallowed);
-    # our default follows RFC 9309 §2.2.2 and does. Checked separately below.
-    allowed = is_allowed(rules, case.user_agent, case.url, is_robots_txt_exempt=False)
+    # Google does not exempt /robots.txt (stress/327748, 369883 x2, 860237 expect it disallowed),
+    # nor percent-normalise the URL and patterns (non-ascii-paths x3); our defaults follow
+    # RFC 9309 §2.2.2 and do both. Checked separately below.
+    allowed = is_allowed(
+        rules, case.user_agent, case.url, is_robots_txt_exempt=False, is_percent_normalised=False
+    )
     assert allowed is case.expected_allowed, (
         f"{case.file}: {case.user_agent} {case.url}\n{case.robotstxt.decode('utf-8', 'replace')}"
     )
@@ -315,6 +318,60 @@ def test_spec_robots_txt_urls_are_exempt_by_default() -> None:
     cases = [c for c in SPEC_CASES if c.url.endswith("/robots.txt")]
     assert len(cases) >= 4
     assert all(is_allowed(parse_robots(c.robotstxt), c.user_agent, c.url) for c in cases)
+
+
+@needs_corpus
+def test_spec_cases_where_rfc_percent_normalisation_differs_from_google() -> None:
+    """Google matches the caller's URL as given and ``%62%61%7A`` literally; RFC 9309 §2.2.2 does
+    not. These three expectations, and only these, flip under the default."""
+    differing = [
+        (c.url, c.robotstxt.splitlines()[-1])
+        for c in SPEC_CASES
+        if is_allowed(parse_robots(c.robotstxt), c.user_agent, c.url, is_robots_txt_exempt=False)
+        is not c.expected_allowed
+    ]
+    assert differing == [
+        ("http://foo.bar/foo/bar/ツ", "Allow: /foo/bar/ツ".encode()),
+        ("http://foo.bar/foo/bar/ツ", b"Allow: /foo/bar/%E3%83%84"),
+        ("http://foo.bar/foo/bar/baz", b"Allow: /foo/bar/%62%61%7A"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path"),
+    [("/café/", "/caf%c3%a9/story"), ("/café/", "/caf%C3%A9/story"), ("/café/", "/café/story"),
+     ("/caf%c3%a9/", "/caf%C3%A9/story"), ("/foo/bar/%62%61%7A", "/foo/bar/baz"),
+     ("/foo/bar/baz", "/foo/bar/%62%61%7a"), ("/%7ejoe/", "/~joe/x"), ("/~joe/", "/%7Ejoe/x"),
+     ("/a%2fb", "/a%2Fb"), ("/*.pdf$", "/x/%61.pdf"), ("/%2A", "/%2a")],
+    ids=["plain-pattern-lower-url", "plain-pattern-upper-url", "raw-non-ascii-url", "lower-pattern",
+         "rfc-unreserved-pattern", "rfc-unreserved-url", "tilde-pattern", "tilde-url", "reserved-case",
+         "wildcard-anchor-kept", "escaped-star-is-literal"],
+)  # fmt: skip
+def test_percent_normalised_pattern_matches_equivalent_url(pattern: str, path: str) -> None:
+    rules = parse_robots(f"User-agent: *\nDisallow: {pattern}\n")
+    assert not is_allowed(rules, "newsroom", f"https://a.example{path}")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path"),
+    [("/a%2Fb", "/a/b"), ("/a/b", "/a%2Fb"), ("/%2A", "/x"), ("/a$", "/a%24"), ("/*.pdf$", "/x.pdf?y")],
+    ids=["escaped-slash-is-not-slash", "slash-is-not-escaped-slash", "escaped-star-not-wildcard",
+         "escaped-dollar-not-anchor", "anchor"],
+)  # fmt: skip
+def test_reserved_escapes_stay_distinct(pattern: str, path: str) -> None:
+    rules = parse_robots(f"User-agent: *\nDisallow: {pattern}\n")
+    assert is_allowed(rules, "newsroom", f"https://a.example{path}")
+
+
+def test_parse_cap_drops_the_line_the_cap_cuts() -> None:
+    head = b"User-agent: *\nDisallow: /a\n"
+    head += b"#" * (ROBOTS_MAX_BYTES - len(head) - len(b"\nDisallow: /b")) + b"\n"
+    assert len(head + b"Disallow: /b") == ROBOTS_MAX_BYTES
+    rules = parse_robots(head + b"Disallow: /bc\n")  # the cap falls inside "/bc"
+    assert not is_allowed(rules, "n", "https://a.example/a")
+    assert is_allowed(rules, "n", "https://a.example/b")  # not "Disallow: /b"
+    complete = parse_robots(head + b"Disallow: /b\n")  # the cap falls on the line break
+    assert not is_allowed(complete, "n", "https://a.example/b")
 
 
 def test_allow_all_and_disallow_all() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from transforms.polling import PollResponse, PollState, decide_next_poll
 from transforms.websub import (
+    DEFAULT_LEASE_SECONDS,
     Subscription,
     confirm_subscription,
     decide_subscription,
@@ -17,6 +18,7 @@ from transforms.websub import (
     is_lease_live,
     is_push_due,
     parse_lease_seconds,
+    should_accept_denial,
     should_answer_challenge,
     should_renew_lease,
     sign_body,
@@ -176,22 +178,50 @@ def test_decide_subscription(subscription: Subscription | None, hub_url: str | N
     ("subscription", "mode", "topic", "answer"),
     [
         (_sub(status="pending"), "subscribe", TOPIC, True),
-        (_sub(), "subscribe", TOPIC, True),  # hubs may re-verify a live subscription
-        (_sub(), "subscribe", TOPIC + "?x", False),
+        (_sub(status="pending", requested_at=NOW - timedelta(minutes=1)), "subscribe", TOPIC, True),  # a renewal
+        (_sub(), "subscribe", TOPIC, False),  # live, nothing asked: nobody resets our lease
+        (_sub(status="pending"), "subscribe", TOPIC + "?x", False),
         (_sub(), "unsubscribe", TOPIC, False),  # nobody unsubscribes us in our name
         (_sub(mode="unsubscribe", status="pending"), "unsubscribe", TOPIC, True),
         (_sub(mode="unsubscribe", status="pending"), "subscribe", TOPIC, False),
         (_sub(status="failed"), "subscribe", TOPIC, False),
+        (_sub(status="denied"), "subscribe", TOPIC, False),
         (None, "subscribe", TOPIC, False),
-        (_sub(), None, TOPIC, False),
-        (_sub(), "subscribe", None, False),
+        (_sub(status="pending"), None, TOPIC, False),
+        (_sub(status="pending"), "subscribe", None, False),
     ],
-    ids=["pending", "live", "other-topic", "unasked-unsubscribe", "asked-unsubscribe", "mode-mismatch",
-         "failed", "unknown", "no-mode", "no-topic"],
+    ids=["pending", "pending-renewal", "live", "other-topic", "unasked-unsubscribe", "asked-unsubscribe",
+         "mode-mismatch", "failed", "denied", "unknown", "no-mode", "no-topic"],
 )
 def test_a_challenge_is_echoed_only_for_our_own_requests(subscription: Subscription | None, mode: str | None,
                                                          topic: str | None, answer: bool) -> None:
+    """WebSub §5.3: confirm only a request we sent and still wait on (status ``pending``, same mode and topic).
+
+    This used to echo for a live subscription too, so that a hub could re-verify it. A hub re-verifies
+    when we renew, and a renewal is a subscribe we sent, left ``pending`` (with the live lease kept)
+    until the hub checks it, so it is still answered; an unasked GET for a live one is not, since it
+    would reset our lease to whatever the caller says.
+    """
     assert should_answer_challenge(subscription, mode, topic) is answer
+
+
+@pytest.mark.parametrize(
+    ("subscription", "topic", "accepted"),
+    [
+        (_sub(status="pending"), TOPIC, True),
+        (_sub(), TOPIC, False),
+        (_sub(status="failed"), TOPIC, False),
+        (_sub(mode="unsubscribe", status="pending"), TOPIC, False),
+        (_sub(status="pending"), TOPIC + "?x", False),
+        (_sub(status="pending"), None, False),
+        (None, TOPIC, False),
+    ],
+    ids=["pending", "live", "failed", "pending-unsubscribe", "other-topic", "no-topic", "unknown"],
+)
+def test_a_denial_is_taken_only_for_a_pending_subscribe(subscription: Subscription | None, topic: str | None,
+                                                        accepted: bool) -> None:
+    """WebSub §5.2: the hub sends ``denied`` in answer to a subscription request of ours."""
+    assert should_accept_denial(subscription, topic) is accepted
 
 
 def test_confirming_sets_the_lease_from_now() -> None:
@@ -199,6 +229,15 @@ def test_confirming_sets_the_lease_from_now() -> None:
     assert live.status == "live" and live.lease_expires_at == NOW + timedelta(hours=1) and live.verified_at == NOW
     gone = confirm_subscription(_sub(mode="unsubscribe", status="pending"), "unsubscribe", None, NOW)
     assert gone.status == "unsubscribed" and gone.lease_expires_at is None
+
+
+def test_a_confirmation_without_a_lease_gets_the_lease_we_asked_for() -> None:
+    pending = _sub(status="pending", lease_seconds=None, lease_expires_at=None)
+    asked = confirm_subscription(pending, "subscribe", None, NOW, requested_lease_seconds=7200)
+    assert (asked.lease_seconds, asked.lease_expires_at) == (7200, NOW + timedelta(hours=2))
+    default = confirm_subscription(pending, "subscribe", None, NOW)
+    assert default.lease_expires_at == NOW + timedelta(seconds=DEFAULT_LEASE_SECONDS)
+    assert decide_subscription(asked, hub_url=HUB, topic_url=TOPIC, now=NOW + timedelta(minutes=90)).action == "renew"
 
 
 def test_subscription_records_round_trip_and_bad_ones_fail_loudly() -> None:
