@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import math
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,20 @@ def _bool(value: str | None) -> bool:
     return (value or "").strip().lower() in _TRUE
 
 
+def _authority(publisher_id: str, value: str | None) -> float:
+    """A publisher's authority: a finite number in [0, 1] (0.5 when the row leaves it blank)."""
+    text = (value or "").strip()
+    if not text:
+        return 0.5
+    try:
+        authority = float(text)
+    except ValueError:
+        authority = math.nan
+    if not (math.isfinite(authority) and 0.0 <= authority <= 1.0):
+        raise ValueError(f"publisher {publisher_id}: authority must be a number in [0, 1], got {value!r}")
+    return authority
+
+
 def _publisher_row(raw: dict[str, str]) -> dict[str, Any]:
     publisher_id = (raw.get("publisher_id") or raw.get("publisher") or "").strip()
     if not publisher_id:
@@ -51,7 +66,7 @@ def _publisher_row(raw: dict[str, str]) -> dict[str, Any]:
         "region": (raw.get("region") or "").strip().upper() or "ZZ",
         "language": normalize_language(raw.get("language")) or "und",
         "tier": int(raw.get("tier") or 2),
-        "authority": float(raw.get("authority") or 0.5),
+        "authority": _authority(publisher_id, raw.get("authority")),
         "is_paywalled": _bool(raw.get("paywalled")),
         "is_opted_out": _bool(raw.get("opted_out")),
     }

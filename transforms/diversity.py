@@ -59,7 +59,8 @@ def diversify(order: Sequence[str], sections: Mapping[str, Sequence[str]], simil
               *, rule: DiversityRule, fresh: Sequence[str], limit: int, cap_sections: bool) -> list[str]:
     """At most ``limit`` stories: no two with centroid cosine above the rule's, at most
     ``max_per_section_top10`` of the first ten from one section (when ``cap_sections``), and the
-    ``fresh_slot_rank`` slot given to the best fresh story not already above it.
+    ``fresh_slot_rank`` slot given to the best fresh story not already above it whose move there
+    keeps that cap (none when no fresh story does).
 
     Args:
         order: Candidate story ids, best first.
@@ -99,8 +100,22 @@ def diversify(order: Sequence[str], sections: Mapping[str, Sequence[str]], simil
         for s in fresh:
             if s in above or s not in kept_set:
                 continue
-            if s in page:
-                page.remove(s)
-            page.insert(slot - 1, s)
+            trial = [x for x in page if x != s]
+            trial.insert(slot - 1, s)
+            if cap_sections and _breaks_cap(trial, page, sections, s, rule.max_per_section_top10):
+                continue
+            page = trial
             break
     return page[:limit]
+
+
+def _breaks_cap(trial: Sequence[str], page: Sequence[str], sections: Mapping[str, Sequence[str]], fresh: str,
+               cap: int) -> bool:
+    """Whether ``trial`` (the page with ``fresh`` moved into its slot) has more than ``cap`` stories
+    of one of the fresh story's sections in its top ten (or more than ``page`` had, when too few
+    candidates already left it over the cap). Only the fresh story's sections can grow."""
+    def top10(ids: Sequence[str]) -> Counter[str]:
+        return Counter(x for sid in ids[:10] for x in set(sections.get(sid, ())))
+
+    after, before = top10(trial), top10(page)
+    return any(after[x] > max(cap, before[x]) for x in sections.get(fresh, ()))

@@ -19,6 +19,7 @@ from transforms.representative import (
     centroid,
     choose_edition_representative,
     cosine,
+    has_title,
     supporting_links,
     term_vector,
 )
@@ -55,8 +56,13 @@ def iso(ts: datetime | None) -> str | None:
 
 
 def choose_representative(members: list[Mapping[str, Any]]) -> Mapping[str, Any]:
-    """The original with the highest authority; ties go to the first report, then the id."""
-    originals = [m for m in members if not m["is_copy"]] or list(members)
+    """The titled original with the highest authority; ties go to the first report, then the id.
+
+    Untitled articles stand for a story only when none has a title (such a story is never listed
+    on a page; see :func:`is_listable`).
+    """
+    candidates = [m for m in members if has_title(m)] or list(members)
+    originals = [m for m in candidates if not m["is_copy"]] or candidates
     return min(originals, key=lambda m: (-float(m["authority"] or 0), m["first_seen_at"], m["article_id"]))
 
 
@@ -76,6 +82,11 @@ def story_sections(members: list[Mapping[str, Any]]) -> list[str]:
         return []
     best = max(counts.values())
     return sorted(s for s, c in counts.items() if c == best)
+
+
+def is_listable(members: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a story may be listed on a page: some article has a title to show."""
+    return any(has_title(m) for m in members)
 
 
 def build_story(story_id: str, members: list[Mapping[str, Any]], *, full: bool) -> dict[str, Any]:
@@ -126,7 +137,7 @@ def build_pages(
         by_story[m["story_id"]].append(m)
     by_edition: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for s in scores:
-        if s["story_id"] in by_story:
+        if s["story_id"] in by_story and is_listable(by_story[s["story_id"]]):
             by_edition[s["edition"]].append(s)
     cards = {sid: build_story(sid, ms, full=False) for sid, ms in by_story.items()}
     pages: dict[tuple[str, str], dict[str, Any]] = {}
@@ -318,9 +329,11 @@ def build_ranked_pages(
         by_story[m["story_id"]].append(m)
     article_section = member_sections([m for ms in by_story.values() for m in ms])
     sections_of = story_sections_of(by_story, article_section)
+    # a story with no titled article is skipped, so it never refuses the whole page
+    listable = {sid for sid, ms in by_story.items() if is_listable(ms)}
     rows_by_page: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     for r in ranked:
-        if r["story_id"] in by_story:
+        if r["story_id"] in listable:
             rows_by_page[(r["edition"], r["section"])].append(r)
     centroids: dict[str, dict[str, float]] = {}
 

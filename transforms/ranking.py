@@ -78,12 +78,23 @@ def poisson_tail(k: int, rate: float) -> float:
 
 def breaking_since(burst_at: list[datetime], burst_originals: list[int], baseline_rate: float, *,
                    now: datetime, rule: BreakingRule) -> datetime | None:
-    """The first burst window (within the last ``breaking_hours``) whose Poisson tail is below the rule's."""
+    """The story's first burst window whose Poisson tail is below the rule's, while it is less than
+    ``breaking_hours`` old; None otherwise. A later burst never restarts Breaking, so ``burst_at``
+    must hold every burst of the story up to ``now``, not only the recent ones."""
     rate = max(baseline_rate, rule.baseline_floor)
     for at, count in sorted(zip(burst_at, burst_originals, strict=True)):
-        if now - timedelta(hours=rule.breaking_hours) < at <= now and poisson_tail(count, rate) < rule.max_tail:
-            return at
+        if at > now:
+            break
+        if poisson_tail(count, rate) < rule.max_tail:
+            return at if now - timedelta(hours=rule.breaking_hours) < at else None
     return None
+
+
+def _finite(expr: pl.Expr) -> pl.Expr:
+    """``expr`` where it is a finite number, else 0.0: a NaN, infinite or missing part or score
+    (say 0/0 from stories whose publishers all have authority 0) ranks lowest, never first (polars
+    sorts NaN above every number), and never reaches a page as invalid JSON."""
+    return pl.when(expr.is_finite()).then(expr).otherwise(pl.lit(0.0))
 
 
 def _check_columns(frame: pl.LazyFrame, schema: Mapping[str, object]) -> None:
@@ -131,13 +142,13 @@ def score_stories(parts: pl.LazyFrame, *, now: datetime, weights: ScoreWeights, 
     n = weights.smoothing_cycles
 
     def lag_base(i: int) -> pl.Expr:
-        cov = pl.col("coverage").list.get(i, null_on_oob=True).fill_null(0.0)
-        vel = pl.col("velocity").list.get(i, null_on_oob=True).fill_null(0.0)
-        fresh = pl.col("freshness").list.get(i, null_on_oob=True).fill_null(0.0)
-        return (weights.coverage * cov + weights.velocity * vel) * fresh.pow(weights.freshness)
+        cov = _finite(pl.col("coverage").list.get(i, null_on_oob=True))
+        vel = _finite(pl.col("velocity").list.get(i, null_on_oob=True))
+        fresh = _finite(pl.col("freshness").list.get(i, null_on_oob=True))
+        return _finite((weights.coverage * cov + weights.velocity * vel) * fresh.pow(weights.freshness))
 
     lag_scores = [lag_base(i) for i in range(n)]
-    lived = [(pl.col("coverage").list.get(i, null_on_oob=True).fill_null(0.0) > 0).cast(pl.Float64)
+    lived = [(_finite(pl.col("coverage").list.get(i, null_on_oob=True)) > 0).cast(pl.Float64)
              for i in range(n)]
     # Breaking is a handful of stories: the Poisson test runs per candidate, not per story.
     candidates = parts.filter(pl.col("burst_at").list.len() > 0)
@@ -158,9 +169,9 @@ def score_stories(parts: pl.LazyFrame, *, now: datetime, weights: ScoreWeights, 
         parts.with_columns(
             raw_score=lag_scores[0],
             smoothed=pl.sum_horizontal(lag_scores) / pl.max_horizontal(pl.sum_horizontal(lived), pl.lit(1.0)),
-            coverage=pl.col("coverage").list.first(),
-            velocity=pl.col("velocity").list.first(),
-            freshness=pl.col("freshness").list.first(),
+            coverage=_finite(pl.col("coverage").list.first()),
+            velocity=_finite(pl.col("velocity").list.first()),
+            freshness=_finite(pl.col("freshness").list.first()),
         )
         .join(breaking, on="story_id", how="left")
         .with_columns(is_breaking=pl.col("breaking_since").is_not_null())
@@ -198,7 +209,7 @@ def rank_editions(scored: pl.LazyFrame, story_sections: pl.LazyFrame, editions: 
               .explode("regions", "region_shares")
               .drop_nulls("regions")
               .rename({"regions": "region", "region_shares": "regional_share"}))
-    base = scored.select("story_id", "language", "base", "is_breaking")
+    base = scored.select("story_id", "language", _finite(pl.col("base")).alias("base"), "is_breaking")
     global_top = (base.join(sections, on="story_id")
                   .with_columns(k=k_expr)
                   .sort(["language", "section", "is_breaking", "base", "story_id"],
@@ -215,9 +226,9 @@ def rank_editions(scored: pl.LazyFrame, story_sections: pl.LazyFrame, editions: 
         candidates.join(editions, on="edition")
         .join(scored.drop("regions", "region_shares", "language"), on="story_id")
         .join(shares, on=["story_id", "region"], how="left")
-        .with_columns(regional_share=pl.col("regional_share").fill_null(0.0))
+        .with_columns(regional_share=_finite(pl.col("regional_share")))
         .with_columns(
-            score=pl.col("base") * (1 - w + w * pl.col("regional_share")),
+            score=_finite(pl.col("base") * (1 - w + w * pl.col("regional_share"))),
             is_pinned=pl.col("is_breaking") & (pl.col("regional_share") >= rule.min_regional_share),
             k=k_expr,
         )

@@ -42,6 +42,15 @@ class RepresentativeWeights:
     """What one listing on the top page adds to the daily count: the rank cadence, in minutes."""
 
 
+def has_title(member: Member) -> bool:
+    """Whether an article has a headline to show: an untitled article never stands for a story.
+
+    >>> has_title({"title": "Budget passes"}), has_title({"title": "  "}), has_title({"title": None})
+    (True, False, False)
+    """
+    return bool((member.get("title") or "").strip())
+
+
 def term_vector(member: Member) -> dict[str, float]:
     """An article's sparse term vector from ``terms`` / ``term_weights`` (empty when absent)."""
     terms = member.get("terms") or []
@@ -107,12 +116,16 @@ def rotation_index(story_id: str, edition: str, hour: datetime, count: int) -> i
 def score_candidates(members: Sequence[Member], story_centroid: Mapping[str, float], *, region: str,
                      is_local_story: bool, now: datetime, weights: RepresentativeWeights
                      ) -> list[tuple[float, Member]]:
-    """Originals from the last ``window_hours`` (all originals when none), best first.
+    """Titled originals from the last ``window_hours`` (all titled originals when none; titled
+    copies when no original has a title), best first. Empty when no member has a title.
 
     Each scores on centrality, authority, freshness, headline quality, a boost for the first report
     and one for local publishers on local stories.
     """
-    originals = [m for m in members if not m["is_copy"]] or list(members)
+    titled = [m for m in members if has_title(m)]
+    if not titled:
+        return []
+    originals = [m for m in titled if not m["is_copy"]] or titled
     recent = [m for m in originals if (now - m["first_seen_at"]).total_seconds() <= weights.window_hours * 3600]
     pool = recent or originals
     first = min(pool, key=lambda m: (m["first_seen_at"], m["article_id"]))["article_id"]
@@ -137,10 +150,15 @@ def choose_edition_representative(story_id: str, members: Sequence[Member], stor
 
     Publishers that would pass ``daily_share_cap`` of the edition's representative impressions today
     (counted against at least ``cap_min_total``) step aside when another candidate exists; near-ties (within ``tie_margin``) prefer free
-    articles and rotate by hash(story, edition, hour).
+    articles and rotate by hash(story, edition, hour). Only a titled article is chosen.
+
+    Raises:
+        ValueError: No member has a title (page assembly skips such a story).
     """
     scored = score_candidates(members, story_centroid, region=region, is_local_story=is_local_story, now=now,
                               weights=weights)
+    if not scored:
+        raise ValueError(f"story {story_id} has no titled article to stand for it")
     w = weights.impression_minutes
     budget = weights.daily_share_cap * max(sum(impressions.values()) + w, weights.cap_min_total * w)
     allowed = [sm for sm in scored if impressions.get(sm[1]["publisher_id"], 0.0) + w <= budget]

@@ -81,8 +81,13 @@ _RETRY_PAUSE_SECONDS = 0.05
 
 
 def dump_snapshot(payload: Mapping[str, Any]) -> bytes:
-    """Serialise a snapshot deterministically: sorted keys, compact, UTF-8."""
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """Serialise a snapshot deterministically: sorted keys, compact, UTF-8, strict JSON.
+
+    Raises ``ValueError`` on a NaN or infinite number rather than writing bare ``NaN``, which no
+    JSON reader accepts: an invalid page is never published.
+    """
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode()
 
 
 def _pointer_from_bytes(data: bytes, key: str) -> PagePointer:

@@ -67,3 +67,19 @@ def test_validation_refuses_empty_and_halved_pages() -> None:
 
 def test_section_slug() -> None:
     assert section_slug("Science & Tech") == "science-tech"
+
+
+def test_an_untitled_article_never_stands_for_a_story() -> None:
+    members = [dict(_member("s", "blank", "big", 0.99, 5), title=""), dict(_member("s", "ws", "big2", 0.9, 6), title=" "),
+               _member("s", "named", "small", 0.2, 30)]
+    assert choose_representative(members)["article_id"] == "named"
+
+
+def test_a_story_without_a_titled_article_is_skipped_not_the_page() -> None:
+    members = [dict(_member("untitled", "u", "p1", 0.9, 5), title=""),
+               *(_member(f"s{i}", f"a{i}", "p2", 0.5, 10) for i in range(3))]
+    scores = [_score("untitled", "en-US", 9.0), *(_score(f"s{i}", "en-US", 1.0) for i in range(3))]
+    pages, stories = build_pages(scores, members, NOW, PageLimits(top_stories=10, min_section_stories=3))
+    assert [s["story_id"] for s in pages[("en-US", "top")]["stories"]] == ["s0", "s1", "s2"]
+    assert "untitled" not in stories["stories"]
+    assert validate_page(pages[("en-US", "top")], None, min_stories=1, max_loss=0.5) is None

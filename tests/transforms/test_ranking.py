@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
@@ -170,3 +171,54 @@ def test_the_burst_baseline_is_the_topic_s_when_it_has_history() -> None:
     in_science = score_stories(frame, story_sections=quiet, **kw).filter(pl.col("story_id") == "burst").collect()
     assert not in_sports["is_breaking"][0]  # 12 in 5 min is what a new sports story gets
     assert in_science["is_breaking"][0]  # no science history: the language baseline (0.5) holds
+
+
+def test_breaking_lasts_from_the_first_burst_and_a_later_one_never_restarts_it() -> None:
+    rule = BreakingRule()
+    first = NOW - timedelta(hours=2, minutes=10)
+    later = first + timedelta(minutes=50)
+    assert breaking_since([later, first], [12, 12], 0.5, now=first + timedelta(minutes=55), rule=rule) == first
+    assert breaking_since([first, later], [12, 12], 0.5, now=NOW, rule=rule) is None
+    # a first window too ordinary to break does not count: the first one that breaks does
+    assert breaking_since([first, later], [3, 12], 0.5, now=NOW, rule=rule) == later
+    # a burst after ``now`` (a rebuild at an earlier instant) is not seen
+    assert breaking_since([first, later], [12, 12], 0.5, now=first - timedelta(minutes=1), rule=rule) is None
+
+
+def test_non_finite_parts_rank_lowest_and_score_zero() -> None:
+    nan, inf = float("nan"), float("inf")
+    frame = _frame([_parts("zero", [0.0], regions=(["US"], [nan])), _parts("odd", [nan], regions=(["US"], [1.0])),
+                    _parts("huge", [inf]), _parts("fine", [0.4])])
+    weights = ScoreWeights(smoothing_cycles=1)
+    scored = score_stories(frame, now=NOW, weights=weights, rule=BreakingRule())
+    editions = pl.LazyFrame({"edition": ["en-US"], "language": ["en"], "region": ["US"]})
+    ranked = rank_editions(scored, pl.LazyFrame({"story_id": [], "section": []}, schema={"story_id": pl.String,
+                           "section": pl.String}), editions, weights=weights, rule=BreakingRule(),
+                           top_k={"top": 10}, default_k=10).collect()
+    assert ranked["story_id"][0] == "fine"
+    assert all(math.isfinite(v) for c in ("score", "coverage", "regional_share") for v in ranked[c])
+    assert ranked.filter(pl.col("story_id") != "fine")["score"].to_list() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(("fresh", "expected_slot"), [(["b4"], None), (["b4", "f1"], "f1")],
+                         ids=["no-fresh-story-fits", "the-next-fresh-story-that-fits"])
+def test_the_fresh_slot_keeps_the_section_cap(fresh: list[str], expected_slot: str | None) -> None:
+    order = ["b1", "b2", "b3", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "b4", "f1"]
+    sections = {s: ["business"] if s.startswith("b") else [f"other-{s}"] for s in order}
+    rule = DiversityRule()
+    page = diversify(order, sections, lambda a, b: 0.0, rule=rule, fresh=fresh, limit=30, cap_sections=True)
+    assert sum("business" in sections[s] for s in page[:10]) <= rule.max_per_section_top10
+    unchanged = diversify(order, sections, lambda a, b: 0.0, rule=rule, fresh=[], limit=30, cap_sections=True)
+    expected = unchanged if expected_slot is None else [*[s for s in unchanged if s != expected_slot][:7],
+                                                        expected_slot, *[s for s in unchanged if s != expected_slot][7:]]
+    assert page == expected
+
+
+def test_an_untitled_article_is_never_the_representative() -> None:
+    members = [_m("blank", "big", 0.99, 1, title=""), _m("space", "big2", 0.99, 1, title="   "),
+               _m("named", "small", 0.2, 30)]
+    kw = {"edition": "en-US", "region": "US", "is_local_story": False, "now": NOW, "impressions": {},
+          "weights": RepresentativeWeights()}
+    assert choose_edition_representative("s", members, {"x": 1.0}, **kw)["article_id"] == "named"
+    with pytest.raises(ValueError, match="no titled article"):
+        choose_edition_representative("s", members[:2], {"x": 1.0}, **kw)

@@ -3,6 +3,7 @@
 -- output: one row per article: story_id, article fields (with terms and entities), publisher fields,
 --         is_copy
 -- parameters: $now (timestamptz)
+-- Articles of opted-out publishers are left out: never listed, never a representative.
 with assignments as (
     -- each article's story as of $now (views.sql)
     select
@@ -39,6 +40,7 @@ final as (
     from assignments as a
     inner join articles_as_of($now) as art using (article_id)
     inner join publishers as p using (publisher_id)
+    where not p.is_opted_out
 )
 
 select * from final

@@ -5,7 +5,8 @@
 -- inputs: story_changes_log, articles_as_of (views.sql), publishers (view)
 -- output: story_id, language, first_seen_at, last_original_at, original_count,
 --         coverage / velocity / freshness (lists indexed by lag), regions + region_shares (lag 0),
---         burst_at / burst_originals / burst_publishers (lists), baseline_rate (originals per burst
+--         burst_at / burst_originals / burst_publishers (lists: every burst window of a story still
+--         young enough to be Breaking, the first one included), baseline_rate (originals per burst
 --         window expected of a new story in that language), first_hour_rate (the same from this
 --         story's own first hour; null while the story is younger than an hour)
 -- parameters: $now (timestamptz), $coverage_window_hours, $half_life_hours, $active_hours,
@@ -13,6 +14,7 @@
 --             $burst_min_articles, $burst_min_publishers, $burst_authority_floor, $breaking_hours,
 --             $breaking_new_story_minutes
 -- Ranking uses first_seen_at, never the publisher's claimed date. Copies never add coverage.
+-- Articles of opted-out publishers are left out entirely (no coverage, no burst, no story).
 with assignments as (
     -- each article's story as of $now (views.sql)
     select
@@ -35,6 +37,8 @@ members as (
     from assignments as a
     inner join articles_as_of($now) as art using (article_id)
     inner join publishers as p using (publisher_id)
+    -- an opted-out publisher is never listed, so it never counts for a story either
+    where not p.is_opted_out
 ),
 
 active_stories as (
@@ -160,7 +164,8 @@ region_share as (
     select
         story_id,
         region,
-        authority_sum / sum(authority_sum) over (partition by story_id) as share
+        -- null, not 0/0 = NaN, when every publisher of the story has authority 0
+        authority_sum / nullif(sum(authority_sum) over (partition by story_id), 0) as share
     from region_authority
 ),
 
@@ -199,8 +204,13 @@ bursts as (
     where
         b.window_originals >= $burst_min_articles
         and b.window_publishers >= $burst_min_publishers
-        and b.first_seen_at > $now - to_seconds(cast($breaking_hours * 3600 as bigint))
+        -- every burst of the story, not only the recent ones: Breaking lasts $breaking_hours from
+        -- the FIRST burst, so a later burst must not restart it. Bursts only happen in a story's
+        -- first minutes, so only stories young enough to still be Breaking are looked at.
         and b.first_seen_at <= s.first_seen_at + to_seconds(cast($breaking_new_story_minutes * 60 as bigint))
+        and s.first_seen_at > $now - to_seconds(
+            cast($breaking_hours * 3600 + $breaking_new_story_minutes * 60 as bigint)
+        )
     group by b.story_id
 ),
 
