@@ -7,6 +7,7 @@ Bern (Klitschko v Thompson) four years apart, each told by several outlets in it
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -95,3 +96,8 @@ def final_story(changes: list[dict[str, Any]]) -> dict[str, str]:
     return {a: c["story_id"] for a, c in latest.items()}
 
 
+def break_writer_state(store: ObjectStore, language: str) -> None:
+    """Point ``language``'s writer checkpoint at an unreadable state blob: every run of it fails."""
+    store.put(layout.story_state_key(language, 0), b"not a state")
+    store.put(layout.story_checkpoint_key(language), json.dumps(
+        {"offset": 0, "state_key": layout.story_state_key(language, 0), "consumed": []}).encode())

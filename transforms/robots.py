@@ -416,18 +416,7 @@ def _escape_pattern(value: bytes) -> str:
     """
     if value.isascii() and b"%" not in value:
         return value.decode("ascii")
-    out: list[str] = []
-    i = 0
-    n = len(value)
-    while i < n:
-        byte = value[i]
-        if byte == 0x25 and i + 2 < n and value[i + 1] in _HEX_DIGITS and value[i + 2] in _HEX_DIGITS:
-            out.append("%" + value[i + 1 : i + 3].decode("ascii").upper())
-            i += 3
-            continue
-        out.append(f"%{byte:02X}" if byte >= 0x80 else chr(byte))
-        i += 1
-    return "".join(out)
+    return _percent_form(value, decode_unreserved=False)
 
 
 def _normalise_percent(text: str) -> str:
@@ -442,7 +431,12 @@ def _normalise_percent(text: str) -> str:
     """
     if text.isascii() and "%" not in text:
         return text
-    data = text.encode("utf-8", "surrogatepass")
+    return _percent_form(text.encode("utf-8", "surrogatepass"), decode_unreserved=True)
+
+
+def _percent_form(data: bytes, *, decode_unreserved: bool) -> str:
+    """``data`` with ``%xx`` escapes upper-cased (or, for unreserved octets and ``decode_unreserved``,
+    decoded) and non-ASCII bytes percent-encoded."""
     out: list[str] = []
     i = 0
     n = len(data)
@@ -450,7 +444,7 @@ def _normalise_percent(text: str) -> str:
         byte = data[i]
         if byte == 0x25 and i + 2 < n and data[i + 1] in _HEX_DIGITS and data[i + 2] in _HEX_DIGITS:
             octet = int(data[i + 1 : i + 3], 16)
-            out.append(chr(octet) if octet in _UNRESERVED else f"%{octet:02X}")
+            out.append(chr(octet) if decode_unreserved and octet in _UNRESERVED else f"%{octet:02X}")
             i += 3
             continue
         out.append(f"%{byte:02X}" if byte >= 0x80 else chr(byte))

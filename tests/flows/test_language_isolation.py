@@ -3,12 +3,19 @@ flow run still fails, naming each language that failed."""
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import pytest
 from pipeline_harness import pipeline_env
-from repair_corpus import T0, changes_of, final_story, mannheim, two_event_stream, write_articles
+from repair_corpus import (
+    T0,
+    break_writer_state,
+    changes_of,
+    final_story,
+    mannheim,
+    two_event_stream,
+    write_articles,
+)
 
 from flows.cluster import cluster_stories
 from flows.repair import repair_stories
@@ -39,9 +46,7 @@ def test_a_failing_writer_does_not_stop_the_languages_after_it(prefect_harness: 
     with pipeline_env(store_vars) as store:
         write_articles(store, stream)
         # German's writer state is unreadable: its run fails.
-        store.put(layout.story_state_key("de", 0), b"not a state")
-        store.put(layout.story_checkpoint_key("de"), json.dumps(
-            {"offset": 0, "state_key": layout.story_state_key("de", 0), "consumed": []}).encode())
+        break_writer_state(store, "de")
         with pytest.raises(RuntimeError, match=r"cluster failed for 1 of 2 languages: 'de': StateBlobError"):
             cluster_stories(now=(T0 + timedelta(minutes=30)).isoformat(), languages=["de", "en"])
         assert sorted(final_story(changes_of(store))) == sorted(a for a, *_ in stream)
@@ -73,9 +78,7 @@ def test_a_cycle_goes_on_to_rank_when_one_language_fails(prefect_harness: None, 
         import_publishers(store, csv)
         write_articles(store, stream)
         write_articles(store, [("d0", UNRELATED_TEXT, 2, "pub0")], language="de")
-        store.put(layout.story_state_key("de", 0), b"not a state")
-        store.put(layout.story_checkpoint_key("de"), json.dumps(
-            {"offset": 0, "state_key": layout.story_state_key("de", 0), "consumed": []}).encode())
+        break_writer_state(store, "de")
         with pytest.raises(RuntimeError, match=r"pipeline cycle steps failed: cluster: .*'de': StateBlobError"):
             pipeline_cycle(now=(T0 + timedelta(minutes=30)).isoformat())
         assert sorted(final_story(changes_of(store))) == sorted(a for a, *_ in stream)  # en clustered

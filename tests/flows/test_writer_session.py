@@ -3,19 +3,17 @@ each language's state loaded once instead of every minute."""
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from pipeline_harness import pipeline_env
-from repair_corpus import T0, changes_of, final_story, two_event_stream, write_articles
+from repair_corpus import T0, break_writer_state, changes_of, final_story, two_event_stream, write_articles
 
 from flows.cluster import cluster_writer_session
 from tasks.cluster import cluster_language
 from tasks.repair import repair_language
 from transforms.clustering import ClusterParams
-from warehouse import layout
 from warehouse.store import LocalStore, ObjectStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -53,9 +51,7 @@ def test_one_language_failing_does_not_stop_the_others(prefect_harness: None, st
     with pipeline_env(store_vars) as store:
         write_articles(store, stream)
         # German's writer state is unreadable: every German run fails.
-        store.put(layout.story_state_key("de", 0), b"not a state")
-        store.put(layout.story_checkpoint_key("de"), json.dumps(
-            {"offset": 0, "state_key": layout.story_state_key("de", 0), "consumed": []}).encode())
+        break_writer_state(store, "de")
         with pytest.raises(RuntimeError, match="2 of 4 writer runs failed: StateBlobError"):
             cluster_writer_session(languages=["de", "en"], minutes=4, every_seconds=120, start=T0.isoformat())
         assigned = {c["article_id"] for c in changes_of(store)}

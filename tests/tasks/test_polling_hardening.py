@@ -1,25 +1,16 @@
-"""Polling edge cases: every HTTP-date form, odd Retry-After values, and Breaking boosts that
-never override what a publisher asked for."""
+"""Polling edge cases: every HTTP-date form, and odd Retry-After values."""
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
-from pathlib import Path
 
-import pytest
 from loopback import serve
 
 from tasks.http import make_client
-from tasks.ingest import FeedJob, empty_state, plan_due_feeds
-from tasks.registry import import_publishers
+from tasks.ingest import FeedJob, empty_state
 from tasks.settings import IngestSettings
 from transforms.polling import PollResponse, PollState, decide_next_poll
-from warehouse import layout
-from warehouse.schemas import FEED_STATE_SCHEMA
-from warehouse.store import LocalStore
-from warehouse.tables import rows_to_table, write_table
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -69,29 +60,3 @@ def test_a_strange_retry_after_on_a_200_does_not_fail_the_poll() -> None:
     assert report.error_kind is None, report.error
     assert len(items) == 1
 
-
-def _store_with_feed(tmp_path: Path, **state_fields: object) -> LocalStore:
-    store = LocalStore(tmp_path / "store")
-    csv = tmp_path / "p.csv"
-    csv.write_text("publisher_id,name,domain,region,language,tier,authority,paywalled,opted_out,feed_url,section\n"
-                   "herald,Herald,herald.test,US,en,2,0.5,false,false,https://herald.test/rss,world\n")
-    registry = import_publishers(store, csv)
-    feed_id = registry.feeds[0]["feed_id"]
-    state = dict(empty_state(feed_id), **state_fields)
-    write_table(store, layout.FEED_STATE_KEY, rows_to_table([state], FEED_STATE_SCHEMA), FEED_STATE_SCHEMA)
-    return store
-
-
-@pytest.mark.parametrize("reason,status,streak,parked", [
-    ("retry_after", 429, 1, False),
-    ("gone", 410, 1, True),
-])
-def test_breaking_boost_does_not_override_retry_after_or_parking(tmp_path: Path, reason: str, status: int,
-                                                                  streak: int, parked: bool) -> None:
-    """A Breaking boost polls faster, but never sooner than a 429's Retry-After asked, nor a parked feed."""
-    store = _store_with_feed(tmp_path, next_poll_at=NOW + timedelta(minutes=58), last_polled_at=NOW - timedelta(minutes=2),
-                             poll_reason=reason, last_status=status, error_streak=streak, is_parked=parked,
-                             interval_seconds=3600)
-    store.put(layout.FEED_BOOSTS_KEY, json.dumps({"herald": "2026-12-01T12:45:00Z"}).encode())
-    due = sum(len(shard) for shard in plan_due_feeds(store, NOW, 2))
-    assert due == 0
