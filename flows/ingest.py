@@ -7,7 +7,13 @@ from typing import Any
 from prefect import flow, get_run_logger, unmapped
 
 from tasks.clock import resolve_now
-from tasks.ingest import commit_ingest_task, plan_due_feeds_task, poll_shard_task
+from tasks.ingest import (
+    commit_ingest_task,
+    load_robots_cache_task,
+    plan_due_feeds_task,
+    poll_shard_task,
+    robots_for_shard,
+)
 from tasks.reports import ingest_markdown, publish_artifact
 from tasks.runners import ingest_task_runner
 from tasks.settings import get_ingest_settings
@@ -22,7 +28,11 @@ def ingest_feeds(now: str | None = None, shards: int = 4) -> dict[str, Any]:
     store = configured_store()
     settings = get_ingest_settings()
     plan = plan_due_feeds_task(store, at, shards)
-    futures = poll_shard_task.map(plan, settings=unmapped(settings), now=unmapped(at)) if plan else []
+    # robots.txt verdicts earlier runs fetched and still fresh go to the shards of their hosts
+    # (shards may run on workers without the store); the commit writes back those fetched this run.
+    robots = load_robots_cache_task(store, at) if plan else {}
+    futures = poll_shard_task.map(plan, settings=unmapped(settings), now=unmapped(at),
+                                  robots_cache=[robots_for_shard(robots, jobs) for jobs in plan]) if plan else []
     results = [f.result() for f in futures]
     summary = commit_ingest_task(store, results, at)
     brief = {k: v for k, v in summary.items() if k not in ("failures", "lag_seconds_by_tier")}

@@ -6,15 +6,17 @@ read in memory, turned into a snippet and signatures, and dropped: no article bo
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import logging
 import threading
+import zlib
 from collections import defaultdict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -47,6 +49,7 @@ from transforms.feeds import FeedItem, ParsedFeed, parse_feed, truncate_title
 from transforms.polling import PollResponse, PollState, decide_next_poll, floor_for_tier
 from transforms.robots import (
     ROBOTS_MAX_BYTES,
+    RobotsPolicy,
     RobotsRules,
     is_allowed,
     parse_robots,
@@ -55,7 +58,7 @@ from transforms.robots import (
 from transforms.text import snippet_from_text
 from transforms.websub import PUSH_MIN_INTERVAL_SECONDS, is_lease_live, is_push_due
 from warehouse import layout
-from warehouse.errors import ObjectNotFoundError
+from warehouse.errors import ObjectNotFoundError, PreconditionFailedError
 from warehouse.schemas import ARTICLES_SCHEMA, FEED_STATE_SCHEMA, SNIPPET_MAX_CHARS
 from warehouse.store import ObjectStore
 from warehouse.tables import content_segment_id, read_table, rows_to_table, write_segment, write_table
@@ -67,6 +70,12 @@ FUTURE_DATE_SLACK = timedelta(days=1)
 # Longest ETag / Last-Modified kept and sent back; real ones are a few dozen characters.
 VALIDATOR_MAX_CHARS = 256
 _NO_RESPONSE_KINDS = frozenset({"timeout", "connect", "protocol", "dns", "host_backoff"})
+# RFC 9309 §2.4: a cached robots.txt SHOULD NOT be used for more than 24 hours, whatever the setting.
+ROBOTS_CACHE_MAX_AGE_SECONDS = 86_400
+# A 5xx/unreachable robots.txt means "disallow all" (§2.3.1.4); kept only this long, so a short
+# outage does not shut a host out for the whole TTL.
+ROBOTS_UNREACHABLE_TTL_SECONDS = 600
+ROBOTS_CACHE_WRITE_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +119,8 @@ class ShardResult:
     page_errors: list[dict[str, Any]] = field(default_factory=list)
     host_stats: dict[str, HostStats] = field(default_factory=dict)
     push_keys: list[str] = field(default_factory=list)
+    robots: dict[str, RobotsEntry] = field(default_factory=dict)
+    """robots.txt verdicts this shard fetched, by origin; the commit merges them into the store's cache."""
 
 
 # A Breaking boost polls a publisher's feeds faster, but never sooner than the publisher asked
@@ -198,13 +209,138 @@ def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
 _RobotsVerdict = RobotsRules | Literal["allow_all", "disallow_all"]
 
 
-class RobotsCache:
-    """robots.txt per origin for one run (RFC 9309 §2.3.1: 4xx allows all, 5xx/unreachable denies all)."""
+@dataclass(frozen=True, slots=True)
+class RobotsEntry:
+    """One origin's robots.txt as fetched at ``fetched_at``: its verdict from the HTTP status and, for
+    ``parse``, the body as fetched (at most 500 KiB and one byte, so a cut last line stays cut)."""
 
-    def __init__(self, client: httpx.Client, settings: IngestSettings) -> None:
+    verdict: RobotsPolicy
+    fetched_at: datetime
+    body: bytes = b""
+
+
+def is_robots_entry_fresh(entry: RobotsEntry, now: datetime, ttl_seconds: int) -> bool:
+    """Whether a cached verdict may still be used at ``now``: younger than the TTL (at most
+    :data:`ROBOTS_UNREACHABLE_TTL_SECONDS` for a disallow-all, never over 24 hours), and not from the future.
+
+    >>> at = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> is_robots_entry_fresh(RobotsEntry("parse", at, b""), at + timedelta(minutes=59), 3600)
+    True
+    >>> is_robots_entry_fresh(RobotsEntry("disallow_all", at), at + timedelta(minutes=10), 3600)
+    False
+    """
+    ttl = min(ttl_seconds, ROBOTS_CACHE_MAX_AGE_SECONDS)
+    if entry.verdict == "disallow_all":
+        ttl = min(ttl, ROBOTS_UNREACHABLE_TTL_SECONDS)
+    age = (now - entry.fetched_at).total_seconds()
+    return 0 <= age < ttl
+
+
+def robots_cache_to_bytes(entries: Mapping[str, RobotsEntry]) -> bytes:
+    """The cache object: gzip JSON ``{"version": 1, "entries": {origin: {verdict, fetched_at, body}}}``,
+    the body as latin-1 text (one character per byte)."""
+    doc = {"version": 1, "entries": {
+        origin: {"verdict": e.verdict, "fetched_at": e.fetched_at.isoformat(), "body": e.body.decode("latin-1")}
+        for origin, e in sorted(entries.items())}}
+    return gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0)
+
+
+def robots_cache_from_bytes(data: bytes) -> dict[str, RobotsEntry]:
+    """Entries of a cache object. Never raises: a corrupt object reads as empty and a bad entry is
+    left out, so either only costs a fetch of that robots.txt."""
+    try:
+        doc = json.loads(gzip.decompress(data))
+    except (OSError, EOFError, ValueError, RecursionError, zlib.error):
+        return {}
+    raw = doc.get("entries") if isinstance(doc, dict) and doc.get("version") == 1 else None
+    if not isinstance(raw, dict):
+        return {}
+    entries = {}
+    for origin, value in raw.items():
+        entry = _robots_entry_from_json(value)
+        if entry is not None:
+            entries[origin] = entry
+    return entries
+
+
+def _robots_entry_from_json(value: object) -> RobotsEntry | None:
+    if not isinstance(value, dict):
+        return None
+    verdict, fetched_at, body = value.get("verdict"), value.get("fetched_at"), value.get("body", "")
+    if verdict not in ("parse", "allow_all", "disallow_all") or not isinstance(fetched_at, str) \
+            or not isinstance(body, str):
+        return None
+    try:
+        at = datetime.fromisoformat(fetched_at)
+        data = body.encode("latin-1")
+    except (ValueError, UnicodeError):
+        return None
+    if at.tzinfo is None or len(data) > ROBOTS_MAX_BYTES + 1:
+        return None
+    return RobotsEntry(verdict, at.astimezone(UTC), data)
+
+
+def load_robots_cache(store: ObjectStore, now: datetime, ttl_seconds: int) -> dict[str, RobotsEntry]:
+    """The robots.txt verdicts still fresh at ``now``, by origin; none if the object is missing or corrupt."""
+    try:
+        data = store.get(layout.ROBOTS_CACHE_KEY).data
+    except ObjectNotFoundError:
+        return {}
+    return {origin: entry for origin, entry in robots_cache_from_bytes(data).items()
+            if is_robots_entry_fresh(entry, now, ttl_seconds)}
+
+
+def save_robots_cache(store: ObjectStore, fetched: Mapping[str, RobotsEntry], now: datetime) -> bool:
+    """Merge the verdicts fetched this run into the cache object; False if none were written.
+
+    The object is replaced with If-Match: a concurrent run's write makes this one re-read and merge
+    again. A fetched entry replaces the stored one (both are real fetches, so either verdict is
+    right), and entries 24 hours away from ``now`` are dropped. After
+    :data:`ROBOTS_CACHE_WRITE_ATTEMPTS` lost races this run's entries are given up: that only costs
+    one more fetch of those robots.txt files.
+    """
+    if not fetched:
+        return False
+    for _ in range(ROBOTS_CACHE_WRITE_ATTEMPTS):
+        try:
+            current = store.get(layout.ROBOTS_CACHE_KEY)
+            entries, etag = robots_cache_from_bytes(current.data), current.etag
+        except ObjectNotFoundError:
+            entries, etag = {}, None
+        entries.update(fetched)
+        kept = {origin: entry for origin, entry in entries.items()
+                if abs((now - entry.fetched_at).total_seconds()) < ROBOTS_CACHE_MAX_AGE_SECONDS}
+        try:
+            store.put(layout.ROBOTS_CACHE_KEY, robots_cache_to_bytes(kept), if_match=etag,
+                      if_none_match=etag is None, content_type="application/gzip")
+        except PreconditionFailedError:
+            continue
+        return True
+    log.warning("robots_cache_write_lost origins=%d", len(fetched))
+    return False
+
+
+def _policy_of(entry: RobotsEntry) -> _RobotsVerdict:
+    return parse_robots(entry.body) if entry.verdict == "parse" else entry.verdict
+
+
+class RobotsCache:
+    """robots.txt per origin for one run (RFC 9309 §2.3.1: 4xx allows all, 5xx/unreachable denies all).
+
+    ``cached`` holds the verdicts earlier runs fetched (:func:`load_robots_cache`); those still fresh
+    at ``now`` under ``robots_ttl_seconds`` are used instead of a fetch, and parsed on first use.
+    What this run fetches is in :attr:`fetched`, stamped with ``now`` (the run's clock).
+    """
+
+    def __init__(self, client: httpx.Client, settings: IngestSettings,
+                 cached: Mapping[str, RobotsEntry] | None = None, now: datetime | None = None) -> None:
         self._client = client
         self._settings = settings
+        self._now = now or datetime.now(UTC)
+        self._cached = {origin: entry for origin, entry in (cached or {}).items()
+                        if is_robots_entry_fresh(entry, self._now, settings.robots_ttl_seconds)}
         self._rules: dict[str, _RobotsVerdict] = {}
+        self._fetched: dict[str, RobotsEntry] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -225,13 +361,29 @@ class RobotsCache:
         return f"{wire.scheme}://{host}" + (f":{wire.port}" if wire.port else "")
 
     def has(self, origin: str) -> bool:
+        """Whether ``origin``'s verdict is known without a fetch (fetched this run, or cached)."""
         with self._lock:
-            return origin in self._rules
+            return origin in self._rules or origin in self._cached
+
+    @property
+    def fetched(self) -> dict[str, RobotsEntry]:
+        """The verdicts fetched this run, by origin, for the store's cache."""
+        with self._lock:
+            return dict(self._fetched)
+
+    def _known(self, origin: str) -> _RobotsVerdict | None:
+        with self._lock:
+            policy = self._rules.get(origin)
+            entry = self._cached.get(origin)
+        if policy is None and entry is not None:
+            policy = _policy_of(entry)
+            with self._lock:
+                policy = self._rules.setdefault(origin, policy)
+        return policy
 
     def allows(self, url: str) -> bool:
         origin = self.origin_of(url)
-        with self._lock:
-            policy = self._rules.get(origin)
+        policy = self._known(origin)
         if policy is None:
             policy = self.load(origin)
         if isinstance(policy, str):
@@ -240,19 +392,20 @@ class RobotsCache:
 
     def load(self, origin: str) -> _RobotsVerdict:
         """Fetch and remember ``origin``'s robots.txt; returns the policy."""
-        policy: _RobotsVerdict
         try:
             # RFC 9309 §2.5: parse the first 500 KiB and ignore the rest. One byte more than that
             # tells parse_robots the body was cut, so it drops the partial last line.
             result = fetch_url(self._client, f"{origin}/robots.txt", self._settings,
                                max_bytes=ROBOTS_MAX_BYTES + 1, is_truncating=True)
         except FetchError:
-            policy = "disallow_all"
+            entry = RobotsEntry("disallow_all", self._now)
         else:
             verdict = robots_policy_for_status(result.status)
-            policy = parse_robots(result.body) if verdict == "parse" else verdict
+            entry = RobotsEntry(verdict, self._now, result.body if verdict == "parse" else b"")
+        policy = _policy_of(entry)
         with self._lock:
             self._rules[origin] = policy
+            self._fetched[origin] = entry
         return policy
 
 
@@ -471,8 +624,12 @@ def host_limits_from(settings: IngestSettings) -> HostLimits:
 
 
 def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime,
-               websub: WebSubSettings | None = None) -> ShardResult:
+               websub: WebSubSettings | None = None, *,
+               robots_cache: Mapping[str, RobotsEntry] | None = None) -> ShardResult:
     """Poll every feed in a shard, then fetch robots.txt and each new page, under per-host limits.
+
+    A robots.txt verdict in ``robots_cache`` (from :func:`load_robots_cache`) still fresh at ``now`` is
+    used without a fetch; the verdicts fetched are returned in ``ShardResult.robots``.
 
     One limiter sees every request of the shard (feeds, robots.txt, pages), so each host gets at
     most ``host_max_concurrency`` requests in flight and its token-bucket rate, however many
@@ -489,7 +646,7 @@ def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime,
         return None if report.error_kind in _NO_RESPONSE_KINDS else report.status or 200
 
     with make_client(settings) as client, ThreadPoolExecutor(max_workers=workers) as pool:
-        robots = RobotsCache(client, settings)
+        robots = RobotsCache(client, settings, robots_cache, now)
         polled = run_per_host(
             jobs, host_of=lambda j: host_of_url(j.url), work=lambda j: (j, *_poll_feed_safely(j, client, settings, now, backstop)),
             status_of=polled_status, limiter=limiter, pool=pool, max_in_flight=workers,
@@ -498,7 +655,7 @@ def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime,
         # An item without an http(s) link has no page to fetch: recorded, once (it is marked seen).
         result.page_errors.extend(_no_link_error(job, item) for job, _, items, _ in polled
                                   for item in items if not item.link)
-        origins = sorted({RobotsCache.origin_of(item.link or "") for _, item in work})
+        origins = sorted(o for o in {RobotsCache.origin_of(item.link or "") for _, item in work} if not robots.has(o))
         run_per_host(origins, host_of=host_of_url, work=robots.load, status_of=lambda _: 200,
                      limiter=limiter, pool=pool, max_in_flight=workers)
         pages = run_per_host(
@@ -528,6 +685,7 @@ def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime,
                  job.url, report.status, report.new_items, report.error_kind, report.warning_kind,
                  report.interval_seconds, report.poll_reason, report.elapsed_ms)
     result.host_stats = limiter.stats()
+    result.robots = robots.fetched
     return result
 
 
@@ -578,6 +736,7 @@ def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime, 
     Order matters for crash safety: a crash after the segment and before the state makes the rerun
     fetch the same items again, and consumers drop an (article_id, content_hash) they have seen.
     Push markers are deleted after the states (a crash in between only polls those feeds once more),
+    then the robots.txt verdicts fetched are merged into the cache (a lost write only costs a fetch),
     and subscriptions are requested or renewed last, when ``websub`` is enabled (issue 3).
     """
     crash_point("ingest.after_fetch")
@@ -602,6 +761,8 @@ def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime, 
     table = rows_to_table(state_rows, FEED_STATE_SCHEMA)
     write_table(store, layout.FEED_STATE_KEY, table, FEED_STATE_SCHEMA, if_match=etag, if_none_match=etag is None)
     pushed = delete_push_markers(store, [k for s in shards for k in s.push_keys])
+    robots_fetched = {origin: entry for s in shards for origin, entry in s.robots.items()}
+    save_robots_cache(store, robots_fetched, now)
     reports = [r for s in shards for r in s.reports]
     subscriptions: dict[str, int] = {}
     if websub is not None and websub.enabled and ingest is not None:
@@ -632,6 +793,7 @@ def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime, 
         "warnings": dict(sorted(warnings.items())),
         "parked": sum(1 for r in reports if r.is_parked),
         "pushed": pushed,
+        "robots_fetched": len(robots_fetched),
         "websub": subscriptions,
         "lag_seconds_by_tier": discovery_lag_by_tier(store, rows),
         "failures": [
@@ -675,9 +837,29 @@ def plan_due_feeds_task(store: ObjectStore, now: datetime, shards: int) -> list[
     return plan_due_feeds(store, now, shards, push_min_interval_seconds=interval)
 
 
+@task(name="load_robots_cache", retries=2, retry_delay_seconds=2, timeout_seconds=60, cache_policy=NO_CACHE)
+def load_robots_cache_task(store: ObjectStore, now: datetime) -> dict[str, RobotsEntry]:
+    return load_robots_cache(store, now, get_ingest_settings().robots_ttl_seconds)
+
+
+def robots_for_shard(entries: Mapping[str, RobotsEntry], jobs: list[FeedJob]) -> dict[str, RobotsEntry]:
+    """The cached verdicts of the hosts a shard's feeds are on, where nearly all their links point:
+    each shard gets its part, not the whole cache (a link to another host is fetched, as uncached).
+
+    >>> at = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> cache = {"https://a.example": RobotsEntry("allow_all", at), "https://b.example": RobotsEntry("allow_all", at)}
+    >>> job = FeedJob("f", "https://a.example/rss", "p", "en", "US", "", {}, 2)
+    >>> sorted(robots_for_shard(cache, [job]))
+    ['https://a.example']
+    """
+    hosts = {host_of_url(job.url) for job in jobs}
+    return {origin: entry for origin, entry in entries.items() if host_of_url(origin) in hosts}
+
+
 @task(name="poll_feeds", cache_policy=NO_CACHE)  # each request has its own wall-clock cap
-def poll_shard_task(jobs: list[FeedJob], settings: IngestSettings, now: datetime) -> ShardResult:
-    return poll_shard(jobs, settings, now, get_websub_settings())
+def poll_shard_task(jobs: list[FeedJob], settings: IngestSettings, now: datetime,
+                    robots_cache: dict[str, RobotsEntry] | None = None) -> ShardResult:
+    return poll_shard(jobs, settings, now, get_websub_settings(), robots_cache=robots_cache)
 
 
 @task(name="write_articles", retries=3, retry_delay_seconds=2, timeout_seconds=300, cache_policy=NO_CACHE)

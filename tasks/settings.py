@@ -50,6 +50,12 @@ class IngestSettings(BaseSettings):
     host_burst: float = Field(4.0, description="Token-bucket size per host.")
     host_min_rate_per_second: float = Field(0.05, description="The AIMD decrease never goes below this.")
     slow_response_seconds: float = Field(5.0, description="A response slower than this lowers the host's rate.")
+    robots_ttl_seconds: int = Field(
+        3600, ge=0, le=86400,
+        description="How long a fetched robots.txt verdict is reused across ingest runs (kept in the store) before "
+        "it is fetched again; RFC 9309 §2.4 allows at most 24 hours. A 5xx or unreachable robots.txt (disallow all) "
+        "is kept at most 10 minutes. 0 fetches it on every run.",
+    )
 
     @property
     def private_networks(self) -> tuple[str, ...]:

@@ -21,6 +21,9 @@ PAGES_PREFIX = "pages/"
 CLICKS_PREFIX = "log/clicks/"
 WEBSUB_PREFIX = "state/websub/"
 PUSH_PREFIX = "state/push/"
+ROBOTS_CACHE_KEY = "state/robots/robots.json.gz"
+"""robots.txt verdicts by origin with their fetch time (gzip JSON), reused across ingest runs
+until a TTL (RFC 9309 §2.4); replaced only with a conditional put."""
 STORIES_PAGE = "stories"
 """The story snapshot (Full Coverage for every ranked story) lives at ``pages/stories/``."""
 
