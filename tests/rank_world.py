@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -57,16 +58,20 @@ class World:
     def publisher_ids(self) -> list[str]:
         return [f"pub{i:02d}" for i in range(self.publishers)]
 
-    def add(self, items: list[tuple[str, str, datetime]], *, topic: str | None = None) -> None:
-        """Write articles ``(story_id, publisher_id, first_seen_at)`` as one segment, plus their changes."""
+    def add(self, items: Sequence[tuple[str, str, datetime] | tuple[str, str, datetime, str]], *,
+            topic: str | None = None) -> None:
+        """Write articles ``(story_id, publisher_id, first_seen_at[, title])`` as one segment, plus
+        their changes; without a title, one is made from the story's topic."""
         articles, changes = [], []
-        for story_id, publisher_id, seen in sorted(items, key=lambda x: (x[2], x[0], x[1])):
+        for item in sorted(items, key=lambda x: (x[2], x[0], x[1])):
+            story_id, publisher_id, seen = item[:3]
             self.stories.setdefault(story_id, topic or sorted(TOPICS)[len(self.stories) % len(TOPICS)])
             n = self.articles.get(story_id, 0)
             self.articles[story_id] = n + 1
             words = TOPICS[self.stories[story_id]].split()
             article_id = _id(story_id, publisher_id, seen.isoformat(), n)
-            title = f"{story_id} {words[n % len(words)]} {words[(n + 3) % len(words)]} report number {n}"
+            title = item[3] if len(item) > 3 else \
+                f"{story_id} {words[n % len(words)]} {words[(n + 3) % len(words)]} report number {n}"
             terms = [f"{story_id}-k{j}" for j in range(6)] + [words[n % len(words)]]
             articles.append({
                 "article_id": article_id, "version": 1, "content_hash": article_id, "url": f"https://{publisher_id}.example/{article_id}",

@@ -90,12 +90,17 @@ def test_a_rerun_at_the_same_clock_reuses_the_identical_blob(tmp_path: Path) -> 
     assert _states(store) == leftover == [_checkpoint(store)["state_key"]]  # named by its bytes
 
 
-def test_the_roll_forward_loads_the_state_its_change_segment_names(tmp_path: Path) -> None:
+def _stream_in_store(tmp_path: Path) -> tuple[Path, LocalStore, list[tuple[str, str, int, str]], datetime]:
+    """A store holding the two-event stream's articles, and a clock after all of them."""
     root = tmp_path / "store"
     store = LocalStore(root)
     articles = two_event_stream()
     write_articles(store, articles)
-    now = T0 + timedelta(minutes=30)
+    return root, store, articles, T0 + timedelta(minutes=30)
+
+
+def test_the_roll_forward_loads_the_state_its_change_segment_names(tmp_path: Path) -> None:
+    root, store, articles, now = _stream_in_store(tmp_path)
     _run_killed(root, now - timedelta(minutes=1), "cluster.after_state")  # a blob of the same offset
     _run_killed(root, now, "cluster.after_changes")
     changes = store.get(layout.story_changes_key("en", 0)).data
@@ -108,11 +113,7 @@ def test_the_roll_forward_loads_the_state_its_change_segment_names(tmp_path: Pat
 
 
 def test_a_change_segment_written_before_segments_named_their_state_still_rolls_forward(tmp_path: Path) -> None:
-    root = tmp_path / "store"
-    store = LocalStore(root)
-    articles = two_event_stream()
-    write_articles(store, articles)
-    now = T0 + timedelta(minutes=30)
+    root, store, articles, now = _stream_in_store(tmp_path)
     _run_killed(root, now, "cluster.after_changes")
     # As the writer left it before: the segment names nothing, the state sits at its offset's one key.
     key = layout.story_changes_key("en", 0)
@@ -150,11 +151,7 @@ def test_a_writer_that_loses_the_change_segment_to_other_decisions_is_fenced(tmp
 
 
 def test_two_writers_after_a_crash_make_one_set_of_decisions(tmp_path: Path) -> None:
-    root = tmp_path / "store"
-    store = LocalStore(root)
-    articles = two_event_stream()
-    write_articles(store, articles)
-    now = T0 + timedelta(minutes=30)
+    root, store, articles, now = _stream_in_store(tmp_path)
     _run_killed(root, now - timedelta(minutes=1), "cluster.after_state")
     barrier = threading.Barrier(2)
     results: list[object] = []

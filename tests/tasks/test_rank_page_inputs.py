@@ -13,16 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rank_world import World, _id, quiet_world
+from rank_world import World, quiet_world
 
 from tasks.rank import compute_pages, publish_all
 from tasks.registry import parse_publishers_csv
 from tasks.settings import RankSettings
 from warehouse import layout
-from warehouse.schemas import ARTICLES_SCHEMA, PUBLISHERS_SCHEMA, STORY_CHANGES_SCHEMA
+from warehouse.schemas import PUBLISHERS_SCHEMA
 from warehouse.snapshots import dump_snapshot, read_live_page
 from warehouse.store import LocalStore
-from warehouse.tables import content_segment_id, read_table, rows_to_table, write_segment, write_table
+from warehouse.tables import read_table, rows_to_table, write_table
 
 SETTINGS = RankSettings()
 
@@ -41,33 +41,8 @@ def _add_publishers(store: LocalStore, extra: list[dict[str, Any]]) -> None:
 
 
 def _add_titled(world: World, story_id: str, items: list[tuple[str, datetime, str]]) -> None:
-    """Like ``World.add``, with each article's title given: ``(publisher_id, first_seen_at, title)``."""
-    articles, changes = [], []
-    for publisher_id, seen, title in items:
-        n = world.articles.get(story_id, 0)
-        world.articles[story_id] = n + 1
-        article_id = _id(story_id, publisher_id, seen.isoformat(), n, "titled")
-        terms = [f"{story_id}-k{j}" for j in range(6)]
-        url = f"https://{publisher_id}.example/{article_id}"
-        articles.append({
-            "article_id": article_id, "version": 1, "content_hash": article_id, "url": url, "canonical_url": url,
-            "feed_id": f"feed-{publisher_id}", "publisher_id": publisher_id, "language": "en", "region": None,
-            "title": title, "snippet": "A snippet.", "image_url": None, "author": None, "section": None,
-            "categories": [], "is_opinion": False, "published_at": seen, "first_seen_at": seen, "simhash": 0,
-            "minhash": [], "terms": terms, "term_weights": [1.0] * len(terms), "entities": [], "embedding": [],
-            "signature_version": "test",
-        })
-        world.offset += 1
-        changes.append({
-            "change_id": _id("change", article_id), "offset": world.offset, "language": "en",
-            "kind": "new_story" if n == 0 else "assign", "story_id": story_id, "article_id": article_id,
-            "copy_of": None, "other_story_id": None, "score": 1.0, "changed_at": seen,
-        })
-    table = rows_to_table(articles, ARTICLES_SCHEMA)
-    write_segment(world.store, layout.article_segment_key(articles[0]["first_seen_at"], content_segment_id(table)),
-                  table, ARTICLES_SCHEMA)
-    write_segment(world.store, layout.story_changes_key("en", changes[0]["offset"]),
-                  rows_to_table(changes, STORY_CHANGES_SCHEMA), STORY_CHANGES_SCHEMA)
+    """``World.add`` with each article's title given: ``(publisher_id, first_seen_at, title)``."""
+    world.add([(story_id, publisher_id, seen, title) for publisher_id, seen, title in items])
 
 
 def _headline(story_id: str) -> str:
