@@ -14,7 +14,7 @@ def fold_profiles(now: str | None = None) -> dict[str, int]:
     """Fold every new click segment into the profile store as of ``now``."""
     logger = get_run_logger()
     settings = get_profiles_settings()
-    summary = fold_clicks_task(configured_store(), settings.profiles_path, resolve_now(now), settings.half_life_hours)
+    summary = fold_clicks_task(configured_store(), settings.profiles_at, resolve_now(now), settings.half_life_hours)
     logger.info("profiles_done segments=%d clicks=%d readers=%d", summary["segments"], summary["clicks"],
                 summary["readers"])
     return summary

@@ -11,11 +11,11 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from serving.cache import SnapshotCache
-from serving.clicks import ClickLog, StoreClickLog
+from serving.clicks import BufferedClickLog, ClickLog
 from serving.deps import InFlightLimit
 from serving.errors import install_error_handlers
 from serving.feed import PoolCache
-from serving.profiles import ProfileStore, SqliteProfileStore
+from serving.profiles import ProfileStore, open_profile_store
 from serving.routes import api_router
 from serving.routes.reader import STATIC_DIR
 from serving.settings import ServingSettings, get_settings
@@ -46,11 +46,14 @@ def create_app(
         store: Where the snapshots are published (and clicks logged); None opens the store the
             warehouse settings name.
         settings: Serving settings; None reads them from the environment.
-        profiles: The reader profile store; None opens SQLite at ``settings.profiles_path``.
-        click_log: Where clicks go; None appends segments to ``store``.
+        profiles: The reader profile store; None opens the one the settings name (PostgreSQL at
+            ``settings.profiles_url``, else SQLite at ``settings.profiles_path``).
+        click_log: Where clicks go; None buffers them and writes a segment to ``store`` every
+            ``settings.click_flush_seconds``.
 
     Returns:
-        The app. Its lifespan loads every live page, then refreshes in the background.
+        The app. Its lifespan loads every live page, then refreshes in the background; its
+        shutdown writes the buffered clicks before the process exits.
     """
     settings = settings or get_settings()
     store = store if store is not None else _open_default_store()
@@ -62,7 +65,10 @@ def create_app(
         session_ttl_seconds=settings.session_ttl_seconds,
     )
     owns_profiles = profiles is None
-    profiles = profiles if profiles is not None else SqliteProfileStore(settings.profiles_path)
+    profiles = profiles if profiles is not None else open_profile_store(settings)
+    owns_clicks = click_log is None
+    clicks: ClickLog = click_log if click_log is not None else BufferedClickLog(
+        store, flush_seconds=settings.click_flush_seconds, max_buffered=settings.click_buffer_max)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -74,10 +80,14 @@ def create_app(
             state.stories.version if state.stories else None,
         )
         cache.start(settings.refresh_seconds)
+        if isinstance(clicks, BufferedClickLog):
+            clicks.start()
         try:
             yield
         finally:
             await asyncio.to_thread(cache.stop)
+            if owns_clicks:  # SIGTERM: the buffered clicks are written before the process exits
+                await asyncio.to_thread(clicks.close)
             if owns_profiles:
                 profiles.close()
 
@@ -91,7 +101,7 @@ def create_app(
     app.state.settings = settings
     app.state.signer = signer
     app.state.profiles = profiles
-    app.state.click_log = click_log if click_log is not None else StoreClickLog(store)
+    app.state.click_log = clicks
     app.state.pools = PoolCache(cache)
     app.state.topics = TopicPages(cache)
     app.state.personal_limit = InFlightLimit(settings.personal_max_in_flight)

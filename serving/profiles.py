@@ -1,7 +1,10 @@
 """Reader profiles: follows, hides, the last stories read, and decayed topic/source/term weights.
 
 ``ProfileStore`` is the seam: the default is one SQLite file in WAL mode on the serving machine;
-a networked store (Redis, Postgres, DynamoDB) can replace it by implementing the same Protocol.
+replicas on several machines share one PostgreSQL database instead (``PostgresProfileStore`` in
+``serving/profiles_postgres.py``, chosen by ``NEWSROOM_SERVING_PROFILES_URL``; issue 19). Both hold
+the same tables and pass one test module. Sessions are not stored: a session is a signed token
+that any replica holding the same ``NEWSROOM_SERVING_HMAC_KEY`` verifies on its own.
 
 Who writes what: serving writes follows, hides and reads (write-through, on the request); the
 profiles flow writes ``weights`` and ``clicks_consumed`` in one transaction per fold, so each
@@ -14,13 +17,14 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Literal, Protocol
 
 from serving.errors import ProfileStoreError
+from serving.settings import ServingSettings
 from warehouse.profiles import PROFILE_TABLES_SQL
 
 FollowKind = Literal["topic", "source"]
@@ -62,6 +66,40 @@ class Profile:
             or self.source_weights
             or self.term_weights
         )
+
+
+Row = tuple[object, ...]
+
+
+def profile_from_rows(reader_hash: str, follows: Iterable[Row], hides: Iterable[Row], reads: Iterable[Row],
+                      weights: Iterable[Row]) -> Profile:
+    """A Profile from its stored rows, the same for every backend.
+
+    Args:
+        reader_hash: Whose rows.
+        follows: ``(kind, target_id)`` rows.
+        hides: ``(kind, target_id)`` rows.
+        reads: ``(story_id, read_at)`` rows.
+        weights: ``(kind, key, weight)`` rows in any order; only the MAX_TERMS strongest terms are kept
+            (ties by key, so every backend keeps the same ones).
+    """
+    by_kind: dict[str, dict[str, float]] = {"topic": {}, "source": {}, "term": {}}
+    for kind, key, weight in sorted(weights, key=lambda r: (-float(r[2]), str(r[1]))):  # type: ignore[arg-type]
+        bucket = by_kind.get(str(kind))
+        if bucket is not None and (kind != "term" or len(bucket) < MAX_TERMS):
+            bucket[str(key)] = float(weight)  # type: ignore[arg-type]
+    follows, hides = list(follows), list(hides)
+    return Profile(
+        reader_hash=reader_hash,
+        followed_topics=frozenset(str(t) for k, t in follows if k == "topic"),
+        followed_sources=frozenset(str(t) for k, t in follows if k == "source"),
+        hidden_sources=frozenset(str(t) for k, t in hides if k == "source"),
+        hidden_stories=frozenset(str(t) for k, t in hides if k == "story"),
+        reads=MappingProxyType({str(s): float(at) for s, at in reads}),  # type: ignore[arg-type]
+        topic_weights=MappingProxyType(by_kind["topic"]),
+        source_weights=MappingProxyType(by_kind["source"]),
+        term_weights=MappingProxyType(by_kind["term"]),
+    )
 
 
 class ProfileStore(Protocol):
@@ -119,29 +157,13 @@ class SqliteProfileStore:
                         "select story_id, read_at from reads where reader_hash = ?", (reader_hash,)
                     ).fetchall()
                     weights = db.execute(
-                        "select kind, key, weight from weights where reader_hash = ? order by weight desc, key",
-                        (reader_hash,),
+                        "select kind, key, weight from weights where reader_hash = ?", (reader_hash,)
                     ).fetchall()
                 finally:
                     db.execute("commit")
         except sqlite3.Error as e:
             raise ProfileStoreError(f"profile store failed: {e}") from e
-        by_kind: dict[str, dict[str, float]] = {"topic": {}, "source": {}, "term": {}}
-        for kind, key, weight in weights:
-            bucket = by_kind.get(kind)
-            if bucket is not None and (kind != "term" or len(bucket) < MAX_TERMS):
-                bucket[key] = float(weight)
-        return Profile(
-            reader_hash=reader_hash,
-            followed_topics=frozenset(t for k, t in follows if k == "topic"),
-            followed_sources=frozenset(t for k, t in follows if k == "source"),
-            hidden_sources=frozenset(t for k, t in hides if k == "source"),
-            hidden_stories=frozenset(t for k, t in hides if k == "story"),
-            reads=MappingProxyType({s: float(at) for s, at in reads}),
-            topic_weights=MappingProxyType(by_kind["topic"]),
-            source_weights=MappingProxyType(by_kind["source"]),
-            term_weights=MappingProxyType(by_kind["term"]),
-        )
+        return profile_from_rows(reader_hash, follows, hides, reads, weights)
 
     def follow(self, reader_hash: str, kind: FollowKind, target_id: str) -> None:
         self._run(
@@ -188,3 +210,19 @@ class SqliteProfileStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def open_profile_store(settings: ServingSettings) -> ProfileStore:
+    """The profile store the settings name: PostgreSQL when ``profiles_url`` is set, else SQLite.
+
+    A PostgreSQL store opens without waiting for the server (shared pages never depend on it);
+    its first use connects and migrates, and a failure then is a ProfileStoreError like any other.
+
+    Raises:
+        ProfileStoreError: The SQLite file cannot be opened.
+    """
+    if settings.profiles_url is not None:
+        from serving.profiles_postgres import PostgresProfileStore
+
+        return PostgresProfileStore(settings.profiles_url.get_secret_value(), pool_size=settings.profiles_pool_size)
+    return SqliteProfileStore(settings.profiles_path)

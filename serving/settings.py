@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -30,6 +30,26 @@ class ServingSettings(BaseSettings):
         default="var/profiles.sqlite3",
         description="SQLite (WAL) file holding reader profiles: follows, hides, reads and decayed weights.",
     )
+    profiles_url: SecretStr | None = Field(
+        default=None,
+        description="PostgreSQL URL (postgresql://user:password@host:5432/db) of the reader profiles, "
+        "shared by every replica; when set it replaces the SQLite file. Its schema is migrated at first use.",
+    )
+    profiles_pool_size: int = Field(
+        default=8, ge=1, le=200,
+        description="Most PostgreSQL connections one replica holds (replicas x this must fit the server's "
+        "max_connections).",
+    )
+    click_flush_seconds: float = Field(
+        default=5.0, gt=0, le=300,
+        description="Each replica buffers clicks in memory and writes them as one segment per this many "
+        "seconds (and on shutdown); a replica killed with SIGKILL loses at most the clicks of one interval.",
+    )
+    click_buffer_max: int = Field(
+        default=200_000, ge=1,
+        description="Most clicks one replica holds unwritten (while the store fails); beyond it a click is "
+        "refused (redirected all the same, with X-Click-Logged: false).",
+    )
     session_ttl_seconds: int = Field(
         default=30 * 86400, gt=0, description="How long a signed session token stays valid."
     )
@@ -42,6 +62,13 @@ class ServingSettings(BaseSettings):
         description="Personal requests (For you, profile) served at once; beyond it they are shed with "
         "503 + Retry-After so shared pages keep answering.",
     )
+
+    @field_validator("profiles_url")
+    @classmethod
+    def _postgres_only(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(("postgresql://", "postgres://")):
+            raise ValueError("NEWSROOM_SERVING_PROFILES_URL must start with postgresql:// or postgres://")
+        return value
 
 
 @lru_cache(maxsize=1)

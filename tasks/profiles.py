@@ -1,7 +1,7 @@
 """The profiles fold: new click segments → decayed topic/source/term weights in the profile store.
 
-The profile store is serving's SQLite file (``NEWSROOM_SERVING_PROFILES_PATH``). This task owns
-three of its tables, ``weights``, ``clicks_consumed`` (segment keys read, so a segment is read
+The profile store is serving's: PostgreSQL when ``NEWSROOM_SERVING_PROFILES_URL`` names one (issue
+19), else the SQLite file at ``NEWSROOM_SERVING_PROFILES_PATH``. This task owns three of its tables, ``weights``, ``clicks_consumed`` (segment keys read, so a segment is read
 once) and ``clicks_folded`` (click ids counted), and writes them in one transaction, so a click
 counts exactly once even if a run dies half way (the next run redoes it), and also when
 compaction moves it into a new ``compact-*`` segment or a crashed compaction left it in two.
@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from collections import defaultdict
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from transforms.affinity import (
@@ -32,14 +30,14 @@ from transforms.affinity import (
 from warehouse import layout
 from warehouse.errors import SnapshotNotFoundError
 from warehouse.maintenance import is_compacted
-from warehouse.profiles import PROFILE_TABLES_SQL, title_terms
+from warehouse.profile_db import is_postgres_url, open_fold_store
+from warehouse.profiles import title_terms
 from warehouse.schemas import CLICKS_SCHEMA
 from warehouse.snapshots import read_live_stories
 from warehouse.store import ObjectStore
 from warehouse.tables import list_segments, read_segments
 
 log = logging.getLogger(__name__)
-
 
 
 class ProfilesSettings(BaseSettings):
@@ -53,9 +51,28 @@ class ProfilesSettings(BaseSettings):
         validation_alias="NEWSROOM_SERVING_PROFILES_PATH",
         description="The serving profile store (SQLite); the same variable serving reads.",
     )
+    profiles_url: SecretStr | None = Field(
+        default=None,
+        validation_alias="NEWSROOM_SERVING_PROFILES_URL",
+        description="The serving profile store on PostgreSQL (postgresql://...); when set it replaces "
+        "the SQLite file. The same variable serving reads.",
+    )
     half_life_hours: float = Field(
         default=HALF_LIFE_HOURS, gt=0, description="Hours for a click's weight to halve."
     )
+
+
+    @field_validator("profiles_url")
+    @classmethod
+    def _postgres_only(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not is_postgres_url(value.get_secret_value()):
+            raise ValueError("NEWSROOM_SERVING_PROFILES_URL must start with postgresql:// or postgres://")
+        return value
+
+    @property
+    def profiles_at(self) -> str:
+        """Where the fold writes: the PostgreSQL URL when set, else the SQLite path."""
+        return self.profiles_url.get_secret_value() if self.profiles_url is not None else self.profiles_path
 
 
 def get_profiles_settings() -> ProfilesSettings:
@@ -89,43 +106,48 @@ def _signal(click: dict[str, Any], stories: dict[str, Any], aliases: dict[str, s
     return ClickSignal(topics, publisher, title_terms(str(story.get("title") or "")), click["clicked_at"])
 
 
-_ID_CHUNK = 500
+def _is_single_click(key: str) -> bool:
+    """A segment of the one-object-per-click layout, named by its click id."""
+    return not is_compacted(key) and not layout.is_click_batch(key)
 
 
-def _folded_ids(db: sqlite3.Connection, ids: list[str], consumed: set[str]) -> set[str]:
-    """Which of ``ids`` were folded before: recorded by id, or read (before ids were recorded) from
-    their own one-click segment, ``log/clicks/date=.../<click_id>.parquet``."""
-    found = {k.rsplit("/", 1)[-1].removesuffix(".parquet") for k in consumed if not is_compacted(k)} & set(ids)
-    for i in range(0, len(ids), _ID_CHUNK):
-        chunk = ids[i : i + _ID_CHUNK]
-        marks = ",".join("?" * len(chunk))
-        found.update(c for (c,) in db.execute(f"select click_id from clicks_folded where click_id in ({marks})", chunk))
-    return found
+def _legacy_folded_ids(ids: list[str], consumed: set[str]) -> set[str]:
+    """Which of ``ids`` were read, before ids were recorded, from their own one-click segment
+    (``log/clicks/date=.../<click_id>.parquet``, the layout before batched segments)."""
+    return {k.rsplit("/", 1)[-1].removesuffix(".parquet") for k in consumed if _is_single_click(k)} & set(ids)
 
 
-def fold_clicks(store: ObjectStore, profiles_path: str, now: datetime, half_life_hours: float) -> dict[str, int]:
+def fold_clicks(store: ObjectStore, profiles_at: str, now: datetime, half_life_hours: float) -> dict[str, int]:
     """Fold every click not yet folded into its reader's weights.
 
     Segments already read are skipped by key; the clicks of the others are folded unless their
     ``click_id`` was folded before (a compacted segment holds clicks already read under their
-    own keys). Click ids of days older than the oldest click folder left (retention) are forgotten.
+    own keys, and a reload served by two replicas is in two batches). Click ids of days older than
+    the oldest click folder left (retention) are forgotten.
+
+    Args:
+        store: The object store holding ``log/clicks/``.
+        profiles_at: The profile store: a ``postgresql://`` URL, else a SQLite file path.
+        now: The fold's instant (weights decay to it).
+        half_life_hours: Hours for a click's weight to halve.
 
     Returns:
         Counts: ``segments`` read, ``clicks`` folded, ``readers`` updated.
+
+    Raises:
+        ProfileDbError: The profile store failed, or another fold read the same segments first
+            (nothing was written: the next run redoes it).
     """
-    if profiles_path != ":memory:":
-        Path(profiles_path).parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(profiles_path, timeout=30, isolation_level=None)
+    db = open_fold_store(profiles_at)
     try:
-        db.execute("pragma journal_mode=wal")
-        db.executescript(PROFILE_TABLES_SQL)
-        consumed = {k for (k,) in db.execute("select segment_key from clicks_consumed")}
+        consumed = db.consumed_segments()
         listed = list_segments(store, layout.CLICKS_PREFIX)
         keys = sorted(k for k in listed if k not in consumed)
         if not keys:
             return {"segments": 0, "clicks": 0, "readers": 0}
         table = read_segments(store, keys, CLICKS_SCHEMA).sort_by([("clicked_at", "ascending"), ("click_id", "ascending")])
-        done = _folded_ids(db, sorted(set(table.column("click_id").to_pylist())), consumed)
+        ids = sorted(set(table.column("click_id").to_pylist()))
+        done = _legacy_folded_ids(ids, consumed) | db.folded_click_ids(ids)
         clicks = []
         for click in table.to_pylist():
             if click["click_id"] not in done:
@@ -138,35 +160,24 @@ def fold_clicks(store: ObjectStore, profiles_path: str, now: datetime, half_life
                 by_reader[click["reader_hash"]].append(_signal(click, stories, aliases))
         stamp = now.timestamp()
         oldest_day = min(filter(None, map(layout.partition_day, listed)), default=None)
-        db.execute("begin immediate")
-        try:
+        with db.transaction() as tx:
+            stored = tx.weights_of(sorted(by_reader))
             for reader_hash, signals in sorted(by_reader.items()):
                 current: dict[WeightKey, StoredWeight] = {
-                    (kind, key): StoredWeight(weight, datetime.fromtimestamp(as_of, UTC))
-                    for kind, key, weight, as_of in db.execute(
-                        "select kind, key, weight, as_of from weights where reader_hash = ?", (reader_hash,)
-                    )
+                    (kind, key): StoredWeight(weight, datetime.fromtimestamp(as_of, UTC))  # type: ignore[misc]
+                    for kind, key, weight, as_of in stored.get(reader_hash, [])
                 }
                 folded = fold_weights(current, signals, now, half_life_hours=half_life_hours)
-                db.execute("delete from weights where reader_hash = ?", (reader_hash,))
-                db.executemany(
-                    "insert into weights values (?, ?, ?, ?, ?)",
-                    [(reader_hash, kind, key, w, stamp) for (kind, key), w in sorted(folded.items())],
-                )
-            db.executemany("insert or ignore into clicks_folded values (?, ?, ?)",
-                           [(c["click_id"], (c["clicked_at"] or now).strftime("%Y-%m-%d"), stamp) for c in clicks])
-            db.executemany("insert into clicks_consumed values (?, ?)", [(k, stamp) for k in keys])
+                tx.replace_weights(reader_hash, [(kind, key, w, stamp) for (kind, key), w in sorted(folded.items())])
+            tx.mark_folded([(c["click_id"], (c["clicked_at"] or now).strftime("%Y-%m-%d")) for c in clicks], stamp)
+            tx.mark_consumed(keys, stamp)
             if oldest_day is not None:  # older clicks were deleted by retention: they cannot come back
-                db.execute("delete from clicks_folded where day < ?", (oldest_day,))
-        except BaseException:
-            db.execute("rollback")
-            raise
-        db.execute("commit")
+                tx.forget_folded_before(oldest_day)
     finally:
         db.close()
     return {"segments": len(keys), "clicks": len(clicks), "readers": len(by_reader)}
 
 
 @task(name="fold_clicks", retries=2, retry_delay_seconds=5, timeout_seconds=50, cache_policy=NO_CACHE)
-def fold_clicks_task(store: ObjectStore, profiles_path: str, now: datetime, half_life_hours: float) -> dict[str, int]:
-    return fold_clicks(store, profiles_path, now, half_life_hours)
+def fold_clicks_task(store: ObjectStore, profiles_at: str, now: datetime, half_life_hours: float) -> dict[str, int]:
+    return fold_clicks(store, profiles_at, now, half_life_hours)

@@ -27,3 +27,7 @@ class SnapshotNotFoundError(WarehouseError):
 
 class SchemaMismatchError(WarehouseError):
     """A frame does not carry the schema its table declares."""
+
+
+class ProfileDbError(WarehouseError):
+    """The reader-profile database failed: unreachable, a migration, a conflicting write."""

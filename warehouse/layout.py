@@ -119,8 +119,32 @@ def partition_day(key: str) -> str | None:
     return None
 
 
+CLICK_BATCH_PREFIX = "batch-"
+"""Click segments named ``batch-<content hash>`` hold one replica's clicks of one flush interval
+(issue 19); the others are compacted segments or, from before batching, one click each, named
+by its click id."""
+
+
 def click_segment_key(day: datetime, segment_id: str) -> str:
     return f"{CLICKS_PREFIX}date={day:%Y-%m-%d}/{_check(segment_id, 'segment id')}.parquet"
+
+
+def click_batch_key(day: datetime, content_id: str) -> str:
+    """Key of one replica's batch of clicks from one UTC day, named by a hash of its bytes.
+
+    >>> click_batch_key(datetime(2026, 12, 3), "ab12")
+    'log/clicks/date=2026-12-03/batch-ab12.parquet'
+    """
+    return click_segment_key(day, f"{CLICK_BATCH_PREFIX}{content_id}")
+
+
+def is_click_batch(key: str) -> bool:
+    """Whether a click segment key is a batch (many clicks) rather than one click's own segment.
+
+    >>> is_click_batch("log/clicks/date=2026-12-03/batch-ab12.parquet"), is_click_batch("log/clicks/date=2026-12-03/c1.parquet")
+    (True, False)
+    """
+    return key.rsplit("/", 1)[-1].startswith(CLICK_BATCH_PREFIX)
 
 
 POOL_SECTION = "pool"

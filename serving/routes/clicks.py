@@ -1,4 +1,4 @@
-"""Clicks: signed tokens, logged durably, then a redirect to the publisher.
+"""Clicks: signed tokens, buffered by the replica, and a redirect to the publisher at once.
 
 Shared pages keep the publishers' own URLs (identical bytes for everyone). The reader page asks
 ``POST /v1/click-token`` for a token when a reader follows a link; a signed-in reader sends the
@@ -61,11 +61,13 @@ def create_click_token(
     status_code=302,
     response_class=Response,
     responses={
-        302: {"description": "Click logged (or, with `X-Click-Logged: false`, lost to a store outage); "
-                             "`Location` is the publisher's article."},
+        302: {"description": "`Location` is the publisher's article. `X-Click-Logged: buffered`: this "
+                             "replica accepted the click (or a reload of it) and writes it to the clicks log "
+                             "within one flush interval; `false`: the click was refused (the store has been "
+                             "failing for long) and is only in the application log."},
         400: {"model": ErrorPublic, "description": "Forged, malformed or expired token: no redirect."},
     },
-    summary="Log a click, then redirect to the publisher",
+    summary="Log a click (buffered), and redirect to the publisher",
 )
 def follow_click(
     token: Annotated[str, Path(max_length=4096)],
@@ -73,14 +75,14 @@ def follow_click(
     clicks: ClickLogDep,
 ) -> Response:
     click = signer.verify_click(token)
-    # Durable before the 302; a store outage loses the click, never the reader (serving.clicks).
+    # Buffered in memory, never waiting on the store (serving.clicks): a store outage can cost a
+    # click, never the reader's redirect.
     logged = log_click(clicks, click, datetime.fromtimestamp(time.time(), UTC))
     headers = {
         "Location": click.url,
         "Cache-Control": "no-store",
         # The token is in our URL; send publishers our origin only.
         "Referrer-Policy": "origin",
+        "X-Click-Logged": "buffered" if logged else "false",
     }
-    if not logged:
-        headers["X-Click-Logged"] = "false"
     return Response(status_code=302, headers=headers)

@@ -277,6 +277,12 @@ class FlakyStore:
         self.inner.delete(key)
 
 
+def flush_clicks(client: TestClient) -> int:
+    """Write the app's buffered clicks now, as its flusher does every interval; returns how many."""
+    written: int = client.app.state.click_log.flush()  # type: ignore[attr-defined]
+    return written
+
+
 def settings_for(tmp_path: Path, **extra: object) -> ServingSettings:
     """Serving settings for a test app: the fixture's HMAC key, a profile store under ``tmp_path``."""
     return ServingSettings(  # type: ignore[arg-type]

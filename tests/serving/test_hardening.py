@@ -22,6 +22,7 @@ from conftest import (
     HMAC_KEY,
     FlakyStore,
     accept,
+    flush_clicks,
     make_stories,
     page_payload,
     publish_fixture,
@@ -68,7 +69,10 @@ def sign_in(client: TestClient, reader: str) -> dict[str, str]:
     return {"Authorization": "Bearer " + client.post("/v1/session", json={"reader": reader}).json()["token"]}
 
 
-def clicks_in(store: ObjectStore) -> list[dict[str, object]]:
+def clicks_in(store: ObjectStore, client: TestClient | None = None) -> list[dict[str, object]]:
+    """The clicks written to ``store``, after ``client``'s app wrote its buffer when given."""
+    if client is not None:
+        flush_clicks(client)
     keys = list_segments(store, layout.CLICKS_PREFIX)
     return read_segments(store, keys, CLICKS_SCHEMA).to_pylist() if keys else []
 
@@ -118,7 +122,7 @@ def test_iri_publisher_url_redirects_percent_encoded(tmp_path: Path) -> None:
         response = client.get(minted.json()["click_url"], follow_redirects=False)
         assert response.status_code == 302
         assert response.headers["location"] == "https://news.example/%E6%96%B0%E9%97%BB/2024/%E5%A4%B4%E6%9D%A1"
-        assert len(clicks_in(store)) == 1
+        assert len(clicks_in(store, client)) == 1
 
 
 @pytest.mark.parametrize(
@@ -138,7 +142,7 @@ def test_unsignable_publisher_url_is_a_4xx_and_never_breaks_for_you(tmp_path: Pa
         assert sources[FIRST_ARTICLE]["click_url"] is None
         others = [src for aid, src in sources.items() if aid != FIRST_ARTICLE]
         assert others and all(src["click_url"].startswith("/r/") for src in others)
-        assert clicks_in(store) == []
+        assert clicks_in(store, client) == []
 
 
 # -- D3 and D9: one token, one spelling, one click; two readers, two clicks -----------------------
@@ -167,7 +171,7 @@ def test_click_tokens_decode_strictly_so_respellings_log_no_extra_click(
         assert response.status_code == 400, spelling[-6:]
         assert "location" not in response.headers
     assert client.get(f"/r/{token}", follow_redirects=False).status_code == 302  # a reload
-    assert len(clicks_in(local_store)) == 1
+    assert len(clicks_in(local_store, client)) == 1
 
 
 def test_same_article_same_second_gives_each_reader_their_own_click(
@@ -179,7 +183,7 @@ def test_same_article_same_second_gives_each_reader_their_own_click(
     assert first != second
     for token in (first, second, first):  # the last one is a reload
         assert client.get(f"/r/{token}", follow_redirects=False).status_code == 302
-    rows = clicks_in(local_store)
+    rows = clicks_in(local_store, client)
     assert len(rows) == 2 and len({r["click_id"] for r in rows}) == 2
 
 
@@ -205,7 +209,7 @@ def test_for_you_links_name_no_reader_and_write_into_no_profile(client: TestClie
     # Someone else follows alice's card link: they reach the article, alice's profile is untouched.
     assert client.get(source["click_url"], follow_redirects=False).status_code == 302
     assert client.get("/v1/me", headers=alice).json()["reads"] == 0
-    assert [r["reader_hash"] for r in clicks_in(local_store)] == [""]
+    assert [r["reader_hash"] for r in clicks_in(local_store, client)] == [""]
 
 
 def test_personal_click_needs_the_session_and_keeps_the_pseudonym_sealed(
@@ -222,7 +226,7 @@ def test_personal_click_needs_the_session_and_keeps_the_pseudonym_sealed(
     assert client.get("/v1/me", headers=alice).json()["reads"] == 1  # recorded on alice's session
 
     assert client.get(f"/r/{token}", follow_redirects=False).status_code == 302
-    assert [r["reader_hash"] for r in clicks_in(local_store)] == [alice_hash]
+    assert [r["reader_hash"] for r in clicks_in(local_store, client)] == [alice_hash]
 
 
 def test_a_personal_token_replayed_late_is_an_anonymous_click() -> None:
@@ -303,10 +307,10 @@ def test_unknown_article_is_404_without_echoing_the_id(client: TestClient, artic
         assert response.json() == {"detail": "no live story lists this article"}
 
 
-# -- D8: a store outage loses the click, never the reader ----------------------------------------
+# -- D8: a store outage never holds up the reader; the buffer keeps the clicks until it is back ----
 
 
-def test_click_during_store_outage_still_redirects_and_logs_the_lost_click(
+def test_click_during_store_outage_redirects_at_once_and_is_written_when_the_store_is_back(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     inner = LocalStore(tmp_path / "store")
@@ -315,18 +319,45 @@ def test_click_during_store_outage_still_redirects_and_logs_the_lost_click(
     with TestClient(create_app(flaky, settings_for(tmp_path))) as client:
         minted = client.post("/v1/click-token", json={"article_id": FIRST_ARTICLE}).json()
         flaky.failing = True
+        response = client.get(minted["click_url"], follow_redirects=False)
+        assert response.status_code == 302
+        assert response.headers["location"] == "https://harbor-times.example/news/0196f1c2a3b40001-a0"
+        assert response.headers["x-click-logged"] == "buffered"
+        assert response.headers["cache-control"] == "no-store"
         with caplog.at_level(logging.WARNING, logger="serving.clicks"):
-            response = client.get(minted["click_url"], follow_redirects=False)
+            assert flush_clicks(client) == 0  # the interval's write fails: the click stays buffered
+        assert any("clicks_not_flushed clicks=1" in r.getMessage() for r in caplog.records)
+        assert client.app.state.click_log.buffered == 1  # type: ignore[attr-defined]
+
+        flaky.failing = False  # the store is back: the next interval writes it, once
+        assert flush_clicks(client) == 1
+        assert client.get(minted["click_url"], follow_redirects=False).headers["x-click-logged"] == "buffered"
+    assert [r["article_id"] for r in clicks_in(inner)] == [FIRST_ARTICLE]
+
+
+def test_click_beyond_a_full_buffer_still_redirects_and_logs_the_lost_click(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    inner = LocalStore(tmp_path / "store")
+    publish_fixture(inner)
+    flaky = FlakyStore(inner)
+    with TestClient(create_app(flaky, settings_for(tmp_path, click_buffer_max=1))) as client:
+        first, second = (client.post("/v1/click-token", json={"article_id": FIRST_ARTICLE}).json()
+                         for _ in range(2))
+        flaky.failing = True
+        assert client.get(first["click_url"], follow_redirects=False).headers["x-click-logged"] == "buffered"
+        flush_clicks(client)  # fails: the buffer stays full
+        with caplog.at_level(logging.WARNING, logger="serving.clicks"):
+            response = client.get(second["click_url"], follow_redirects=False)
         assert response.status_code == 302
         assert response.headers["location"] == "https://harbor-times.example/news/0196f1c2a3b40001-a0"
         assert response.headers["x-click-logged"] == "false"
-        assert response.headers["cache-control"] == "no-store"
         assert any("click_not_logged" in r.getMessage() and FIRST_ARTICLE in r.getMessage() for r in caplog.records)
 
-        flaky.failing = False  # the store is back: the same link logs its click
-        again = client.get(minted["click_url"], follow_redirects=False)
-        assert again.status_code == 302 and "x-click-logged" not in again.headers
-    assert len(clicks_in(inner)) == 1
+        flaky.failing = False  # the store is back: the buffered click is written; the refused one was not kept
+        assert flush_clicks(client) == 1
+        assert client.get(second["click_url"], follow_redirects=False).headers["x-click-logged"] == "buffered"
+    assert len(clicks_in(inner)) == 2  # the second link, followed again, is logged this time (at shutdown)
 
 
 # -- D7: For-you paging while the profile changes ------------------------------------------------

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import HMAC_KEY, settings_for
+from conftest import HMAC_KEY, flush_clicks, settings_for
 from fastapi.testclient import TestClient
 
 from serving.app import create_app
@@ -224,7 +224,9 @@ def test_overload_sheds_for_you_first_and_shared_pages_still_answer(
 # -- clicks -------------------------------------------------------------------------------------
 
 
-def test_click_is_logged_durably_then_redirected(client: TestClient, local_store: ObjectStore) -> None:
+def test_click_is_buffered_redirected_at_once_and_written_with_the_next_flush(
+    client: TestClient, local_store: ObjectStore
+) -> None:
     alice = sign_in(client, "alice")
     card = client.get("/v1/feed", headers=alice).json()["stories"][0]
     source = card["sources"][0]
@@ -237,20 +239,26 @@ def test_click_is_logged_durably_then_redirected(client: TestClient, local_store
     assert response.status_code == 302
     assert response.headers["location"] == source["url"]
     assert response.headers["cache-control"] == "no-store"
+    assert response.headers["x-click-logged"] == "buffered"
+    assert list_segments(local_store, layout.CLICKS_PREFIX) == []  # in the replica's buffer, not yet written
+    assert flush_clicks(client) == 1
     keys = list_segments(local_store, layout.CLICKS_PREFIX)
-    assert len(keys) == 1
+    assert len(keys) == 1 and layout.is_click_batch(keys[0])
     rows = read_segments(local_store, keys, CLICKS_SCHEMA).to_pylist()
     assert rows[0]["article_id"] == source["article_id"]
     assert rows[0]["story_id"] == card["story_id"]
     assert rows[0]["surface"] == "for_you" and rows[0]["position"] == 0
     assert len(rows[0]["reader_hash"]) == 32 and "alice" not in rows[0]["reader_hash"]
-    # The same link again is the same click, not a second one.
-    assert client.get(minted.json()["click_url"], follow_redirects=False).status_code == 302
+    # The same link again is the same click, not a second one, written or not.
+    again = client.get(minted.json()["click_url"], follow_redirects=False)
+    assert again.status_code == 302 and again.headers["x-click-logged"] == "buffered"
+    assert flush_clicks(client) == 0
     assert len(list_segments(local_store, layout.CLICKS_PREFIX)) == 1
     # Reading it hides it from For you until it develops.
     assert card["story_id"] not in {s["story_id"] for s in client.get("/v1/feed", headers=alice).json()["stories"]}
     # ... while the card's own click_url is anonymous: it redirects and logs, but names no reader.
     assert client.get(source["click_url"], follow_redirects=False).status_code == 302
+    assert flush_clicks(client) == 1
     rows = read_segments(local_store, list_segments(local_store, layout.CLICKS_PREFIX), CLICKS_SCHEMA).to_pylist()
     anonymous, personal = sorted(r["reader_hash"] for r in rows)
     assert anonymous == "" and len(personal) == 32
