@@ -21,6 +21,7 @@ lint: $(STAMP)
 
 test: $(STAMP)
 	bash scripts/ensure-chromium.sh
+	bash scripts/ensure-postgresql.sh
 	$(MAKE) lint
 	$(BIN)/pytest -q
 

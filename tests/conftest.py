@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pgserver import PostgresServer, find_pg_binary, run_postgres
 from s3server import S3Server, run_seaweedfs
 
 from warehouse.store import LocalStore, ObjectStore, S3Store
@@ -47,6 +48,25 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     if request.param == "local":
         return LocalStore(tmp_path / "store")
     return make_s3_store(request.getfixturevalue("seaweedfs"))
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One real PostgreSQL server (Debian's) on 127.0.0.1 for the whole session.
+
+    ``make test`` installs Debian's ``postgresql`` first when it is missing and it runs as root
+    (scripts/ensure-postgresql.sh); elsewhere the tests that need it are skipped, saying why.
+    """
+    if find_pg_binary("initdb") is None:
+        pytest.skip("PostgreSQL server binaries missing: apt-get install postgresql (scripts/ensure-postgresql.sh)")
+    with run_postgres() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres: PostgresServer) -> str:
+    """The URL of a fresh, empty database on the session's server, one per test."""
+    return postgres.create_database(f"t_{uuid.uuid4().hex[:16]}")
 
 
 # Prefect: quiet, offline, and on a throwaway home, before any flow runs.
