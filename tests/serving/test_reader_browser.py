@@ -123,7 +123,7 @@ def site(tmp_path: Path) -> Iterator[RunningSite]:
     port = sock.getsockname()[1]
     settings = ServingSettings(
         host=LOOPBACK, port=port, refresh_seconds=0.2, hmac_key=HMAC_KEY,
-        profiles_path=str(tmp_path / "profiles.sqlite3"),
+        profiles_path=str(tmp_path / "profiles.sqlite3"), click_flush_seconds=0.2,
     )
     server = uvicorn.Server(uvicorn.Config(create_app(store, settings), log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -317,7 +317,9 @@ def test_reader_for_you_follow_hide_new_stories_and_click_through(site: RunningS
         finally:
             browser.close()
 
-    keys = list_segments(site.store, layout.CLICKS_PREFIX)
+    deadline = time.monotonic() + 30  # the replica writes its buffered clicks every 0.2 s
+    while not (keys := list_segments(site.store, layout.CLICKS_PREFIX)) and time.monotonic() < deadline:
+        time.sleep(0.1)
     rows = read_segments(site.store, keys, CLICKS_SCHEMA).to_pylist()
     assert [(r["story_id"], r["surface"], r["position"]) for r in rows] == [(story_id, "for_you", 0)]
     assert rows[0]["reader_hash"]
