@@ -7,6 +7,13 @@ HTTP/1.1 clients (threads, stdlib ``http.client``), alternating rounds so both s
 machine state. Bounded by ``--seconds`` per round and ``--max-requests`` in total. Also times the
 For-you re-rank of a 1,000-story pool in process.
 
+For you with each profile store (issue 19): two more app processes over the same store, one with
+the SQLite profile file and one with a PostgreSQL database on a throwaway server the bench starts
+(Debian's PostgreSQL, as the tests do: tests/pgserver.py), each holding the same ``--readers``
+seeded profiles (follows, hides, 50 reads, 40 weights). Signed-in readers' ``GET /v1/feed`` is
+driven against both in alternating rounds; the summary gives each one's p50/p99 and the
+PostgreSQL/SQLite p50 ratio. ``--no-postgres`` skips PostgreSQL (SQLite alone).
+
     .venv/bin/python bench/serving_load.py            # defaults: 4 rounds x 3 s, 8 connections
 """
 
@@ -63,7 +70,10 @@ def make_story(i: int, now: datetime, rng: random.Random) -> dict[str, Any]:
 # -- server side (child process) -----------------------------------------------------------------
 
 
-def serve(root: Path, port: int) -> None:
+HMAC_KEY = "b" * 32
+
+
+def serve(root: Path, port: int, profiles_url: str | None = None) -> None:
     import uvicorn
     from fastapi.staticfiles import StaticFiles
 
@@ -72,7 +82,8 @@ def serve(root: Path, port: int) -> None:
     from warehouse.store import LocalStore
 
     app = create_app(LocalStore(root / "store"), ServingSettings(
-        refresh_seconds=3600, profiles_path=str(root / "profiles.sqlite3"), hmac_key="b" * 32))
+        refresh_seconds=3600, profiles_path=str(root / "profiles.sqlite3"), hmac_key=HMAC_KEY,
+        profiles_url=profiles_url, personal_max_in_flight=256))  # type: ignore[arg-type]
     app.mount("/bench-static", StaticFiles(directory=root / "static"), name="bench-static")
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
@@ -98,8 +109,13 @@ def prepare(root: Path) -> bytes:
 # -- client side --------------------------------------------------------------------------------
 
 
-def drive(port: int, path: str, seconds: float, connections: int, budget: int) -> tuple[list[float], float, int]:
-    """Hit ``path`` from ``connections`` keep-alive clients for ``seconds``; latencies in ms."""
+def drive(port: int, path: str, seconds: float, connections: int, budget: int,
+          headers: list[dict[str, str]] | None = None) -> tuple[list[float], float, int]:
+    """Hit ``path`` from ``connections`` keep-alive clients for ``seconds``; latencies in ms.
+
+    With ``headers``, client ``k`` sends ``headers[k % len(headers)]``, ``headers[(k + n) % ...]``,
+    ... in turn (signed-in readers).
+    """
     latencies: list[list[float]] = [[] for _ in range(connections)]
     sizes: list[int] = [0] * connections
     stop_at = time.perf_counter() + seconds
@@ -108,9 +124,12 @@ def drive(port: int, path: str, seconds: float, connections: int, budget: int) -
     def run(k: int) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         mine = latencies[k]
+        turn = k
         while time.perf_counter() < stop_at and len(mine) < per_client:
+            sent = headers[turn % len(headers)] if headers else {}
+            turn += connections
             t0 = time.perf_counter()
-            conn.request("GET", path)
+            conn.request("GET", path, headers=sent)
             response = conn.getresponse()
             body = response.read()
             mine.append((time.perf_counter() - t0) * 1000)
@@ -166,16 +185,132 @@ def bench_rerank(n: int = 1000, repeats: int = 300) -> dict[str, float]:
             "p99_ms": pct(times, 0.99)}
 
 
+# -- For you on each profile store --------------------------------------------------------------
+
+
+def seed_profiles(profiles_at: str, readers: int) -> list[str]:
+    """The same ``readers`` profiles in the store at ``profiles_at``; returns the readers' names."""
+    from serving.profiles import SqliteProfileStore
+    from serving.profiles_postgres import PostgresProfileStore
+    from serving.signing import Signer
+    from warehouse.profile_db import open_fold_store
+
+    signer = Signer(HMAC_KEY.encode(), click_ttl_seconds=60, session_ttl_seconds=86400)
+    store = (PostgresProfileStore(profiles_at) if profiles_at.startswith("postgresql://")
+             else SqliteProfileStore(profiles_at))
+    fold = open_fold_store(profiles_at)
+    rng = random.Random(5)
+    names = [f"reader{i:04d}" for i in range(readers)]
+    now = datetime.now(UTC).timestamp()
+    try:
+        with fold.transaction() as tx:
+            for name in names:
+                reader = signer.reader_hash(name)
+                weights = [("topic", s, rng.random(), now) for s in rng.sample(SECTIONS, 6)]
+                weights += [("source", f"publisher-{rng.randint(0, 39):02d}", rng.random(), now) for _ in range(10)]
+                weights += [("term", f"term{rng.randint(0, 500)}", rng.random(), now) for _ in range(24)]
+                tx.replace_weights(reader, list({(k, key): (k, key, w, a) for k, key, w, a in weights}.values()))
+        for name in names:
+            reader = signer.reader_hash(name)
+            store.follow(reader, "topic", rng.choice(SECTIONS))
+            store.follow(reader, "source", f"publisher-{rng.randint(0, 39):02d}")
+            store.hide(reader, "source", f"publisher-{rng.randint(0, 39):02d}")
+            store.hide(reader, "story", f"story{rng.randint(0, 29):06d}")
+            for j in range(50):
+                store.record_read(reader, f"story{rng.randint(0, 999):06d}", now - j)
+    finally:
+        fold.close()
+        store.close()
+    return names
+
+
+def start_server(root: Path, profiles_url: str | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, __file__, "--serve", str(root), str(port)]
+    cmd += ["--serve-profiles-url", profiles_url] if profiles_url else []
+    server = subprocess.Popen(cmd, cwd=REPO)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")
+            return server, port
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                raise
+            time.sleep(0.1)
+
+
+def sessions(port: int, names: list[str]) -> list[dict[str, str]]:
+    out = []
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    for name in names:
+        conn.request("POST", "/v1/session", body=json.dumps({"reader": name}),
+                     headers={"content-type": "application/json"})
+        response = conn.getresponse()
+        out.append({"Authorization": f"Bearer {json.loads(response.read())['token']}"})
+    conn.close()
+    return out
+
+
+def bench_for_you(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``GET /v1/feed`` p50 with the SQLite and (unless ``--no-postgres``) the PostgreSQL profile store."""
+    import contextlib
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from pgserver import find_pg_binary, run_postgres
+
+    with contextlib.ExitStack() as stack:
+        backends: dict[str, str | None] = {"sqlite": None}
+        names = seed_profiles(str(root / "profiles.sqlite3"), args.readers)
+        if not args.no_postgres:
+            if find_pg_binary("initdb") is None:
+                raise SystemExit("PostgreSQL is not installed (scripts/ensure-postgresql.sh); or pass --no-postgres")
+            pg = stack.enter_context(run_postgres())
+            backends["postgres"] = pg.create_database("bench_profiles")
+            assert seed_profiles(str(backends["postgres"]), args.readers) == names
+        servers: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
+        try:
+            for name, url in backends.items():
+                servers[name] = start_server(root, url)
+            readers = {name: sessions(port, names) for name, (_, port) in servers.items()}
+            path = "/v1/feed?edition=en-US&limit=20"
+            for name, (_, port) in servers.items():  # warm up (pool, prepared statements)
+                drive(port, path, 0.5, args.connections, 2_000, readers[name])
+            results: dict[str, dict[str, list[float]]] = {n: {"lat": [], "rps": []} for n in servers}
+            for _ in range(args.rounds):
+                for name, (_, port) in servers.items():
+                    lat, rps, _ = drive(port, path, args.seconds, args.connections, args.max_requests, readers[name])
+                    results[name]["lat"] += lat
+                    results[name]["rps"].append(rps)
+        finally:
+            for server, _ in servers.values():
+                server.terminate()
+                server.wait(10)
+    out: dict[str, Any] = {"readers": args.readers}
+    for name, r in results.items():
+        out[name] = {"requests": len(r["lat"]), "p50_ms": round(pct(r["lat"], 0.5), 3),
+                     "p99_ms": round(pct(r["lat"], 0.99), 3), "req_per_s": round(statistics.mean(r["rps"]), 1)}
+    if "postgres" in out:
+        out["postgres_vs_sqlite_p50"] = round(out["postgres"]["p50_ms"] / out["sqlite"]["p50_ms"], 3)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each round")
     parser.add_argument("--rounds", type=int, default=4, help="rounds per URL, alternating")
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--max-requests", type=int, default=200_000, help="cap per round")
+    parser.add_argument("--readers", type=int, default=200, help="seeded profiles for the For-you rounds")
+    parser.add_argument("--no-postgres", action="store_true", help="For you on SQLite only")
     parser.add_argument("--serve", nargs=2, metavar=("ROOT", "PORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve-profiles-url", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(Path(args.serve[0]), int(args.serve[1]))
+        serve(Path(args.serve[0]), int(args.serve[1]), args.serve_profiles_url)
         return
 
     with tempfile.TemporaryDirectory(prefix="newsroom-bench-") as tmp:
@@ -208,6 +343,7 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(10)
+        for_you = bench_for_you(root, args)
 
     summary: dict[str, Any] = {"page_bytes": len(data), "connections": args.connections,
                                "rounds": args.rounds, "seconds_per_round": args.seconds}
@@ -218,6 +354,7 @@ def main() -> None:
     summary["api_vs_static_rate"] = round(summary["api_edition_page"]["req_per_s"]
                                           / summary["static_same_bytes"]["req_per_s"], 3)
     summary["for_you_rerank"] = {k: round(v, 4) for k, v in bench_rerank().items()}
+    summary["for_you_by_profile_store"] = for_you
     print(json.dumps(summary, indent=2))
 
 
