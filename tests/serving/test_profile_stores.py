@@ -398,3 +398,27 @@ def _eventually(check: Callable[[], bool], seconds: float = 20.0) -> bool:
             return True
         time.sleep(0.2)
     return check()
+
+
+# -- settings ------------------------------------------------------------------------------------------
+
+
+def test_one_url_switches_serving_and_the_profiles_fold_to_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import ValidationError
+
+    from tasks.profiles import ProfilesSettings
+
+    url = f"postgresql://newsroom:{PASSWORD}@db.internal:5432/newsroom"
+    monkeypatch.setenv("NEWSROOM_SERVING_PROFILES_URL", url)
+    monkeypatch.setenv("NEWSROOM_SERVING_PROFILES_PATH", "var/p.sqlite3")
+    serving = ServingSettings()
+    assert serving.profiles_url is not None and serving.profiles_url.get_secret_value() == url
+    assert PASSWORD not in repr(serving)
+    assert ProfilesSettings().profiles_at == url
+    monkeypatch.delenv("NEWSROOM_SERVING_PROFILES_URL")
+    assert ProfilesSettings().profiles_at == "var/p.sqlite3"
+    monkeypatch.setenv("NEWSROOM_SERVING_PROFILES_URL", "mysql://db/newsroom")
+    with pytest.raises(ValidationError):
+        ServingSettings()
+    with pytest.raises(ValidationError):
+        ProfilesSettings()
