@@ -147,8 +147,11 @@ def test_fold_is_atomic_with_its_offsets(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.integration
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_fold_profiles_flow_runs_under_prefect(tmp_path: Path, prefect_harness: None,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+                                               monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest,
+                                               backend: str) -> None:
+    """The flow and serving find the same profile store from the same variables (the URL wins)."""
     from flows.profiles import fold_profiles
     from tasks.storage import reset_configured_store
 
@@ -157,8 +160,15 @@ def test_fold_profiles_flow_runs_under_prefect(tmp_path: Path, prefect_harness: 
     profiles_path = str(tmp_path / "profiles.sqlite3")
     monkeypatch.setenv("NEWSROOM_WAREHOUSE_ROOT", str(tmp_path / "store"))
     monkeypatch.setenv("NEWSROOM_SERVING_PROFILES_PATH", profiles_path)
+    extra: dict[str, str] = {}
+    if backend == "postgres":
+        extra["profiles_url"] = request.getfixturevalue("postgres_url")
+        monkeypatch.setenv("NEWSROOM_SERVING_PROFILES_URL", extra["profiles_url"])
+    else:
+        monkeypatch.delenv("NEWSROOM_SERVING_PROFILES_URL", raising=False)
     reset_configured_store()
-    settings = ServingSettings(refresh_seconds=3600, profiles_path=profiles_path, hmac_key=FIX.HMAC_KEY)
+    settings = ServingSettings(refresh_seconds=3600, profiles_path=profiles_path, hmac_key=FIX.HMAC_KEY,
+                               **extra)  # type: ignore[arg-type]
     try:
         with TestClient(create_app(store, settings)) as client:
             dana = {"Authorization": f"Bearer {client.post('/v1/session', json={'reader': 'dana'}).json()['token']}"}
@@ -171,3 +181,4 @@ def test_fold_profiles_flow_runs_under_prefect(tmp_path: Path, prefect_harness: 
     finally:
         os.environ.pop("NEWSROOM_WAREHOUSE_ROOT", None)
         reset_configured_store()
+    assert Path(profiles_path).exists() == (backend == "sqlite")  # with the URL set, nobody opens the file
