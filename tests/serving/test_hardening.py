@@ -99,9 +99,17 @@ def token_json(token: str) -> str:
         ("javascript:alert(1)", None),
         ("https://news.example/" + "a" * 2100, None),
         ("https://news.example/" + "新" * 700, None),  # short as text, too long once encoded
+        # UTS #46 like the pipeline's canonical URLs, not IDNA 2003 (strasse.de is another domain) (#16)
+        ("https://straße.de:8443/a", "https://xn--strae-oqa.de:8443/a"),
+        ("http://[::1]:8080/a", "http://[::1]:8080/a"),
+        ("https://a b.example/a", None),
+        ("https://a|b.example/a", None),
+        ("https://a<b.example/a", None),
+        ("https://\u2488.example/a", None),
     ],
     ids=["ascii", "iri-path", "already-encoded", "space-query-fragment", "idn-host", "crlf", "lf", "nul",
-         "tab", "del", "c1-nel", "not-web", "too-long", "too-long-encoded"],
+         "tab", "del", "c1-nel", "not-web", "too-long", "too-long-encoded", "uts46-sharp-s", "ipv6-literal",
+         "host-space", "host-pipe", "host-angle", "host-disallowed-by-uts46"],
 )
 def test_header_safe_url_encodes_non_ascii_and_refuses_control_chars(url: str, expected: str | None) -> None:
     safe = header_safe_url(url)
