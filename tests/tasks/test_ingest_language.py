@@ -47,6 +47,9 @@ def test_a_publisher_registry_language_is_its_primary_tag(tmp_path) -> None:
     from tasks.registry import parse_publishers_csv
 
     registry = parse_publishers_csv("publisher_id,name,domain,region,language\n"
-                                    "a,A,a.test,GB,en_GB\nb,B,b.test,US,EN US\nc,C,c.test,PH,fil\nd,D,d.test,US,English\n")
+                                    "a,A,a.test,GB,en_GB\nb,B,b.test,US,EN US\nc,C,c.test,PH,fil\nd,D,d.test,US,\n")
     assert {p: row["language"] for p, row in registry.publishers.items()} == {"a": "en", "b": "en", "c": "fil",
                                                                               "d": "und"}
+    # A word is not a tag: the row is refused with its line, not stored as "und" (#16).
+    with pytest.raises(ValueError, match=r"line 2: language must be a language tag"):
+        parse_publishers_csv("publisher_id,name,domain,region,language\nd,D,d.test,US,English\n")
