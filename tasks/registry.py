@@ -156,14 +156,20 @@ def _region(value: str | None, problems: list[str]) -> str:
 
 
 def _domain(value: str | None, problems: list[str]) -> str:
-    text = (value or "").strip()
+    """The publisher's site: a host, with a port when it is not the default (``127.0.1.5:8080``)."""
+    text = (value or "").strip().lower()
     if not text:
         return ""
     try:
-        return normalize_host(text)
+        parts = urlsplit(f"//{text}")
+        _ = parts.port
+        if not parts.hostname or parts.path or parts.query or parts.fragment or "@" in parts.netloc:
+            raise ValueError(f"not a host: {text[:120]!r}")
+        normalize_host(parts.hostname)
     except ValueError as e:
         problems.append(f"domain: {e}")
         return ""
+    return text
 
 
 def _text(name: str, value: str | None, problems: list[str]) -> str:
