@@ -534,10 +534,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that read no setting: they run the pipeline's code over files, not over a store.
+_NO_SETTINGS = frozenset({"cluster-eval", "extract", "classify-sections", "down"})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "publishers" and args.action == "import" and not args.file:
         raise SystemExit("newsroom publishers import FILE")
+    if args.command not in _NO_SETTINGS:
+        from tasks.settings import check_all_settings
+
+        try:
+            check_all_settings()  # one line and exit 2 for a bad setting, before any work (#16)
+        except ValueError as e:
+            _err(f"newsroom {args.command}: {e}")
+            return 2
     return int(args.func(args))
 
 

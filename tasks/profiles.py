@@ -19,11 +19,8 @@ from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from transforms.affinity import (
-    HALF_LIFE_HOURS,
     ClickSignal,
     StoredWeight,
     WeightKey,
@@ -40,26 +37,6 @@ from warehouse.tables import list_segments, read_segments
 
 log = logging.getLogger(__name__)
 
-
-
-class ProfilesSettings(BaseSettings):
-    """Where the profile store is and how fast interests fade."""
-
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_PROFILES_", env_file=".env", extra="ignore",
-                                      populate_by_name=True)
-
-    profiles_path: str = Field(
-        default="var/profiles.sqlite3",
-        validation_alias="NEWSROOM_SERVING_PROFILES_PATH",
-        description="The serving profile store (SQLite); the same variable serving reads.",
-    )
-    half_life_hours: float = Field(
-        default=HALF_LIFE_HOURS, gt=0, description="Hours for a click's weight to halve."
-    )
-
-
-def get_profiles_settings() -> ProfilesSettings:
-    return ProfilesSettings()
 
 
 def _story_index(store: ObjectStore) -> tuple[dict[str, Any], dict[str, str]]:
