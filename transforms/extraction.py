@@ -37,7 +37,7 @@ import trafilatura
 
 from transforms.canonical_url import choose_canonical_url
 from transforms.errors import ExtractionError
-from transforms.feeds import extract_mime_type, normalize_language, truncate_title
+from transforms.feeds import author_name, extract_mime_type, normalize_language, truncate_title
 from transforms.text import normalize_whitespace
 
 MAX_HTML_BYTES = 5_000_000
@@ -363,7 +363,8 @@ def _ld_author(objects: list[dict[str, Any]]) -> str | None:
         for item in items:
             name = item.get("name") if isinstance(item, dict) else item
             if isinstance(name, str) and name.strip() and not name.strip().startswith("http"):
-                names.append(normalize_whitespace(name))
+                names.append(author_name(name))  # no e-mail address is ever kept (#16)
+        names = [n for n in names if n]
         if names:
             return ", ".join(dict.fromkeys(names))
     return None
@@ -855,9 +856,9 @@ def extract_page(
     section = _clean_optional(meta.get("article:section")) or _ld_first_str(ld, "articleSection")
     author = _ld_author(ld) or next(
         (
-            _clean_optional(meta[k])
+            name
             for k in ("author", "article:author", "parsely-author", "dc.creator", "byl")
-            if k in meta and not meta[k].startswith("http")
+            if k in meta and not meta[k].startswith("http") and (name := author_name(meta[k]))
         ),
         None,
     )
