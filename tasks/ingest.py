@@ -70,6 +70,8 @@ FUTURE_DATE_SLACK = timedelta(days=1)
 # Longest ETag / Last-Modified kept and sent back; real ones are a few dozen characters.
 VALIDATOR_MAX_CHARS = 256
 _NO_RESPONSE_KINDS = frozenset({"timeout", "connect", "protocol", "dns", "host_backoff"})
+# A robots.txt fetch failing this way says the host cannot be reached, not what its publisher allows.
+_HOST_REFUSAL_KINDS = frozenset({"blocked_address", "dns"})
 # RFC 9309 §2.4: a cached robots.txt SHOULD NOT be used for more than 24 hours, whatever the setting.
 ROBOTS_CACHE_MAX_AGE_SECONDS = 86_400
 # A 5xx/unreachable robots.txt means "disallow all" (§2.3.1.4); kept only this long, so a short
@@ -341,6 +343,7 @@ class RobotsCache:
                         if is_robots_entry_fresh(entry, self._now, settings.robots_ttl_seconds)}
         self._rules: dict[str, _RobotsVerdict] = {}
         self._fetched: dict[str, RobotsEntry] = {}
+        self._refusals: dict[str, FetchError] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -397,8 +400,16 @@ class RobotsCache:
             # tells parse_robots the body was cut, so it drops the partial last line.
             result = fetch_url(self._client, f"{origin}/robots.txt", self._settings,
                                max_bytes=ROBOTS_MAX_BYTES + 1, is_truncating=True)
-        except FetchError:
+        except FetchError as e:
             entry = RobotsEntry("disallow_all", self._now)
+            if e.kind in _HOST_REFUSAL_KINDS:
+                with self._lock:
+                    self._refusals[origin] = e
+                if e.kind == "blocked_address":
+                    # Refused for its address, not by the publisher: nothing to remember across runs.
+                    with self._lock:
+                        self._rules[origin] = "disallow_all"
+                    return "disallow_all"
         else:
             verdict = robots_policy_for_status(result.status)
             entry = RobotsEntry(verdict, self._now, result.body if verdict == "parse" else b"")
@@ -407,6 +418,24 @@ class RobotsCache:
             self._rules[origin] = policy
             self._fetched[origin] = entry
         return policy
+
+    def check(self, url: str) -> None:
+        """Refuse ``url`` unless its origin's robots.txt allows it, naming the real reason (#16).
+
+        A host whose robots.txt could not be fetched because of its address (refused, or no DNS
+        answer) is reported as that, since the page would fail the same way: only a robots.txt the
+        publisher served makes a ``robots_disallowed``.
+
+        Raises:
+            FetchError: ``robots_disallowed``, or the kind the robots.txt fetch failed with.
+        """
+        if self.allows(url):
+            return
+        with self._lock:
+            refusal = self._refusals.get(self.origin_of(url))
+        if refusal is not None:
+            raise FetchError(refusal.kind, str(refusal).removeprefix(f"{refusal.kind}: "), url=url)
+        raise FetchError("robots_disallowed", "robots.txt disallows this page", url=url)
 
 
 def _poll_state(state: dict[str, Any]) -> PollState:
@@ -705,13 +734,9 @@ def _fetch_article(job: FeedJob, item: FeedItem, client: httpx.Client, robots: R
                    settings: IngestSettings, now: datetime) -> dict[str, Any]:
     url = item.link or ""
 
-    def check_robots(hop: str) -> None:
-        # Every hop, redirects included, matched as sent: robots patterns are percent-encoded (RFC 9309 §2.2.2).
-        if not robots.allows(hop):
-            raise FetchError("robots_disallowed", "robots.txt disallows this page", url=hop)
-
     try:
-        fetched = fetch_url(client, url, settings, max_bytes=settings.max_page_bytes, allow=check_robots)
+        # Every hop, redirects included, matched as sent: robots patterns are percent-encoded (RFC 9309 §2.2.2).
+        fetched = fetch_url(client, url, settings, max_bytes=settings.max_page_bytes, allow=robots.check)
         if not 200 <= fetched.status < 300:
             raise FetchError("http_status", f"HTTP {fetched.status}", url=url, status=fetched.status)
         return build_article_row(job, item, fetched.body, fetched.final_url, now, embed=settings.embeddings,
