@@ -414,3 +414,21 @@ def test_a_shown_set_bomb_is_refused_before_it_is_inflated(client: TestClient) -
         decode_feed_cursor(cursor, "feed:en-US:2")
     response = client.get("/v1/feed", params={"cursor": cursor, "limit": 2}, headers=sign_in(client, "alice"))
     assert response.status_code == 400, response.text
+
+
+@pytest.mark.parametrize(
+    ("path", "echo"),
+    [
+        ("/v1/editions/zz-ZZ/top", "zz-ZZ"),
+        ("/v1/editions/en-US/no-such-section-xyz", "no-such-section-xyz"),
+        ("/v1/stories/no-such-story-xyz", "no-such-story-xyz"),
+        ("/v1/topics/no-such-topic-xyz?edition=en-US", "no-such-topic-xyz"),
+    ],
+    ids=["edition", "section", "story", "topic"],
+)
+def test_a_404_does_not_echo_the_id(client: TestClient, path: str, echo: str) -> None:
+    """docs/readers.md: "404s do not echo ids" (#16)."""
+    response = client.get(path)
+    assert response.status_code == 404, response.text
+    assert echo not in response.text and echo.lower() not in response.text.lower()
+    assert response.json()["detail"]
