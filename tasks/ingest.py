@@ -45,7 +45,7 @@ from transforms.embedding import embed_articles
 from transforms.errors import FeedRejectedError, TransformError
 from transforms.extraction import charset_from_content_type, extract_page
 from transforms.features import features_from_text, features_to_row
-from transforms.feeds import FeedItem, ParsedFeed, parse_feed, truncate_title
+from transforms.feeds import FeedItem, ParsedFeed, is_plausible_published_at, parse_feed, truncate_title
 from transforms.polling import PollResponse, PollState, decide_next_poll, floor_for_tier
 from transforms.robots import (
     ROBOTS_MAX_BYTES,
@@ -451,7 +451,7 @@ def _poll_state(state: dict[str, Any]) -> PollState:
 
 def _bad_date_count(items: tuple[FeedItem, ...] | list[FeedItem], now: datetime) -> int:
     return sum(1 for i in items if i.published_at is None and i.updated_at is None
-               or (i.published_at is not None and i.published_at > now + FUTURE_DATE_SLACK))
+               or (i.published_at is not None and not is_plausible_published_at(i.published_at, now)))
 
 
 def clean_validator(value: object) -> str | None:
@@ -541,9 +541,11 @@ def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now:
     except TransformError as e:
         error_kind, error = "parse", f"{type(e).__name__}: {e}"
     is_error = error_kind is not None
-    usable_times = tuple(i.published_at for i in new)
+    # Implausible dates (1900, 9999) say nothing of the feed's rate (#16).
+    usable_times = tuple(i.published_at if i.published_at is not None
+                         and is_plausible_published_at(i.published_at, now) else None for i in new)
     dated = [i.published_at for i in (parsed.items if parsed else ()) if i.published_at is not None
-             and i.published_at <= now + FUTURE_DATE_SLACK]
+             and is_plausible_published_at(i.published_at, now)]
     response = PollResponse(
         status=status, is_error=is_error, new_item_times=usable_times,
         oldest_item_at=min(dated) if dated else None,
@@ -601,11 +603,21 @@ def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: st
         "snippet": snippet_from_text(body, page.description or item.summary, SNIPPET_MAX_CHARS, title=title),
         "image_url": page.image_url or item.image_url, "author": page.author or item.author,
         "section": page.section or job.section_hint or None, "categories": list(item.categories),
-        "is_opinion": bool(page.is_opinion), "published_at": page.published_at or item.published_at,
-        "first_seen_at": now,
+        "is_opinion": bool(page.is_opinion), "first_seen_at": now,
+        **_published_times(page.published_at, item.published_at, now),
     }
     row.update(features_to_row(features))
     return row
+
+
+def _published_times(page_says: datetime | None, feed_says: datetime | None, now: datetime) -> dict[str, Any]:
+    """``published_at``: the page's stated time, else the feed's, whichever is plausible (see
+    :func:`~transforms.feeds.is_plausible_published_at`); ``implausible_published_at``: the first
+    stated time when it is not, so the claim is kept without skewing lag or polling (#16)."""
+    stated = [t for t in (page_says, feed_says) if t is not None]
+    plausible = [t for t in stated if is_plausible_published_at(t, now)]
+    implausible = stated[0] if stated and not is_plausible_published_at(stated[0], now) else None
+    return {"published_at": plausible[0] if plausible else None, "implausible_published_at": implausible}
 
 
 def _poll_feed_safely(job: FeedJob, client: httpx.Client, settings: IngestSettings, now: datetime,

@@ -36,7 +36,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from html.parser import HTMLParser
 from typing import Any
@@ -58,6 +58,11 @@ SUMMARY_MAX_CHARS = 1_000
 TITLE_MAX_CHARS = 300
 PLAIN_TEXT_MAX_INPUT_CHARS = 64 * 1024
 ELLIPSIS = "\u2026"
+# A publication time before the web had news sites, or more than a day after we first saw the
+# article, is a CMS default (1900, 1970), a placeholder (9999) or a wrong time zone gone far: it is
+# not used for discovery lag, polling rates or ranking (#16); the claim is kept on its own.
+EARLIEST_PUBLISHED_AT = datetime(1995, 1, 1, tzinfo=UTC)
+PUBLISHED_FUTURE_SLACK = timedelta(days=1)
 DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 _MARKUP_PROBE = "<!DOCTYPE x [<!ENTITY % y SYSTEM 'z'>]>"
@@ -934,6 +939,18 @@ def normalize_language(value: object) -> str | None:
         return None
     primary = _LANGUAGE_SEPARATOR_RE.split(value.strip().lower(), maxsplit=1)[0]
     return primary if _LANGUAGE_CODE_RE.fullmatch(primary) and primary != "und" else None
+
+
+def is_plausible_published_at(value: datetime, seen_at: datetime) -> bool:
+    """Whether a stated publication time can be true of an article first seen at ``seen_at``.
+
+    >>> seen = datetime(2026, 5, 1, tzinfo=UTC)
+    >>> [is_plausible_published_at(datetime(y, 1, 1, tzinfo=UTC), seen) for y in (1900, 1970, 2026, 9999)]
+    [False, False, True, False]
+    >>> is_plausible_published_at(seen + timedelta(hours=23), seen), is_plausible_published_at(seen + timedelta(days=2), seen)
+    (True, False)
+    """
+    return EARLIEST_PUBLISHED_AT <= value <= seen_at + PUBLISHED_FUTURE_SLACK
 
 
 def _positive_int(value: object) -> int | None:
