@@ -92,6 +92,8 @@ class FeedJob:
     tier: int = 2
     push_keys: tuple[str, ...] = ()
     """Push markers (WebSub delivery, publisher ping) that put this feed in the priority lane."""
+    site_languages: tuple[str, ...] = ()
+    """The languages the registry's publishers declare: a page declaring none is guessed among these only."""
 
 
 @dataclass(slots=True)
@@ -183,6 +185,7 @@ def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
     pushed = list_push_markers(store)
     subscribed = subscribed_feed_ids(store)
     boosted = load_feed_boosts(store)
+    site_languages = tuple(sorted({p["language"] for p in registry.publishers.values()} - {"und", ""}))
     buckets: dict[int, list[FeedJob]] = defaultdict(list)
     for feed in registry.read_feeds():
         publisher = registry.publishers[feed["publisher_id"]]
@@ -202,7 +205,7 @@ def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
             continue
         job = FeedJob(feed["feed_id"], feed["url"], feed["publisher_id"], publisher["language"],
                       publisher["region"], feed["section_hint"] or "", state, int(publisher["tier"] or 2),
-                      push_keys)
+                      push_keys, site_languages)
         host = host_of_url(feed["url"])
         buckets[int(hashlib.blake2b(host.encode(), digest_size=4).hexdigest(), 16) % max(1, shards)].append(job)
     return [sorted(jobs, key=lambda j: (not j.push_keys, j.feed_id)) for _, jobs in sorted(buckets.items())]
@@ -587,11 +590,16 @@ def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: st
     """Extract one fetched page into an ``ArticleRow``: a capped headline, the snippet, signatures and
     (with ``embed``) the sentence embedding of the title and lede; never the body. ``http_charset`` is
     the response's Content-Type charset, which decides the page's decoding over its ``<meta>``."""
-    page = extract_page(html, fetched_url, http_charset=http_charset)
+    page = extract_page(html, fetched_url, http_charset=http_charset,
+                        languages=frozenset(job.site_languages) or None)
     canonical = canonicalize_url(choose_canonical_url(fetched_url, page.canonical_url, None))
     title = truncate_title(page.title or item.title or "")
     body = page.text or item.summary or ""
-    language = page.language or item.language or job.language
+    # Declarations first (page, feed, publisher); a guess from the text only when none declares one,
+    # and only among the site's languages: the stopword guess once made every Malay page Indonesian (#16).
+    declared = None if page.is_language_guessed else page.language
+    publisher_language = job.language if job.language and job.language != "und" else None
+    language = declared or item.language or publisher_language or page.language or "und"
     embedding = embed_articles([(title, body, language)])[0] if embed else None
     features = features_from_text(article_id_from_url(canonical), title, body, language, now, job.publisher_id,
                                   embedding=embedding)
