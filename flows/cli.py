@@ -127,7 +127,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         _say(f"      {replay.banner}")
         csv_path = store_dir.parent / "replay-publishers.csv"
         store_dir.mkdir(parents=True, exist_ok=True)
-        registry = import_publishers(configured_store(), download_publishers_csv(replay.control_url, csv_path))
+        registry = import_publishers(configured_store(),
+                                     download_publishers_csv(replay.control_url, csv_path)).registry
         _say(f"[2/4] registered {len(registry.publishers)} publishers, {len(registry.feeds)} feeds")
         _say(f"[3/4] running {args.cycles} pipeline cycles under Prefect, {args.step_minutes} simulated minutes apart")
         summary: dict[str, Any] = {}
@@ -239,7 +240,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         from tasks.replay_control import download_publishers_csv
         from tasks.storage import configured_store
 
-        registry = import_publishers(configured_store(), download_publishers_csv(control, RUN_DIR / "replay.csv"))
+        registry = import_publishers(configured_store(), download_publishers_csv(control, RUN_DIR / "replay.csv")).registry
         _say(f"replay publishers on {control} ({len(registry.publishers)} publishers, x{args.replay_speed} clock)")
     run = {**os.environ, **env}
     subprocess.run([prefect, "work-pool", "create", "newsroom", "--type", "process"], env=run,
@@ -313,15 +314,37 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _err(message: str) -> None:
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
 def cmd_publishers(args: argparse.Namespace) -> int:
-    from tasks.registry import export_opml, import_publishers, load_registry
+    """``newsroom publishers import FILE [--skip-invalid]`` or ``export``: every invalid row is reported
+    as ``FILE:LINE: why``; nothing is imported then unless ``--skip-invalid`` (exit 1 either way)."""
+    from tasks.registry import RegistryImportError, export_opml, import_publishers, load_registry
+    from tasks.settings import get_ingest_settings
     from tasks.storage import configured_store
 
     if args.action == "import":
-        registry = import_publishers(configured_store(), Path(args.file))
-        _say(f"registry: {len(registry.publishers)} publishers, {len(registry.feeds)} feeds")
-    else:
-        sys.stdout.write(export_opml(load_registry(configured_store())))
+        try:
+            result = import_publishers(configured_store(), Path(args.file), skip_invalid=args.skip_invalid,
+                                       private_networks=get_ingest_settings().private_networks)
+        except RegistryImportError as e:
+            for error in e.errors:
+                _err(f"{args.file}:{error.line}: {error.message}")
+            _err(f"{args.file}: {len(e.errors)} invalid row(s); nothing imported (--skip-invalid imports the valid rows)")
+            return 1
+        except OSError as e:
+            _err(f"{args.file}: cannot read: {e.strerror or e}")
+            return 1
+        for error in result.skipped:
+            _err(f"{args.file}:{error.line}: skipped: {error.message}")
+        _say(f"imported {result.imported_publishers} publishers, {result.imported_feeds} feeds"
+             + (f" ({len(result.skipped)} invalid row(s) skipped)" if result.skipped else "")
+             + f"; registry: {len(result.registry.publishers)} publishers, {len(result.registry.feeds)} feeds")
+        return 1 if result.skipped else 0
+    sys.stdout.write(export_opml(load_registry(configured_store())))
     return 0
 
 
@@ -458,6 +481,8 @@ def build_parser() -> argparse.ArgumentParser:
     pubs = sub.add_parser("publishers", help="import (CSV/OPML) or export (OPML) the registry")
     pubs.add_argument("action", choices=["import", "export"])
     pubs.add_argument("file", nargs="?")
+    pubs.add_argument("--skip-invalid", action="store_true",
+                      help="import: import the valid rows even when some are invalid (they are listed; exit 1)")
     pubs.set_defaults(func=cmd_publishers)
 
     for name, text in [("ingest", "one ingest cycle"), ("cluster", "one cluster cycle"),
@@ -509,10 +534,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that read no setting: they run the pipeline's code over files, not over a store.
+_NO_SETTINGS = frozenset({"cluster-eval", "extract", "classify-sections", "down"})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "publishers" and args.action == "import" and not args.file:
         raise SystemExit("newsroom publishers import FILE")
+    if args.command not in _NO_SETTINGS:
+        from tasks.settings import check_all_settings
+
+        try:
+            check_all_settings()  # one line and exit 2 for a bad setting, before any work (#16)
+        except ValueError as e:
+            _err(f"newsroom {args.command}: {e}")
+            return 2
     return int(args.func(args))
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from prefect import flow, get_run_logger
 
 from tasks.clock import resolve_now
-from tasks.profiles import fold_clicks_task, get_profiles_settings
+from tasks.profiles import fold_clicks_task
+from tasks.settings import get_profiles_settings
 from tasks.storage import configured_store
 
 

@@ -6,10 +6,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import uvicorn
+from pydantic import ValidationError
 
-from serving.settings import get_settings
+from serving.settings import ServingSettings, get_settings
+from warehouse.settings import WarehouseSettings, check_settings, describe_settings_error
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -18,7 +21,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=None, help="listen port (default NEWSROOM_SERVING_PORT)")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
-    settings = get_settings()
+    try:
+        # Every setting is read now: a bad one stops the server at start with one line, exit 2 (#16).
+        settings = get_settings()
+        check_settings(WarehouseSettings)
+    except ValidationError as e:
+        sys.stderr.write(f"newsroom serve: {describe_settings_error(ServingSettings, e)}\n")
+        raise SystemExit(2) from None
+    except ValueError as e:
+        sys.stderr.write(f"newsroom serve: {e}\n")
+        raise SystemExit(2) from None
     uvicorn.run("serving.app:create_app", factory=True, log_level=args.log_level,
                 host=settings.host if args.host is None else args.host,
                 port=settings.port if args.port is None else args.port)

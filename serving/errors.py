@@ -22,6 +22,7 @@ from warehouse.errors import NewsroomError, SnapshotNotFoundError
 logger = logging.getLogger(__name__)
 
 _NO_STORE = {"Cache-Control": "no-store"}
+_NOT_FOUND_DETAIL: dict[type[Exception], str] = {}  # filled below the classes
 _PRIVATE = {"Cache-Control": "private"}
 
 
@@ -52,6 +53,13 @@ class TopicNotFoundError(SnapshotNotFoundError):
     def __init__(self, topic: str) -> None:
         super().__init__(f"no live stories about {topic}")
         self.topic = topic
+
+
+_NOT_FOUND_DETAIL.update({
+    PageNotFoundError: "no live page for this edition and section",
+    StoryNotFoundError: "no live story with this id",
+    TopicNotFoundError: "no live stories about this topic",
+})
 
 
 class StoryMovedError(ServingError):
@@ -153,7 +161,8 @@ async def handle_newsroom_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, UnsignableUrlError):
         return JSONResponse({"detail": str(exc)}, status_code=422)
     if isinstance(exc, (PageNotFoundError, StoryNotFoundError, TopicNotFoundError)):
-        return JSONResponse({"detail": str(exc)}, status_code=404)
+        # The message names the edition, story or topic for logs; the body never echoes it (#16).
+        return JSONResponse({"detail": _NOT_FOUND_DETAIL[type(exc)]}, status_code=404)
     if isinstance(exc, SnapshotNotFoundError):
         # A warehouse message names an object key: an internal detail, not for readers.
         return JSONResponse({"detail": "not found"}, status_code=404)

@@ -7,18 +7,21 @@ from functools import lru_cache
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+MIN_HMAC_KEY_CHARS = 32
+
 
 class ServingSettings(BaseSettings):
     """How the API server listens, signs tokens, stores profiles and sheds load."""
 
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_SERVING_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_SERVING_", env_file=".env", extra="ignore",
+                                      allow_inf_nan=False)
 
     refresh_seconds: float = Field(
         default=3.0,
         gt=0,
         description="Seconds between checks of the page pointers for newly published versions.",
     )
-    host: str = Field(default="127.0.0.1", description="Interface the HTTP server binds to.")
+    host: str = Field(default="127.0.0.1", min_length=1, description="Interface the HTTP server binds to.")
     port: int = Field(default=8000, ge=0, le=65535, description="TCP port the HTTP server listens on.")
     hmac_key: SecretStr | None = Field(
         default=None,
@@ -28,6 +31,7 @@ class ServingSettings(BaseSettings):
     )
     profiles_path: str = Field(
         default="var/profiles.sqlite3",
+        min_length=1,
         description="SQLite (WAL) file holding reader profiles: follows, hides, reads and decayed weights.",
     )
     profiles_url: SecretStr | None = Field(
@@ -68,6 +72,14 @@ class ServingSettings(BaseSettings):
     def _postgres_only(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and not value.get_secret_value().startswith(("postgresql://", "postgres://")):
             raise ValueError("NEWSROOM_SERVING_PROFILES_URL must start with postgresql:// or postgres://")
+        return value
+
+
+    @field_validator("hmac_key")
+    @classmethod
+    def _key_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < MIN_HMAC_KEY_CHARS:
+            raise ValueError(f"must be at least {MIN_HMAC_KEY_CHARS} characters (unset: a random key per process)")
         return value
 
 

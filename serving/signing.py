@@ -20,8 +20,8 @@ issued_at, nonce]``:
   later still redirects, but as an anonymous click (see ``verify_click``).
 
 Publisher URLs are made header-safe before they are signed (``header_safe_url``): non-ASCII is
-percent-encoded as UTF-8 (hosts as IDNA) and control characters are refused, so the ``Location``
-of ``/r/{token}`` can always be sent.
+percent-encoded as UTF-8 (hosts as IDNA per UTS #46, as browsers and the pipeline's canonical URLs
+do) and control characters are refused, so the ``Location`` of ``/r/{token}`` can always be sent.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal, get_args
 from urllib.parse import quote, urlsplit, urlunsplit
+
+import idna
 
 from serving.errors import InvalidTokenError, UnsignableUrlError
 
@@ -62,6 +64,8 @@ _SESSION_VERSION = 1
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
 # RFC 3986 reserved and unreserved characters, and "%" so an already-encoded URL is left as is.
 _URL_SAFE = "%:/?#[]@!$&'()*+,;=~-._"
+# WHATWG URL forbidden domain code points that urlsplit lets through in a host (#16).
+_FORBIDDEN_HOST_CHARS = frozenset(" #%/<>?@[\\]^|")
 
 
 def _b64encode(data: bytes) -> str:
@@ -112,17 +116,24 @@ def header_safe_url(url: str) -> str | None:
     try:
         parts = urlsplit(url)
         host = parts.hostname
+        port = parts.port
     except ValueError:
         return None
     if parts.scheme.lower() not in ("http", "https") or not host:
         return None
+    if any(ch in _FORBIDDEN_HOST_CHARS for ch in host):
+        return None  # not a name a resolver looks up: "a b.example", "a|b.example"
     netloc = parts.netloc
     if not netloc.isascii():
-        userinfo, _, hostport = netloc.rpartition("@")
+        if ":" in host:
+            return None  # an IPv6 literal is ASCII
         try:
-            hostport = hostport.encode("idna").decode("ascii")
-        except UnicodeError:
-            hostport = quote(hostport, safe=_URL_SAFE)
+            # UTS #46, not IDNA 2003: "straße.de" is xn--strae-oqa.de, not strasse.de (another domain).
+            hostport = idna.encode(host, uts46=True, transitional=False).decode("ascii")
+        except (idna.IDNAError, UnicodeError):
+            return None
+        hostport += f":{port}" if port is not None else ""
+        userinfo = netloc.rpartition("@")[0] if "@" in netloc else ""
         netloc = f"{quote(userinfo, safe=_URL_SAFE)}@{hostport}" if userinfo else hostport
     safe = urlunsplit((
         parts.scheme,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import signal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 CRASH_POINTS = (
@@ -27,6 +27,13 @@ class DebugSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="NEWSROOM_DEBUG_", extra="ignore")
 
     crash_point: str | None = Field(None, description="Tests only: a point from CRASH_POINTS to SIGKILL at.")
+
+    @field_validator("crash_point")
+    @classmethod
+    def _known_point(cls, value: str | None) -> str | None:
+        if value is not None and value not in CRASH_POINTS:
+            raise ValueError(f"unknown crash point {value!r}; one of {', '.join(CRASH_POINTS)}")
+        return value
 
 
 def crash_point(name: str) -> None:

@@ -286,6 +286,10 @@ def _fetch_errors(url: str) -> Iterator[None]:
         yield
     except _AddressRefused as e:
         raise FetchError(e.kind, e.message, url=url) from e
+    except httpx.InvalidURL as e:
+        # httpx builds the next request of a redirect even when it does not follow it: a Location
+        # such as "javascript:alert(1)" fails there. A bad target, not an internal error (#16).
+        raise FetchError("bad_url", f"unusable redirect target: {e}", url=url) from e
     except httpx.TimeoutException as e:
         raise FetchError("timeout", str(e) or type(e).__name__, url=url) from e
     except httpx.ConnectError as e:

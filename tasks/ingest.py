@@ -45,7 +45,7 @@ from transforms.embedding import embed_articles
 from transforms.errors import FeedRejectedError, TransformError
 from transforms.extraction import charset_from_content_type, extract_page
 from transforms.features import features_from_text, features_to_row
-from transforms.feeds import FeedItem, ParsedFeed, parse_feed, truncate_title
+from transforms.feeds import FeedItem, ParsedFeed, is_plausible_published_at, parse_feed, truncate_title
 from transforms.polling import PollResponse, PollState, decide_next_poll, floor_for_tier
 from transforms.robots import (
     ROBOTS_MAX_BYTES,
@@ -70,6 +70,8 @@ FUTURE_DATE_SLACK = timedelta(days=1)
 # Longest ETag / Last-Modified kept and sent back; real ones are a few dozen characters.
 VALIDATOR_MAX_CHARS = 256
 _NO_RESPONSE_KINDS = frozenset({"timeout", "connect", "protocol", "dns", "host_backoff"})
+# A robots.txt fetch failing this way says the host cannot be reached, not what its publisher allows.
+_HOST_REFUSAL_KINDS = frozenset({"blocked_address", "dns"})
 # RFC 9309 §2.4: a cached robots.txt SHOULD NOT be used for more than 24 hours, whatever the setting.
 ROBOTS_CACHE_MAX_AGE_SECONDS = 86_400
 # A 5xx/unreachable robots.txt means "disallow all" (§2.3.1.4); kept only this long, so a short
@@ -90,6 +92,8 @@ class FeedJob:
     tier: int = 2
     push_keys: tuple[str, ...] = ()
     """Push markers (WebSub delivery, publisher ping) that put this feed in the priority lane."""
+    site_languages: tuple[str, ...] = ()
+    """The languages the registry's publishers declare: a page declaring none is guessed among these only."""
 
 
 @dataclass(slots=True)
@@ -181,6 +185,7 @@ def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
     pushed = list_push_markers(store)
     subscribed = subscribed_feed_ids(store)
     boosted = load_feed_boosts(store)
+    site_languages = tuple(sorted({p["language"] for p in registry.publishers.values()} - {"und", ""}))
     buckets: dict[int, list[FeedJob]] = defaultdict(list)
     for feed in registry.read_feeds():
         publisher = registry.publishers[feed["publisher_id"]]
@@ -200,7 +205,7 @@ def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
             continue
         job = FeedJob(feed["feed_id"], feed["url"], feed["publisher_id"], publisher["language"],
                       publisher["region"], feed["section_hint"] or "", state, int(publisher["tier"] or 2),
-                      push_keys)
+                      push_keys, site_languages)
         host = host_of_url(feed["url"])
         buckets[int(hashlib.blake2b(host.encode(), digest_size=4).hexdigest(), 16) % max(1, shards)].append(job)
     return [sorted(jobs, key=lambda j: (not j.push_keys, j.feed_id)) for _, jobs in sorted(buckets.items())]
@@ -341,6 +346,7 @@ class RobotsCache:
                         if is_robots_entry_fresh(entry, self._now, settings.robots_ttl_seconds)}
         self._rules: dict[str, _RobotsVerdict] = {}
         self._fetched: dict[str, RobotsEntry] = {}
+        self._refusals: dict[str, FetchError] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -397,8 +403,16 @@ class RobotsCache:
             # tells parse_robots the body was cut, so it drops the partial last line.
             result = fetch_url(self._client, f"{origin}/robots.txt", self._settings,
                                max_bytes=ROBOTS_MAX_BYTES + 1, is_truncating=True)
-        except FetchError:
+        except FetchError as e:
             entry = RobotsEntry("disallow_all", self._now)
+            if e.kind in _HOST_REFUSAL_KINDS:
+                with self._lock:
+                    self._refusals[origin] = e
+                if e.kind == "blocked_address":
+                    # Refused for its address, not by the publisher: nothing to remember across runs.
+                    with self._lock:
+                        self._rules[origin] = "disallow_all"
+                    return "disallow_all"
         else:
             verdict = robots_policy_for_status(result.status)
             entry = RobotsEntry(verdict, self._now, result.body if verdict == "parse" else b"")
@@ -407,6 +421,24 @@ class RobotsCache:
             self._rules[origin] = policy
             self._fetched[origin] = entry
         return policy
+
+    def check(self, url: str) -> None:
+        """Refuse ``url`` unless its origin's robots.txt allows it, naming the real reason (#16).
+
+        A host whose robots.txt could not be fetched because of its address (refused, or no DNS
+        answer) is reported as that, since the page would fail the same way: only a robots.txt the
+        publisher served makes a ``robots_disallowed``.
+
+        Raises:
+            FetchError: ``robots_disallowed``, or the kind the robots.txt fetch failed with.
+        """
+        if self.allows(url):
+            return
+        with self._lock:
+            refusal = self._refusals.get(self.origin_of(url))
+        if refusal is not None:
+            raise FetchError(refusal.kind, str(refusal).removeprefix(f"{refusal.kind}: "), url=url)
+        raise FetchError("robots_disallowed", "robots.txt disallows this page", url=url)
 
 
 def _poll_state(state: dict[str, Any]) -> PollState:
@@ -422,7 +454,7 @@ def _poll_state(state: dict[str, Any]) -> PollState:
 
 def _bad_date_count(items: tuple[FeedItem, ...] | list[FeedItem], now: datetime) -> int:
     return sum(1 for i in items if i.published_at is None and i.updated_at is None
-               or (i.published_at is not None and i.published_at > now + FUTURE_DATE_SLACK))
+               or (i.published_at is not None and not is_plausible_published_at(i.published_at, now)))
 
 
 def clean_validator(value: object) -> str | None:
@@ -512,9 +544,11 @@ def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now:
     except TransformError as e:
         error_kind, error = "parse", f"{type(e).__name__}: {e}"
     is_error = error_kind is not None
-    usable_times = tuple(i.published_at for i in new)
+    # Implausible dates (1900, 9999) say nothing of the feed's rate (#16).
+    usable_times = tuple(i.published_at if i.published_at is not None
+                         and is_plausible_published_at(i.published_at, now) else None for i in new)
     dated = [i.published_at for i in (parsed.items if parsed else ()) if i.published_at is not None
-             and i.published_at <= now + FUTURE_DATE_SLACK]
+             and is_plausible_published_at(i.published_at, now)]
     response = PollResponse(
         status=status, is_error=is_error, new_item_times=usable_times,
         oldest_item_at=min(dated) if dated else None,
@@ -556,11 +590,16 @@ def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: st
     """Extract one fetched page into an ``ArticleRow``: a capped headline, the snippet, signatures and
     (with ``embed``) the sentence embedding of the title and lede; never the body. ``http_charset`` is
     the response's Content-Type charset, which decides the page's decoding over its ``<meta>``."""
-    page = extract_page(html, fetched_url, http_charset=http_charset)
+    page = extract_page(html, fetched_url, http_charset=http_charset,
+                        languages=frozenset(job.site_languages) or None)
     canonical = canonicalize_url(choose_canonical_url(fetched_url, page.canonical_url, None))
     title = truncate_title(page.title or item.title or "")
     body = page.text or item.summary or ""
-    language = page.language or item.language or job.language
+    # Declarations first (page, feed, publisher); a guess from the text only when none declares one,
+    # and only among the site's languages: the stopword guess once made every Malay page Indonesian (#16).
+    declared = None if page.is_language_guessed else page.language
+    publisher_language = job.language if job.language and job.language != "und" else None
+    language = declared or item.language or publisher_language or page.language or "und"
     embedding = embed_articles([(title, body, language)])[0] if embed else None
     features = features_from_text(article_id_from_url(canonical), title, body, language, now, job.publisher_id,
                                   embedding=embedding)
@@ -572,11 +611,21 @@ def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: st
         "snippet": snippet_from_text(body, page.description or item.summary, SNIPPET_MAX_CHARS, title=title),
         "image_url": page.image_url or item.image_url, "author": page.author or item.author,
         "section": page.section or job.section_hint or None, "categories": list(item.categories),
-        "is_opinion": bool(page.is_opinion), "published_at": page.published_at or item.published_at,
-        "first_seen_at": now,
+        "is_opinion": bool(page.is_opinion), "first_seen_at": now,
+        **_published_times(page.published_at, item.published_at, now),
     }
     row.update(features_to_row(features))
     return row
+
+
+def _published_times(page_says: datetime | None, feed_says: datetime | None, now: datetime) -> dict[str, Any]:
+    """``published_at``: the page's stated time, else the feed's, whichever is plausible (see
+    :func:`~transforms.feeds.is_plausible_published_at`); ``implausible_published_at``: the first
+    stated time when it is not, so the claim is kept without skewing lag or polling (#16)."""
+    stated = [t for t in (page_says, feed_says) if t is not None]
+    plausible = [t for t in stated if is_plausible_published_at(t, now)]
+    implausible = stated[0] if stated and not is_plausible_published_at(stated[0], now) else None
+    return {"published_at": plausible[0] if plausible else None, "implausible_published_at": implausible}
 
 
 def _poll_feed_safely(job: FeedJob, client: httpx.Client, settings: IngestSettings, now: datetime,
@@ -705,13 +754,9 @@ def _fetch_article(job: FeedJob, item: FeedItem, client: httpx.Client, robots: R
                    settings: IngestSettings, now: datetime) -> dict[str, Any]:
     url = item.link or ""
 
-    def check_robots(hop: str) -> None:
-        # Every hop, redirects included, matched as sent: robots patterns are percent-encoded (RFC 9309 §2.2.2).
-        if not robots.allows(hop):
-            raise FetchError("robots_disallowed", "robots.txt disallows this page", url=hop)
-
     try:
-        fetched = fetch_url(client, url, settings, max_bytes=settings.max_page_bytes, allow=check_robots)
+        # Every hop, redirects included, matched as sent: robots patterns are percent-encoded (RFC 9309 §2.2.2).
+        fetched = fetch_url(client, url, settings, max_bytes=settings.max_page_bytes, allow=robots.check)
         if not 200 <= fetched.status < 300:
             raise FetchError("http_status", f"HTTP {fetched.status}", url=url, status=fetched.status)
         return build_article_row(job, item, fetched.body, fetched.final_url, now, embed=settings.embeddings,

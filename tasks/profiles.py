@@ -17,11 +17,8 @@ from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from transforms.affinity import (
-    HALF_LIFE_HOURS,
     ClickSignal,
     StoredWeight,
     WeightKey,
@@ -30,7 +27,7 @@ from transforms.affinity import (
 from warehouse import layout
 from warehouse.errors import SnapshotNotFoundError
 from warehouse.maintenance import is_compacted
-from warehouse.profile_db import is_postgres_url, open_fold_store
+from warehouse.profile_db import open_fold_store
 from warehouse.profiles import title_terms
 from warehouse.schemas import CLICKS_SCHEMA
 from warehouse.snapshots import read_live_stories
@@ -39,44 +36,6 @@ from warehouse.tables import list_segments, read_segments
 
 log = logging.getLogger(__name__)
 
-
-class ProfilesSettings(BaseSettings):
-    """Where the profile store is and how fast interests fade."""
-
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_PROFILES_", env_file=".env", extra="ignore",
-                                      populate_by_name=True)
-
-    profiles_path: str = Field(
-        default="var/profiles.sqlite3",
-        validation_alias="NEWSROOM_SERVING_PROFILES_PATH",
-        description="The serving profile store (SQLite); the same variable serving reads.",
-    )
-    profiles_url: SecretStr | None = Field(
-        default=None,
-        validation_alias="NEWSROOM_SERVING_PROFILES_URL",
-        description="The serving profile store on PostgreSQL (postgresql://...); when set it replaces "
-        "the SQLite file. The same variable serving reads.",
-    )
-    half_life_hours: float = Field(
-        default=HALF_LIFE_HOURS, gt=0, description="Hours for a click's weight to halve."
-    )
-
-
-    @field_validator("profiles_url")
-    @classmethod
-    def _postgres_only(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and not is_postgres_url(value.get_secret_value()):
-            raise ValueError("NEWSROOM_SERVING_PROFILES_URL must start with postgresql:// or postgres://")
-        return value
-
-    @property
-    def profiles_at(self) -> str:
-        """Where the fold writes: the PostgreSQL URL when set, else the SQLite path."""
-        return self.profiles_url.get_secret_value() if self.profiles_url is not None else self.profiles_path
-
-
-def get_profiles_settings() -> ProfilesSettings:
-    return ProfilesSettings()
 
 
 def _story_index(store: ObjectStore) -> tuple[dict[str, Any], dict[str, str]]:

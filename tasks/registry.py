@@ -5,21 +5,44 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import ipaddress
 import math
+import re
+import unicodedata
 import xml.etree.ElementTree as ET
+import xml.sax
+import xml.sax.handler
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-import defusedxml.ElementTree as DET
+import defusedxml.sax
+from defusedxml import DefusedXmlException
 
+from tasks.http import is_public_address
+from transforms.canonical_url import normalize_host
 from transforms.feeds import normalize_language
 from warehouse import layout
+from warehouse.errors import NewsroomError
 from warehouse.schemas import FEEDS_SCHEMA, PUBLISHERS_SCHEMA
 from warehouse.store import ObjectStore
 from warehouse.tables import read_table, rows_to_table, write_table
 
-_TRUE = {"1", "true", "yes", "y", "t"}
+_TRUE = frozenset({"1", "true", "yes", "y", "t"})
+_FALSE = frozenset({"0", "false", "no", "n", "f"})
+TIERS = (1, 2, 3)
+MAX_FEED_URL_CHARS = 2048
+MAX_NAME_CHARS = 200
+CSV_COLUMNS = ("publisher_id", "name", "domain", "region", "language", "tier", "authority", "paywalled",
+               "opted_out", "feed_url", "section", "kind")
+"""The columns read; ``publisher_id`` is required, others default. Any other column is ignored."""
+_PUBLISHER_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+# A BCP 47 tag, sloppily spelled as publishers write it ("en", "en-GB", "en_GB", "EN US", "fil").
+_LANGUAGE_TAG_RE = re.compile(r"[A-Za-z]{2,3}(?:[-_ ][A-Za-z0-9]{1,8})*")
+_REGION_RE = re.compile(r"[A-Za-z]{2}")
+_PUBLISHER_FIELDS = ("name", "domain", "region", "language", "tier", "authority", "is_paywalled", "is_opted_out")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,15 +56,64 @@ class Registry:
                 if (p := self.publishers.get(f["publisher_id"])) is not None and not p["is_opted_out"]]
 
 
+@dataclass(frozen=True, slots=True)
+class RowError:
+    """Why one row (a CSV record, an OPML outline) of a registry file was refused."""
+
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+class RegistryImportError(NewsroomError, ValueError):
+    """A registry file with invalid rows: every row's error, by line (nothing was imported)."""
+
+    def __init__(self, errors: Sequence[RowError], *, path: str | None = None) -> None:
+        self.errors = tuple(errors)
+        self.path = path
+        shown = "; ".join(str(e) for e in self.errors[:3])
+        more = f" (and {len(self.errors) - 3} more)" if len(self.errors) > 3 else ""
+        super().__init__(f"{path + ': ' if path else ''}{len(self.errors)} invalid row(s): {shown}{more}")
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedRegistry:
+    """What a registry file holds: its valid rows (with the line each came from) and its invalid ones."""
+
+    registry: Registry
+    errors: tuple[RowError, ...]
+    feed_lines: dict[str, int]
+
+    def or_raise(self) -> Registry:
+        if self.errors:
+            raise RegistryImportError(self.errors)
+        return self.registry
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """The registry after an import, and the rows skipped with ``skip_invalid``."""
+
+    registry: Registry
+    imported_publishers: int
+    imported_feeds: int
+    skipped: tuple[RowError, ...]
+
+
 def feed_id_for(url: str) -> str:
     return hashlib.blake2b(url.strip().encode(), digest_size=8).hexdigest()
 
 
-def _bool(value: str | None) -> bool:
-    return (value or "").strip().lower() in _TRUE
+def _flag(name: str, value: str | None, problems: list[str]) -> bool:
+    text = (value or "").strip().lower()
+    if text and text not in _TRUE | _FALSE:
+        problems.append(f"{name} must be true or false, got {value!r}")
+    return text in _TRUE
 
 
-def _authority(publisher_id: str, value: str | None) -> float:
+def _authority(publisher_id: str, value: str | None, problems: list[str]) -> float:
     """A publisher's authority: a finite number in [0, 1] (0.5 when the row leaves it blank)."""
     text = (value or "").strip()
     if not text:
@@ -51,73 +123,329 @@ def _authority(publisher_id: str, value: str | None) -> float:
     except ValueError:
         authority = math.nan
     if not (math.isfinite(authority) and 0.0 <= authority <= 1.0):
-        raise ValueError(f"publisher {publisher_id}: authority must be a number in [0, 1], got {value!r}")
+        problems.append(f"publisher {publisher_id}: authority must be a number in [0, 1], got {value!r}")
+        return 0.5
     return authority
 
 
-def _publisher_row(raw: dict[str, str]) -> dict[str, Any]:
+def _tier(value: str | None, problems: list[str]) -> int:
+    text = (value or "").strip()
+    if not text:
+        return 2
+    if text not in {str(t) for t in TIERS}:
+        problems.append(f"tier must be one of {', '.join(map(str, TIERS))}, got {value!r}")
+        return 2
+    return int(text)
+
+
+def _language(value: str | None, problems: list[str]) -> str:
+    text = (value or "").strip()
+    if not text:
+        return "und"
+    if not _LANGUAGE_TAG_RE.fullmatch(text):
+        problems.append(f"language must be a language tag such as en, en-GB or fil, got {value!r}")
+        return "und"
+    return normalize_language(text) or "und"
+
+
+def _region(value: str | None, problems: list[str]) -> str:
+    text = (value or "").strip()
+    if text and not _REGION_RE.fullmatch(text):
+        problems.append(f"region must be a two-letter country code such as GB, got {value!r}")
+    return text.upper() if _REGION_RE.fullmatch(text) else "ZZ"
+
+
+def _domain(value: str | None, problems: list[str]) -> str:
+    """The publisher's site: a host, with a port when it is not the default (``127.0.1.5:8080``)."""
+    text = (value or "").strip().lower()
+    if not text:
+        return ""
+    try:
+        parts = urlsplit(f"//{text}")
+        _ = parts.port
+        if not parts.hostname or parts.path or parts.query or parts.fragment or "@" in parts.netloc:
+            raise ValueError(f"not a host: {text[:120]!r}")
+        normalize_host(parts.hostname)
+    except ValueError as e:
+        problems.append(f"domain: {e}")
+        return ""
+    return text
+
+
+def _text(name: str, value: str | None, problems: list[str]) -> str:
+    text = (value or "").strip()
+    if any(unicodedata.category(ch) == "Cc" for ch in text):
+        problems.append(f"{name} holds control characters")
+    elif len(text) > MAX_NAME_CHARS:
+        problems.append(f"{name} is longer than {MAX_NAME_CHARS} characters")
+    return text
+
+
+def feed_url_problem(url: str, private_networks: Sequence[str] | None = None) -> str | None:
+    """Why ``url`` cannot be a feed's address, or None when it can.
+
+    A feed is an absolute http(s) URL with a valid host. With ``private_networks`` given (the ingest
+    setting's list: empty unless private addresses are allowed), an IP-literal or ``localhost`` host
+    outside the public internet and those networks is refused too; a name is checked when it is
+    fetched, after DNS, as every fetch is.
+
+    >>> feed_url_problem("https://news.example/rss"), feed_url_problem("ftp://news.example/rss")
+    (None, "feed_url must be an http(s) URL, got scheme 'ftp'")
+    >>> feed_url_problem("http://10.0.0.7/rss", private_networks=())
+    'feed_url points at a non-public address (10.0.0.7); set NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES to allow it'
+    """
+    if len(url) > MAX_FEED_URL_CHARS:
+        return f"feed_url is longer than {MAX_FEED_URL_CHARS} characters"
+    if any(unicodedata.category(ch) == "Cc" for ch in url):
+        return "feed_url holds control characters"
+    try:
+        parts = urlsplit(url)
+        host, _ = parts.hostname, parts.port
+    except ValueError as e:
+        return f"feed_url is not a URL: {e}"
+    if not parts.scheme:
+        return f"feed_url is not an absolute URL: {url[:80]!r}"
+    if parts.scheme.lower() not in ("http", "https"):
+        return f"feed_url must be an http(s) URL, got scheme {parts.scheme.lower()[:20]!r}"
+    if not host:
+        return "feed_url has no host"
+    try:
+        host = normalize_host(host)
+    except ValueError as e:
+        return f"feed_url: {e}"
+    if private_networks is None:
+        return None
+    address = "127.0.0.1" if host == "localhost" or host.endswith(".localhost") else host
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return None  # a name: checked after DNS, when it is fetched
+    allowed = [ipaddress.ip_network(n, strict=False) for n in private_networks]
+    if not is_public_address(str(ip)) and not any(ip in n for n in allowed):
+        return (f"feed_url points at a non-public address ({host}); "
+                "set NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES to allow it")
+    return None
+
+
+def _publisher_row(raw: Mapping[str, str | None], problems: list[str]) -> dict[str, Any]:
     publisher_id = (raw.get("publisher_id") or raw.get("publisher") or "").strip()
     if not publisher_id:
-        raise ValueError(f"a publisher row needs publisher_id: {raw}")
+        problems.append("publisher_id is empty")
+    elif not _PUBLISHER_ID_RE.fullmatch(publisher_id):
+        problems.append(f"publisher_id must be 1-100 letters, digits, '.', '_' or '-', got {publisher_id[:120]!r}")
     return {
         "publisher_id": publisher_id,
-        "name": (raw.get("name") or publisher_id).strip(),
-        "domain": (raw.get("domain") or "").strip().lower(),
-        "region": (raw.get("region") or "").strip().upper() or "ZZ",
-        "language": normalize_language(raw.get("language")) or "und",
-        "tier": int(raw.get("tier") or 2),
-        "authority": _authority(publisher_id, raw.get("authority")),
-        "is_paywalled": _bool(raw.get("paywalled")),
-        "is_opted_out": _bool(raw.get("opted_out")),
+        "name": _text("name", raw.get("name"), problems) or publisher_id,
+        "domain": _domain(raw.get("domain"), problems),
+        "region": _region(raw.get("region"), problems),
+        "language": _language(raw.get("language"), problems),
+        "tier": _tier(raw.get("tier"), problems),
+        "authority": _authority(publisher_id, raw.get("authority"), problems),
+        "is_paywalled": _flag("paywalled", raw.get("paywalled"), problems),
+        "is_opted_out": _flag("opted_out", raw.get("opted_out"), problems),
     }
 
 
+def _feed_row(raw: Mapping[str, str | None], publisher_id: str, private_networks: Sequence[str] | None,
+              problems: list[str]) -> dict[str, Any] | None:
+    url = (raw.get("feed_url") or raw.get("xmlUrl") or "").strip()
+    if not url:
+        return None
+    problem = feed_url_problem(url, private_networks)
+    if problem:
+        problems.append(problem)
+        return None
+    return {"feed_id": feed_id_for(url), "url": url, "publisher_id": publisher_id,
+            "kind": (raw.get("kind") or raw.get("type") or "rss").strip()[:20] or "rss",
+            "section_hint": _text("section", raw.get("section"), problems)}
+
+
+class _RowCollector:
+    """Validates rows one by one and across rows: one publisher, one set of fields; one feed, one publisher."""
+
+    def __init__(self, private_networks: Sequence[str] | None) -> None:
+        self.private_networks = private_networks
+        self.publishers: dict[str, dict[str, Any]] = {}
+        self.publisher_lines: dict[str, int] = {}
+        self.feeds: dict[str, dict[str, Any]] = {}
+        self.feed_lines: dict[str, int] = {}
+        self.errors: list[RowError] = []
+
+    def add(self, line: int, raw: Mapping[str, str | None]) -> None:
+        problems: list[str] = []
+        publisher = _publisher_row(raw, problems)
+        feed = _feed_row(raw, publisher["publisher_id"], self.private_networks, problems)
+        publisher_id = publisher["publisher_id"]
+        known = self.publishers.get(publisher_id)
+        if known is not None and not problems:
+            differing = [f for f in _PUBLISHER_FIELDS if known[f] != publisher[f]]
+            if differing:
+                problems.append(f"publisher {publisher_id} has other {', '.join(differing)} than on line "
+                                f"{self.publisher_lines[publisher_id]} (one publisher, one set of fields)")
+        if feed is not None and feed["feed_id"] in self.feeds and not problems:
+            first = self.feeds[feed["feed_id"]]
+            owner = "" if first["publisher_id"] == publisher_id else f" of publisher {first['publisher_id']}"
+            problems.append(f"feed {feed['url'][:120]} is already the feed{owner} on line {self.feed_lines[feed['feed_id']]}")
+        if problems:
+            self.errors.extend(RowError(line, p) for p in problems)
+            return
+        self.publishers.setdefault(publisher_id, publisher)
+        self.publisher_lines.setdefault(publisher_id, line)
+        if feed is not None:
+            self.feeds[feed["feed_id"]] = feed
+            self.feed_lines[feed["feed_id"]] = line
+
+    def result(self) -> ParsedRegistry:
+        if not self.publishers and not self.errors:
+            self.errors.append(RowError(1, "no publisher rows"))
+        registry = Registry(self.publishers, sorted(self.feeds.values(), key=lambda f: f["feed_id"]))
+        return ParsedRegistry(registry, tuple(sorted(self.errors, key=lambda e: e.line)), self.feed_lines)
+
+
+def read_publishers_csv(text: str, *, private_networks: Sequence[str] | None = None) -> ParsedRegistry:
+    """Validate every record of a registry CSV (see :data:`CSV_COLUMNS`); line numbers are 1-based.
+
+    A UTF-8 byte-order mark is dropped. A header without ``publisher_id`` (a ``;``- or tab-separated
+    file reads as one column) and records with more or fewer fields than the header are errors.
+    """
+    text = text.removeprefix("\ufeff")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    collector = _RowCollector(private_networks)
+    try:
+        header = next(reader, None)
+        if header is None or not any(h.strip() for h in header):
+            return ParsedRegistry(Registry({}, []), (RowError(1, "empty file: expected a header row "
+                                                              f"({','.join(CSV_COLUMNS[:-1])})"),), {})
+        columns = [h.strip().lower() for h in header]
+        header_errors = []
+        if "publisher_id" not in columns and "publisher" not in columns:
+            separator = next((s for s in (";", "\t", "|") if s in header[0]), None)
+            hint = (f"; the file looks {separator!r}-separated: separate columns with ','" if separator and
+                    len(header) == 1 else "")
+            header_errors.append(RowError(1, f"no publisher_id column (columns: {', '.join(columns)[:200]}){hint}"))
+        duplicated = sorted({c for c in columns if c and columns.count(c) > 1})
+        if duplicated:
+            header_errors.append(RowError(1, f"columns named twice: {', '.join(duplicated)}"))
+        if header_errors:
+            return ParsedRegistry(Registry({}, []), tuple(header_errors), {})
+        line = reader.line_num + 1
+        for record in reader:
+            start, line = line, reader.line_num + 1
+            if not record or not any(field.strip() for field in record):
+                continue
+            if len(record) != len(columns):
+                collector.errors.append(RowError(start, f"{len(record)} fields, the header has {len(columns)}"))
+                continue
+            collector.add(start, dict(zip(columns, record, strict=True)))
+    except csv.Error as e:
+        collector.errors.append(RowError(reader.line_num, f"not CSV: {e}"))
+    return collector.result()
+
+
 def parse_publishers_csv(text: str) -> Registry:
-    """Rows of ``publisher_id,name,domain,region,language,tier,authority,paywalled,opted_out,feed_url,section``."""
-    publishers: dict[str, dict[str, Any]] = {}
-    feeds: list[dict[str, Any]] = []
-    for raw in csv.DictReader(io.StringIO(text)):
-        row = _publisher_row(raw)
-        publishers[row["publisher_id"]] = row
-        url = (raw.get("feed_url") or "").strip()
-        if url:
-            feeds.append({"feed_id": feed_id_for(url), "url": url, "publisher_id": row["publisher_id"],
-                          "kind": (raw.get("kind") or "rss").strip(), "section_hint": (raw.get("section") or "").strip()})
-    return Registry(publishers, feeds)
+    """Rows of ``publisher_id,name,domain,region,language,tier,authority,paywalled,opted_out,feed_url,section``.
+
+    Raises:
+        RegistryImportError: any row is invalid (every row's error, with its line).
+    """
+    return read_publishers_csv(text).or_raise()
+
+
+class _OutlineReader(xml.sax.handler.ContentHandler):
+    def __init__(self, collector: _RowCollector) -> None:
+        super().__init__()
+        self.collector = collector
+
+    def startElement(self, name: str, attrs: Any) -> None:  # noqa: N802 (SAX's naming)
+        url = (attrs.get("xmlUrl") or "").strip()
+        if name != "outline" or not url:
+            return  # a folder outline, or the head
+        raw = {k: attrs.get(k) for k in attrs.getNames()}
+        raw.setdefault("publisher_id", raw.get("publisher") or feed_id_for(url))
+        raw.setdefault("name", raw.get("title") or raw.get("text") or raw["publisher_id"])
+        raw["feed_url"] = url
+        self.collector.add(self._locator.getLineNumber() if self._locator else 0, raw)
+
+
+def read_publishers_opml(text: str, *, private_networks: Sequence[str] | None = None) -> ParsedRegistry:
+    """OPML outlines with ``xmlUrl``; newsroom attributes (region, language, tier, ...) are optional.
+
+    Parsed with defusedxml (no entities, no DTD fetches); an outline's line is where it starts.
+    """
+    collector = _RowCollector(private_networks)
+    try:
+        defusedxml.sax.parseString(text.removeprefix("\ufeff").encode("utf-8"), _OutlineReader(collector))
+    except xml.sax.SAXParseException as e:
+        collector.errors.append(RowError(e.getLineNumber(), f"not well-formed OPML: {e.getMessage()}"))
+    except DefusedXmlException as e:
+        collector.errors.append(RowError(1, f"OPML uses forbidden XML features: {type(e).__name__}"))
+    return collector.result()
 
 
 def parse_publishers_opml(text: str) -> Registry:
-    """OPML outlines with ``xmlUrl``; newsroom attributes (region, language, tier, ...) are optional."""
-    root = DET.fromstring(text)
-    publishers: dict[str, dict[str, Any]] = {}
-    feeds: list[dict[str, Any]] = []
-    for outline in root.iter("outline"):
-        url = outline.get("xmlUrl")
-        if not url:
-            continue
-        attrs = dict(outline.attrib)
-        attrs.setdefault("publisher_id", attrs.get("publisher") or feed_id_for(url))
-        attrs.setdefault("name", attrs.get("title") or attrs.get("text") or attrs["publisher_id"])
-        row = _publisher_row(attrs)
-        publishers.setdefault(row["publisher_id"], row)
-        feeds.append({"feed_id": feed_id_for(url), "url": url, "publisher_id": row["publisher_id"],
-                      "kind": attrs.get("type", "rss"), "section_hint": attrs.get("section", "")})
-    return Registry(publishers, feeds)
+    """OPML outlines with ``xmlUrl``; raises :class:`RegistryImportError` when any is invalid."""
+    return read_publishers_opml(text).or_raise()
 
 
-def import_publishers(store: ObjectStore, path: Path) -> Registry:
-    """Merge a CSV or OPML file into the registry (rows with the same id are replaced)."""
-    text = path.read_text(encoding="utf-8")
-    incoming = parse_publishers_opml(text) if text.lstrip().startswith("<") else parse_publishers_csv(text)
+def read_registry_file(path: Path, *, private_networks: Sequence[str] | None = None) -> ParsedRegistry:
+    """A CSV or OPML registry file, validated (OPML when its first character is ``<``)."""
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        return ParsedRegistry(Registry({}, []), (RowError(line, f"not UTF-8 text: {e.reason} at byte {e.start}"),), {})
+    if text.lstrip().startswith("<"):
+        return read_publishers_opml(text, private_networks=private_networks)
+    return read_publishers_csv(text, private_networks=private_networks)
+
+
+def import_publishers(store: ObjectStore, path: Path, *, skip_invalid: bool = False,
+                      private_networks: Sequence[str] | None = None) -> ImportResult:
+    """Merge a CSV or OPML file into the registry (rows with the same id are replaced).
+
+    Every row is validated first. Any invalid row means nothing is written, unless ``skip_invalid``:
+    then the valid rows are merged and the invalid ones are returned in ``skipped``. A feed already
+    registered to another publisher is an invalid row (one feed, one publisher).
+
+    Args:
+        store: The object store.
+        path: A CSV (see :data:`CSV_COLUMNS`) or OPML file, UTF-8 (a byte-order mark is fine).
+        skip_invalid: Import the valid rows even when some are invalid.
+        private_networks: Refuse feeds on IP-literal hosts outside the public internet and these
+            networks (the CLI passes the ingest setting); None checks no address here (every
+            fetch is checked after DNS anyway).
+
+    Raises:
+        RegistryImportError: a row is invalid and ``skip_invalid`` is off; nothing was written.
+        OSError: the file cannot be read.
+    """
+    parsed = read_registry_file(path, private_networks=private_networks)
     current = load_registry(store)
-    publishers = {**current.publishers, **incoming.publishers}
-    feeds = {f["feed_id"]: f for f in current.feeds} | {f["feed_id"]: f for f in incoming.feeds}
-    registry = Registry(publishers, sorted(feeds.values(), key=lambda f: f["feed_id"]))
-    write_table(store, layout.PUBLISHERS_KEY,
-                rows_to_table(sorted(publishers.values(), key=lambda p: p["publisher_id"]), PUBLISHERS_SCHEMA),
-                PUBLISHERS_SCHEMA)
-    write_table(store, layout.FEEDS_KEY, rows_to_table(registry.feeds, FEEDS_SCHEMA), FEEDS_SCHEMA)
-    return registry
+    owners = {f["feed_id"]: f["publisher_id"] for f in current.feeds}
+    errors = list(parsed.errors)
+    feeds = []
+    for feed in parsed.registry.feeds:
+        owner = owners.get(feed["feed_id"])
+        if owner is not None and owner != feed["publisher_id"]:
+            errors.append(RowError(parsed.feed_lines.get(feed["feed_id"], 0),
+                                   f"feed {feed['url'][:120]} is already registered to publisher {owner}"))
+        else:
+            feeds.append(feed)
+    errors.sort(key=lambda e: e.line)
+    if errors and not skip_invalid:
+        raise RegistryImportError(errors, path=str(path))
+    # A publisher whose every feed was refused above is not imported either.
+    refused = {f["publisher_id"] for f in parsed.registry.feeds} - {f["publisher_id"] for f in feeds}
+    incoming = {pid: row for pid, row in parsed.registry.publishers.items() if pid not in refused}
+    publishers = {**current.publishers, **incoming}
+    merged = {f["feed_id"]: f for f in current.feeds} | {f["feed_id"]: f for f in feeds}
+    registry = Registry(publishers, sorted(merged.values(), key=lambda f: f["feed_id"]))
+    if incoming or feeds:
+        write_table(store, layout.PUBLISHERS_KEY,
+                    rows_to_table(sorted(publishers.values(), key=lambda p: p["publisher_id"]), PUBLISHERS_SCHEMA),
+                    PUBLISHERS_SCHEMA)
+        write_table(store, layout.FEEDS_KEY, rows_to_table(registry.feeds, FEEDS_SCHEMA), FEEDS_SCHEMA)
+    return ImportResult(registry, len(incoming), len(feeds), tuple(errors))
 
 
 def load_registry(store: ObjectStore) -> Registry:

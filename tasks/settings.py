@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from transforms.affinity import HALF_LIFE_HOURS
+from warehouse.profile_db import is_postgres_url
+from warehouse.settings import WarehouseSettings, check_settings, http_url_problem
 
 
 class IngestSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_INGEST_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_INGEST_", env_file=".env", extra="ignore",
+                                      allow_inf_nan=False)
 
     embeddings: bool = Field(
         True,
@@ -32,30 +38,62 @@ class IngestSettings(BaseSettings):
         "https://github.com/newsroom/newsroom#for-publishers",
         description="Where a publisher can reach the operator; sent in User-Agent.",
     )
-    connect_timeout_seconds: float = Field(5.0, description="TCP connect timeout per request.")
-    read_timeout_seconds: float = Field(10.0, description="Read timeout between bytes per request.")
-    total_timeout_seconds: float = Field(30.0, description="Wall-clock deadline for a whole fetch: every redirect hop, headers and body.")
-    max_feed_bytes: int = Field(10_000_000, description="Cap on a feed body, after decompression.")
-    max_page_bytes: int = Field(5_000_000, description="Cap on an article page, after decompression.")
-    max_redirects: int = Field(5, description="Redirects followed per request, each re-checked.")
-    max_workers: int = Field(16, description="Threads fetching feeds and pages in one ingest run.")
-    max_items_per_feed: int = Field(100, description="New items taken from one feed per poll.")
-    tier1_min_interval_seconds: int = Field(60, description="Shortest poll interval for a tier-1 publisher's feed.")
-    min_interval_seconds: int = Field(300, description="Shortest poll interval for other publishers' feeds.")
-    max_interval_seconds: int = Field(3600, description="Longest poll interval for a healthy feed.")
-    host_max_concurrency: int = Field(2, description="Requests in flight to one host at most.")
+    connect_timeout_seconds: float = Field(5.0, gt=0, description="TCP connect timeout per request.")
+    read_timeout_seconds: float = Field(10.0, gt=0, description="Read timeout between bytes per request.")
+    total_timeout_seconds: float = Field(30.0, gt=0, description="Wall-clock deadline for a whole fetch: every redirect hop, headers and body.")
+    max_feed_bytes: int = Field(10_000_000, gt=0, description="Cap on a feed body, after decompression.")
+    max_page_bytes: int = Field(5_000_000, gt=0, description="Cap on an article page, after decompression.")
+    max_redirects: int = Field(5, ge=0, le=20, description="Redirects followed per request, each re-checked.")
+    max_workers: int = Field(16, ge=1, le=256, description="Threads fetching feeds and pages in one ingest run.")
+    max_items_per_feed: int = Field(100, ge=1, description="New items taken from one feed per poll.")
+    tier1_min_interval_seconds: int = Field(60, gt=0, description="Shortest poll interval for a tier-1 publisher's feed.")
+    min_interval_seconds: int = Field(300, gt=0, description="Shortest poll interval for other publishers' feeds.")
+    max_interval_seconds: int = Field(3600, gt=0, description="Longest poll interval for a healthy feed.")
+    host_max_concurrency: int = Field(2, ge=1, description="Requests in flight to one host at most.")
     host_rate_per_second: float = Field(
-        2.0, description="Token-bucket rate per host; halved on 429/5xx/timeouts/slow responses (AIMD)."
+        2.0, gt=0, description="Token-bucket rate per host; halved on 429/5xx/timeouts/slow responses (AIMD)."
     )
-    host_burst: float = Field(4.0, description="Token-bucket size per host.")
-    host_min_rate_per_second: float = Field(0.05, description="The AIMD decrease never goes below this.")
-    slow_response_seconds: float = Field(5.0, description="A response slower than this lowers the host's rate.")
+    host_burst: float = Field(4.0, ge=1, description="Token-bucket size per host.")
+    host_min_rate_per_second: float = Field(0.05, gt=0, description="The AIMD decrease never goes below this.")
+    slow_response_seconds: float = Field(5.0, gt=0, description="A response slower than this lowers the host's rate.")
     robots_ttl_seconds: int = Field(
         3600, ge=0, le=86400,
         description="How long a fetched robots.txt verdict is reused across ingest runs (kept in the store) before "
         "it is fetched again; RFC 9309 §2.4 allows at most 24 hours. A 5xx or unreachable robots.txt (disallow all) "
         "is kept at most 10 minutes. 0 fetches it on every run.",
     )
+
+    @field_validator("user_agent")
+    @classmethod
+    def _user_agent_is_a_header_value(cls, value: str) -> str:
+        if not value.strip() or not (value.isascii() and value.isprintable()):
+            raise ValueError("must be printable ASCII, not empty (it is sent in User-Agent)")
+        return value
+
+    @field_validator("contact_url")
+    @classmethod
+    def _contact_is_a_url(cls, value: str) -> str:
+        if (problem := http_url_problem(value)) or not value.isascii():
+            raise ValueError(problem or "must be ASCII (it is sent in User-Agent)")
+        return value
+
+    @field_validator("allowed_private_networks")
+    @classmethod
+    def _networks_are_cidrs(cls, value: str) -> str:
+        for network in (n.strip() for n in value.split(",")):
+            if not network:
+                continue
+            try:
+                ipaddress.ip_network(network, strict=False)
+            except ValueError as e:
+                raise ValueError(f"{network!r} is not a network in CIDR form (127.0.0.0/8, ::1/128)") from e
+        return value
+
+    @model_validator(mode="after")
+    def _intervals_in_order(self) -> IngestSettings:
+        if self.max_interval_seconds < self.min_interval_seconds:
+            raise ValueError("NEWSROOM_INGEST_MAX_INTERVAL_SECONDS: must be at least NEWSROOM_INGEST_MIN_INTERVAL_SECONDS")
+        return self
 
     @property
     def private_networks(self) -> tuple[str, ...]:
@@ -70,50 +108,51 @@ class IngestSettings(BaseSettings):
 
 
 class RankSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_RANK_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_RANK_", env_file=".env", extra="ignore",
+                                      allow_inf_nan=False)
 
-    coverage_window_hours: float = Field(6.0, description="Articles counted for coverage.")
-    freshness_half_life_hours: float = Field(4.0, description="Half-life of the freshness decay.")
+    coverage_window_hours: float = Field(6.0, gt=0, description="Articles counted for coverage.")
+    freshness_half_life_hours: float = Field(4.0, gt=0, description="Half-life of the freshness decay.")
     regional_weight: float = Field(
-        0.5, description="Weight of the share of coverage from the edition's region (0 ignores region)."
+        0.5, ge=0, description="Weight of the share of coverage from the edition's region (0 ignores region)."
     )
-    active_hours: float = Field(48.0, description="Stories with no article for this long leave the pages.")
-    top_stories: int = Field(30, description="Stories on an edition's top page.")
-    section_stories: int = Field(20, description="Stories on a section page.")
-    min_section_stories: int = Field(3, description="Sections with fewer stories are not published.")
-    min_page_stories: int = Field(1, description="A page version with fewer stories is refused.")
+    active_hours: float = Field(48.0, gt=0, description="Stories with no article for this long leave the pages.")
+    top_stories: int = Field(30, ge=1, description="Stories on an edition's top page.")
+    section_stories: int = Field(20, ge=1, description="Stories on a section page.")
+    min_section_stories: int = Field(3, ge=1, description="Sections with fewer stories are not published.")
+    min_page_stories: int = Field(1, ge=1, description="A page version with fewer stories is refused.")
     max_story_loss: float = Field(
-        0.5, description="Refuse a version that loses more than this share of the live page's stories."
+        0.5, ge=0, le=1, description="Refuse a version that loses more than this share of the live page's stories."
     )
-    coverage_weight: float = Field(1.0, description="Weight of coverage, log(1 + sum of publishers' authority).")
-    velocity_weight: float = Field(0.5, description="Weight of velocity (last 30 min against the story's own rate).")
-    freshness_weight: float = Field(1.0, description="Exponent of the freshness decay on the score.")
-    velocity_window_minutes: float = Field(30.0, description="Window of the velocity part.")
-    cycle_seconds: int = Field(60, description="Rank cadence; smoothing recomputes raw scores this far apart.")
-    smoothing_cycles: int = Field(5, description="Scores are averaged over this many cycles (1 turns smoothing off).")
-    swap_margin: float = Field(0.10, description="Two stories swap places only when the gap exceeds this share.")
-    burst_window_minutes: float = Field(5.0, description="Window in which a burst is counted.")
-    burst_min_articles: int = Field(10, description="Originals within the burst window that make a burst.")
-    burst_min_publishers: int = Field(5, description="Publishers above the authority floor within the burst window.")
-    burst_authority_floor: float = Field(0.3, description="Authority a publisher needs to count towards a burst.")
-    burst_max_tail: float = Field(1e-6, description="Poisson tail against the new-story baseline below which a burst is real.")
-    burst_baseline_floor: float = Field(0.5, description="Least expected originals per burst window for a new story.")
-    breaking_new_story_minutes: float = Field(60.0, description="A burst makes a story Breaking only this soon after it appears.")
-    breaking_hours: float = Field(2.0, description="How long a Breaking story stays pinned.")
+    coverage_weight: float = Field(1.0, ge=0, description="Weight of coverage, log(1 + sum of publishers' authority).")
+    velocity_weight: float = Field(0.5, ge=0, description="Weight of velocity (last 30 min against the story's own rate).")
+    freshness_weight: float = Field(1.0, ge=0, description="Exponent of the freshness decay on the score.")
+    velocity_window_minutes: float = Field(30.0, gt=0, description="Window of the velocity part.")
+    cycle_seconds: int = Field(60, gt=0, description="Rank cadence; smoothing recomputes raw scores this far apart.")
+    smoothing_cycles: int = Field(5, ge=1, description="Scores are averaged over this many cycles (1 turns smoothing off).")
+    swap_margin: float = Field(0.10, ge=0, description="Two stories swap places only when the gap exceeds this share.")
+    burst_window_minutes: float = Field(5.0, gt=0, description="Window in which a burst is counted.")
+    burst_min_articles: int = Field(10, ge=1, description="Originals within the burst window that make a burst.")
+    burst_min_publishers: int = Field(5, ge=1, description="Publishers above the authority floor within the burst window.")
+    burst_authority_floor: float = Field(0.3, ge=0, le=1, description="Authority a publisher needs to count towards a burst.")
+    burst_max_tail: float = Field(1e-6, gt=0, le=1, description="Poisson tail against the new-story baseline below which a burst is real.")
+    burst_baseline_floor: float = Field(0.5, gt=0, description="Least expected originals per burst window for a new story.")
+    breaking_new_story_minutes: float = Field(60.0, gt=0, description="A burst makes a story Breaking only this soon after it appears.")
+    breaking_hours: float = Field(2.0, gt=0, description="How long a Breaking story stays pinned.")
     breaking_min_regional_share: float = Field(
-        0.2, description="A Breaking story is pinned in editions whose region has at least this share of its coverage."
+        0.2, ge=0, le=1, description="A Breaking story is pinned in editions whose region has at least this share of its coverage."
     )
-    boost_hours: float = Field(1.0, description="Feeds of a Breaking story's publishers are polled faster this long.")
-    max_section_share_top10: int = Field(3, description="At most this many of an edition's top 10 from one section.")
-    max_centroid_cosine: float = Field(0.85, description="Never list two stories whose centroids are closer than this.")
-    fresh_slot_rank: int = Field(8, description="Rank of the slot kept for a fresh unproven story (0: none).")
-    fresh_slot_minutes: float = Field(60.0, description="A story younger than this may take the fresh slot.")
+    boost_hours: float = Field(1.0, ge=0, description="Feeds of a Breaking story's publishers are polled faster this long.")
+    max_section_share_top10: int = Field(3, ge=1, description="At most this many of an edition's top 10 from one section.")
+    max_centroid_cosine: float = Field(0.85, gt=0, le=1, description="Never list two stories whose centroids are closer than this.")
+    fresh_slot_rank: int = Field(8, ge=0, description="Rank of the slot kept for a fresh unproven story (0: none).")
+    fresh_slot_minutes: float = Field(60.0, ge=0, description="A story younger than this may take the fresh slot.")
     publisher_daily_share_cap: float = Field(
-        0.10, description="Cap on a publisher's share of representative impressions per edition per day."
+        0.10, gt=0, le=1, description="Cap on a publisher's share of representative impressions per edition per day."
     )
-    representative_tie_margin: float = Field(0.05, description="Representatives within this share rotate hourly.")
-    supporting_links: int = Field(4, description="Supporting links per story on a page (MMR).")
-    pool_stories: int = Field(1000, description="Stories in an edition's candidate pool.")
+    representative_tie_margin: float = Field(0.05, ge=0, description="Representatives within this share rotate hourly.")
+    supporting_links: int = Field(4, ge=0, description="Supporting links per story on a page (MMR).")
+    pool_stories: int = Field(1000, ge=1, description="Stories in an edition's candidate pool.")
 
 
 @lru_cache
@@ -127,14 +166,22 @@ def get_rank_settings() -> RankSettings:
 
 
 class ScaleSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_SCALE_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_SCALE_", env_file=".env", extra="ignore",
+                                      allow_inf_nan=False)
 
     dask_scheduler_address: str | None = Field(
         None,
         description="A Dask scheduler (tcp://host:8786) for the fetch and extract fan-out; unset runs it "
         "in-process on threads.",
     )
-    ingest_threads: int = Field(4, description="In-process ingest shards run at once (no Dask).")
+    @field_validator("dask_scheduler_address")
+    @classmethod
+    def _address_not_empty(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be empty: unset it to run in-process")
+        return value
+
+    ingest_threads: int = Field(4, ge=1, le=256, description="In-process ingest shards run at once (no Dask).")
 
 
 @lru_cache
@@ -145,7 +192,8 @@ def get_scale_settings() -> ScaleSettings:
 class WebSubSettings(BaseSettings):
     """WebSub subscriber and publisher pings (``NEWSROOM_WEBSUB_*``, issue 3)."""
 
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_WEBSUB_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_WEBSUB_", env_file=".env", extra="ignore",
+                                      allow_inf_nan=False)
 
     enabled: bool = Field(
         False,
@@ -160,19 +208,26 @@ class WebSubSettings(BaseSettings):
         description="Master secret: each feed's hub.secret is HMAC(master, feed_id) and each publisher's ping "
         "token HMAC(master, 'ping:' + publisher_id). Required when enabled and by `newsroom websub`.",
     )
-    lease_seconds: int = Field(10 * 86400, description="hub.lease_seconds we ask for (the hub may grant less).")
-    renew_fraction: float = Field(0.25, description="Renew a lease when less than this share of it remains ...")
-    renew_min_seconds: int = Field(3600, description="... or when less than this long remains.")
-    pending_timeout_seconds: int = Field(600, description="Ask again when a hub has not verified a request by then.")
-    retry_seconds: int = Field(3600, description="Ask a hub that failed or denied a request again after this long.")
-    backstop_seconds: int = Field(900, description="While a lease is live, poll the feed at most this often.")
-    max_body_bytes: int = Field(2_000_000, description="Cap on a delivery or ping body; larger ones get 413.")
+    lease_seconds: int = Field(10 * 86400, gt=0, description="hub.lease_seconds we ask for (the hub may grant less).")
+    renew_fraction: float = Field(0.25, gt=0, lt=1, description="Renew a lease when less than this share of it remains ...")
+    renew_min_seconds: int = Field(3600, ge=0, description="... or when less than this long remains.")
+    pending_timeout_seconds: int = Field(600, gt=0, description="Ask again when a hub has not verified a request by then.")
+    retry_seconds: int = Field(3600, gt=0, description="Ask a hub that failed or denied a request again after this long.")
+    backstop_seconds: int = Field(900, gt=0, description="While a lease is live, poll the feed at most this often.")
+    max_body_bytes: int = Field(2_000_000, gt=0, description="Cap on a delivery or ping body; larger ones get 413.")
     ping_min_interval_seconds: int = Field(
-        30, description="A publisher's pings (and a feed's pushes) trigger at most one poll per this long."
+        30, ge=0, description="A publisher's pings (and a feed's pushes) trigger at most one poll per this long."
     )
-    hub_timeout_seconds: float = Field(10.0, description="Timeout of a subscription request to a hub.")
+    hub_timeout_seconds: float = Field(10.0, gt=0, description="Timeout of a subscription request to a hub.")
     bind_host: str = Field("127.0.0.1", description="Address `newsroom websub` listens on.")
-    bind_port: int = Field(8090, description="Port `newsroom websub` listens on.")
+    bind_port: int = Field(8090, ge=0, le=65535, description="Port `newsroom websub` listens on.")
+
+    @field_validator("callback_base_url")
+    @classmethod
+    def _callback_is_a_url(cls, value: str | None) -> str | None:
+        if value is not None and (problem := http_url_problem(value)):
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _enabled_needs_callback_and_secret(self) -> WebSubSettings:
@@ -197,3 +252,58 @@ class WebSubSettings(BaseSettings):
 @lru_cache
 def get_websub_settings() -> WebSubSettings:
     return WebSubSettings()
+
+
+class ProfilesSettings(BaseSettings):
+    """Where the profile store is and how fast interests fade (the profiles flow, ``NEWSROOM_PROFILES_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_PROFILES_", env_file=".env", extra="ignore",
+                                      populate_by_name=True, allow_inf_nan=False)
+
+    profiles_path: str = Field(
+        default="var/profiles.sqlite3",
+        min_length=1,
+        validation_alias="NEWSROOM_SERVING_PROFILES_PATH",
+        description="The serving profile store (SQLite); the same variable serving reads.",
+    )
+    profiles_url: SecretStr | None = Field(
+        default=None,
+        validation_alias="NEWSROOM_SERVING_PROFILES_URL",
+        description="The serving profile store on PostgreSQL (postgresql://...); when set it replaces "
+        "the SQLite file. The same variable serving reads.",
+    )
+    half_life_hours: float = Field(
+        default=HALF_LIFE_HOURS, gt=0, description="Hours for a click's weight to halve."
+    )
+
+    @field_validator("profiles_url")
+    @classmethod
+    def _postgres_only(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not is_postgres_url(value.get_secret_value()):
+            raise ValueError("NEWSROOM_SERVING_PROFILES_URL must start with postgresql:// or postgres://")
+        return value
+
+    @property
+    def profiles_at(self) -> str:
+        """Where the fold writes: the PostgreSQL URL when set, else the SQLite path."""
+        return self.profiles_url.get_secret_value() if self.profiles_url is not None else self.profiles_path
+
+
+def get_profiles_settings() -> ProfilesSettings:
+    return ProfilesSettings()
+
+
+SETTINGS_CLASSES: tuple[type[BaseSettings], ...] = (
+    WarehouseSettings, IngestSettings, RankSettings, ScaleSettings, WebSubSettings, ProfilesSettings,
+)
+"""Every settings class the pipeline reads (serving checks its own when it starts)."""
+
+
+def check_all_settings() -> None:
+    """Read every pipeline setting from the environment now, so a bad one stops a command at start.
+
+    Raises:
+        ValueError: one line naming the first invalid variable and why (and how many more).
+    """
+    for cls in SETTINGS_CLASSES:
+        check_settings(cls)

@@ -58,5 +58,5 @@ def test_serving_and_profile_settings_come_from_the_env_file(tmp_path: Path, mon
     serving_settings = serving.settings.ServingSettings()
     assert serving_settings.hmac_key is not None and serving_settings.hmac_key.get_secret_value() == "k" + "0" * 40
     assert serving_settings.port == 18099
-    profiles = tasks.profiles.ProfilesSettings()
+    profiles = tasks.settings.ProfilesSettings()
     assert (profiles.half_life_hours, profiles.profiles_path) == (12.0, "p/readers.sqlite3")

@@ -9,8 +9,11 @@ collapse to one string.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 from urllib.parse import parse_qsl, quote, urljoin, urlsplit, urlunsplit
+
+import idna
 
 ARTICLE_ID_BYTES = 8  # 16 hex characters
 MAX_UNWRAP_DEPTH = 3
@@ -176,14 +179,56 @@ def _unwrap_redirect(url: str) -> str:
     return url
 
 
-def _normalize_host(host: str) -> str:
-    host = host.lower().rstrip(".")
-    if host.isascii():
-        return host
-    try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError:
-        return host
+# WHATWG URL "forbidden domain code points" that urlsplit lets through in a host: a host holding
+# one is not a name any resolver would look up, and two spellings of it could key one article.
+_FORBIDDEN_HOST_CHARS = frozenset(" #%/:<>?@[\\]^|\x7f")
+MAX_HOST_CHARS = 253
+MAX_LABEL_CHARS = 63
+
+
+def normalize_host(host: str) -> str:
+    """A URL host as it goes on the wire: lower case, IDNA per UTS #46 (non-transitional), checked.
+
+    IDNA 2003 (Python's ``"idna"`` codec) maps ``ß`` to ``ss``, so ``straße.de`` became
+    ``strasse.de``, a different domain; UTS #46 keeps it (``xn--strae-oqa.de``), as browsers do.
+    An IPv6 literal comes back compressed, without brackets.
+
+    Args:
+        host: The host part of a URL, without brackets or port.
+
+    Returns:
+        The normalised host.
+
+    Raises:
+        ValueError: The host is empty, holds spaces, control characters or a WHATWG forbidden
+            domain code point (``|``, ``<``, ``%``, ...), has an empty or over-long label, or is
+            not valid IDNA.
+
+    >>> normalize_host("Straße.DE."), normalize_host("bücher.de"), normalize_host("::FFFF:1.2.3.4")
+    ('xn--strae-oqa.de', 'xn--bcher-kva.de', '::ffff:102:304')
+    >>> normalize_host("exa mple.com")
+    Traceback (most recent call last):
+    ...
+    ValueError: invalid host 'exa mple.com': holds a space, a control or a forbidden character
+    """
+    if ":" in host:
+        try:
+            return ipaddress.IPv6Address(host).compressed
+        except ValueError as e:
+            raise ValueError(f"invalid IPv6 host {host!r}") from e
+    host = host.rstrip(".")
+    if not host or any(ch in _FORBIDDEN_HOST_CHARS or ord(ch) < 0x20 or 0x80 <= ord(ch) < 0xA0 for ch in host):
+        raise ValueError(f"invalid host {host!r}: holds a space, a control or a forbidden character")
+    if not host.isascii():
+        try:
+            host = idna.encode(host, uts46=True, transitional=False).decode("ascii")
+        except (idna.IDNAError, UnicodeError) as e:
+            raise ValueError(f"invalid international host {host!r}: {e}") from e
+    host = host.lower()
+    labels = host.split(".")
+    if len(host) > MAX_HOST_CHARS or any(not label or len(label) > MAX_LABEL_CHARS for label in labels):
+        raise ValueError(f"invalid host {host!r}: empty or over-long label")
+    return host
 
 
 def canonicalize_url(url: str) -> str:
@@ -200,7 +245,8 @@ def canonicalize_url(url: str) -> str:
         The canonical form of ``url``.
 
     Raises:
-        ValueError: ``url`` is not an absolute http(s) URL with a host, or its port is invalid.
+        ValueError: ``url`` is not an absolute http(s) URL with a valid host (see
+            :func:`normalize_host`), or its port is invalid.
 
     >>> canonicalize_url("HTTPS://Example.COM:443/a/../News/Story?utm_source=x&b=2&a=1#top")
     'https://example.com/News/Story?a=1&b=2'
@@ -220,7 +266,7 @@ def canonicalize_url(url: str) -> str:
         raise ValueError(f"not an http(s) URL: {url!r}")
     if not parts.hostname:
         raise ValueError(f"URL has no host: {url!r}")
-    host = _normalize_host(parts.hostname)
+    host = normalize_host(parts.hostname)
     if ":" in host:  # IPv6 literal
         host = f"[{host}]"
     netloc = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"

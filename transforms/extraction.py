@@ -37,7 +37,7 @@ import trafilatura
 
 from transforms.canonical_url import choose_canonical_url
 from transforms.errors import ExtractionError
-from transforms.feeds import extract_mime_type, normalize_language, truncate_title
+from transforms.feeds import author_name, extract_mime_type, normalize_language, truncate_title
 from transforms.text import normalize_whitespace
 
 MAX_HTML_BYTES = 5_000_000
@@ -146,6 +146,8 @@ class ExtractedPage:
         author: Byline, names joined with ", ", or None.
         is_opinion: The page is marked as opinion (schema type, section or URL).
         is_extracted: The HTML could be read at all (False for empty/binary input).
+        is_language_guessed: ``language`` is a guess from the text, not the page's declaration
+            (a feed's or publisher's declared language then comes first, #16).
     """
 
     url: str
@@ -160,6 +162,7 @@ class ExtractedPage:
     author: str | None
     is_opinion: bool
     is_extracted: bool = True
+    is_language_guessed: bool = False
 
 
 # ---------------------------------------------------------------------------------------
@@ -363,7 +366,8 @@ def _ld_author(objects: list[dict[str, Any]]) -> str | None:
         for item in items:
             name = item.get("name") if isinstance(item, dict) else item
             if isinstance(name, str) and name.strip() and not name.strip().startswith("http"):
-                names.append(normalize_whitespace(name))
+                names.append(author_name(name))  # no e-mail address is ever kept (#16)
+        names = [n for n in names if n]
         if names:
             return ", ".join(dict.fromkeys(names))
     return None
@@ -450,9 +454,20 @@ _STOPWORDS: dict[str, frozenset[str]] = {
     "pt": frozenset("o os que da do das dos uma para com não em se na no é".split()),
     "nl": frozenset("de het een en van is dat op niet zijn met voor ook te".split()),
     "id": frozenset("yang dan di dari untuk dengan ini itu tidak akan pada dalam adalah".split()),
+    "ms": frozenset("yang dan di dari untuk dengan ini itu tidak akan pada dalam adalah".split()),
     "sv": frozenset("och att det som en på är av för med till den har inte".split()),
     "pl": frozenset("i w nie na się z że do jest to jak ale o po".split()),
 }
+# Malay and Indonesian share their commonest words; these tell them apart (Malaysian and Indonesian
+# spelling and usage: kerana/karena, selepas/setelah, iaitu/yaitu, sahaja/saja, boleh/bisa, ...).
+_MALAY_MARKERS = frozenset(
+    "kerana selepas iaitu sahaja boleh ialah beliau daripada manakala kerajaan wang bagaimanapun sebarang "
+    "berkata kira-kira".split()
+)
+_INDONESIAN_MARKERS = frozenset(
+    "karena setelah yaitu saja bisa tersebut uang pemerintah bagaimana namun sejumlah mengatakan sekitar "
+    "kata".split()
+)
 _SCRIPT_LANGS = (
     (re.compile(r"[\uac00-\ud7af]"), "ko"),
     (re.compile(r"[\u3040-\u30ff]"), "ja"),
@@ -468,8 +483,16 @@ _UKRAINIAN_RE = re.compile(r"[іїєґІЇЄҐ]")
 _WORD_RE = re.compile(r"[^\W\d_]+")
 
 
-def guess_language(text: str) -> str | None:
+def guess_language(text: str, candidates: frozenset[str] | None = None) -> str | None:
     """Cheap language guess from script and stopwords; None when not confident.
+
+    Args:
+        text: Body text (the first 5,000 characters are read).
+        candidates: Only these languages may be guessed (the languages the site publishes, #16);
+            None allows every language known here.
+
+    Returns:
+        An ISO 639-1 code, or None.
 
     >>> guess_language("The cat sat on the mat and it was happy with the rest of the day.")
     'en'
@@ -477,7 +500,13 @@ def guess_language(text: str) -> str | None:
     'de'
     >>> guess_language("12345") is None
     True
+    >>> malay = "Kerajaan berkata bahawa projek itu akan siap kerana dana yang diperlukan telah ada untuk rakyat."
+    >>> guess_language(malay), guess_language(malay, frozenset({"en", "zh"}))
+    ('ms', None)
     """
+    def allowed(lang: str) -> bool:
+        return candidates is None or lang in candidates
+
     sample = text[:5000]
     letters = _WORD_RE.findall(sample)
     if not letters:
@@ -488,21 +517,32 @@ def guess_language(text: str) -> str | None:
     # Hangul/kana are checked before Han because Korean and Japanese text also uses Han.
     for pattern, lang in _SCRIPT_LANGS[:2]:
         if len(pattern.findall(joined)) / len(joined) > 0.1:
-            return lang
+            return lang if allowed(lang) else None
     for pattern, lang in _SCRIPT_LANGS[2:]:
         if len(pattern.findall(joined)) / len(joined) > 0.3:
-            return lang
+            return lang if allowed(lang) else None
     cyrillic = len(_CYRILLIC_RE.findall(joined))
     if cyrillic / len(joined) > 0.3:
-        return "uk" if len(_UKRAINIAN_RE.findall(joined)) / cyrillic > 0.01 else "ru"
+        lang = "uk" if len(_UKRAINIAN_RE.findall(joined)) / cyrillic > 0.01 else "ru"
+        return lang if allowed(lang) else None
     words = [w.lower() for w in letters]
     if len(words) < 8:
         return None
     scores = sorted(
-        ((sum(1 for w in words if w in stops), lang) for lang, stops in _STOPWORDS.items()),
+        ((sum(1 for w in words if w in stops), lang) for lang, stops in _STOPWORDS.items() if allowed(lang)),
         reverse=True,
     )
-    (best, lang), (second, _) = scores[0], scores[1]
+    if not scores:
+        return None
+    (best, lang), (second, runner_up) = scores[0], scores[1] if len(scores) > 1 else (0, "")
+    if {lang, runner_up} == {"id", "ms"}:
+        # Same common words: the spelling markers decide, and only with a clear margin.
+        malay = sum(1 for w in words if w in _MALAY_MARKERS)
+        indonesian = sum(1 for w in words if w in _INDONESIAN_MARKERS)
+        if malay == indonesian or min(malay, indonesian) * 2 >= max(malay, indonesian):
+            return None
+        lang = "ms" if malay > indonesian else "id"
+        second = max((s for s, other in scores if other not in ("id", "ms")), default=0)
     if best / len(words) < 0.1 or best < 1.5 * second:
         return None
     return lang
@@ -789,6 +829,7 @@ def extract_page(
     *,
     max_bytes: int = MAX_HTML_BYTES,
     http_charset: str | None = None,
+    languages: frozenset[str] | None = None,
 ) -> ExtractedPage:
     """Extract metadata and body text from one HTML page.
 
@@ -801,6 +842,8 @@ def extract_page(
             ignored).
         max_bytes: Only the first ``max_bytes`` bytes (characters for ``str``) are parsed.
         http_charset: Charset from the HTTP Content-Type header, if known.
+        languages: When the page declares no language, guess only among these (the languages the
+            site publishes); None guesses among every language known here.
 
     Returns:
         The :class:`ExtractedPage`.
@@ -855,9 +898,9 @@ def extract_page(
     section = _clean_optional(meta.get("article:section")) or _ld_first_str(ld, "articleSection")
     author = _ld_author(ld) or next(
         (
-            _clean_optional(meta[k])
+            name
             for k in ("author", "article:author", "parsely-author", "dc.creator", "byl")
-            if k in meta and not meta[k].startswith("http")
+            if k in meta and not meta[k].startswith("http") and (name := author_name(meta[k]))
         ),
         None,
     )
@@ -866,7 +909,8 @@ def extract_page(
     )
 
     body = _extract_body(tree, ld)
-    language = _declared_language(tree, meta, ld) or guess_language(body or description or "")
+    declared = _declared_language(tree, meta, ld)
+    language = declared or guess_language(body or description or "", languages)
 
     return ExtractedPage(
         url=url,
@@ -882,4 +926,5 @@ def extract_page(
         author=truncate_title(author) if author else None,
         is_opinion=_is_opinion(_ld_types(ld), section, canonical or url),
         is_extracted=True,
+        is_language_guessed=declared is None and language is not None,
     )

@@ -9,6 +9,11 @@ XML, wrong charsets and odd date formats). This module adds what feedparser leav
 * one flat, typed record per item with plain-text title/summary, absolute http(s) links, UTC
   datetimes, a stable ``guid`` and an image URL; titles, authors and categories are capped at
   :data:`TITLE_MAX_CHARS` and summaries at :data:`SUMMARY_MAX_CHARS`, whatever a parser expands;
+* titles are text: a title that is not markup (RSS ``&lt;script&gt;``, CDATA ``a<b``, every JSON
+  Feed title) keeps every character, and only declared or detected HTML is turned into text;
+* one guid shared by items with different links names several items, each kept (``_dedupe_items``);
+* bylines keep every author (an Atom or JSON Feed entry without one has the feed's) and never an
+  e-mail address: an address is personal data and no reader needs it (``author_name``);
 * the channel fields feedparser does not read: ``skipHours``/``skipDays``; WebSub hub/self
   links; news sitemaps (``<urlset>`` with ``news:news``) and JSON Feed, which feedparser 6.0
   does not parse.
@@ -20,15 +25,18 @@ because it treats a string (and even ``bytes``) as a URL or a file name to open.
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import hashlib
+import html
 import io
 import itertools
 import json
 import re
 import time
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from html.parser import HTMLParser
 from typing import Any
@@ -50,6 +58,11 @@ SUMMARY_MAX_CHARS = 1_000
 TITLE_MAX_CHARS = 300
 PLAIN_TEXT_MAX_INPUT_CHARS = 64 * 1024
 ELLIPSIS = "\u2026"
+# A publication time before the web had news sites, or more than a day after we first saw the
+# article, is a CMS default (1900, 1970), a placeholder (9999) or a wrong time zone gone far: it is
+# not used for discovery lag, polling rates or ranking (#16); the claim is kept on its own.
+EARLIEST_PUBLISHED_AT = datetime(1995, 1, 1, tzinfo=UTC)
+PUBLISHED_FUTURE_SLACK = timedelta(days=1)
 DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 _MARKUP_PROBE = "<!DOCTYPE x [<!ENTITY % y SYSTEM 'z'>]>"
@@ -80,6 +93,10 @@ _HOUR_RE = re.compile(r"<hour\b[^>]*>\s*(\d{1,2})\s*</hour\s*>", re.IGNORECASE)
 _DAY_RE = re.compile(r"<day\b[^>]*>\s*([A-Za-z]+)\s*</day\s*>", re.IGNORECASE)
 _ISO_FIELDS_RE = re.compile(r"\s*-?\d{4}-(\d{1,2})-(\d{1,2})(?:[Tt ](\d{1,2}):(\d{1,2}))?")
 _IMAGE_EXT_RE = re.compile(r"\.(?:jpe?g|png|gif|webp|avif)(?:$|[?#])", re.IGNORECASE)
+_EMAIL_RE = re.compile(r"(?:mailto:)?[^\s()<>\[\],;:\"]+@[^\s()<>\[\],;:\"]+\.[^\s()<>\[\],;:\"]+", re.IGNORECASE)
+_MAILTO_RE = re.compile(r"\bmailto:", re.IGNORECASE)
+_EMPTY_BRACKETS_RE = re.compile(r"\(\s*\)|<\s*>|\[\s*\]")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SKIPPED_HTML_TAGS = frozenset({"script", "style", "noscript", "template", "head", "title"})
 _BLOCK_HTML_TAGS = frozenset(
     {"p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "td", "th",
@@ -410,10 +427,13 @@ def _parse_with_feedparser(
         is_malformed = True
         error = error or "not a recognised feed format (no RSS, Atom or RDF root element)"
 
-    items = _dedupe_items((_feed_entry_to_item(e, base, language) for e in entries), max_items)
+    # RFC 4287 §4.2.1: an Atom entry without an author has the feed's authors. An RSS channel's
+    # managingEditor is not the author of its items, so only Atom feeds pass theirs down.
+    feed_authors = _entry_authors(feed) if str(result.get("version") or "").startswith("atom") else ()
+    items = _dedupe_items((_feed_entry_to_item(e, base, language, feed_authors) for e in entries), max_items)
     links: list[Mapping[str, Any]] = [link for link in feed.get("links", []) if isinstance(link, Mapping)]
     return ParsedFeed(
-        title=_plain_line(feed.get("title")) or None,
+        title=truncate_title(_detail_text(feed.get("title"), feed.get("title_detail"))) or None,
         link=_absolute_http_url(feed.get("link"), base),
         language=language,
         items=items,
@@ -427,8 +447,10 @@ def _parse_with_feedparser(
     )
 
 
-def _feed_entry_to_item(entry: Mapping[str, Any], base: str, feed_language: str | None) -> FeedItem:
-    full_title = _plain_text(entry.get("title"))  # the guid hashes the whole title, the item keeps a headline
+def _feed_entry_to_item(entry: Mapping[str, Any], base: str, feed_language: str | None,
+                        feed_authors: tuple[str, ...] = ()) -> FeedItem:
+    # The guid hashes the whole title, the item keeps a headline.
+    full_title = _detail_text(entry.get("title"), entry.get("title_detail"))
     summary_html = entry.get("summary")
     if not summary_html:
         content = entry.get("content") or []
@@ -436,9 +458,6 @@ def _feed_entry_to_item(entry: Mapping[str, Any], base: str, feed_language: str 
     link = _absolute_http_url(entry.get("link"), base)
     published_at = _entry_date(entry, "published") or _entry_date(entry, "created")
     updated_at = _entry_date(entry, "updated")
-    author_detail = entry.get("author_detail")
-    author = _plain_line(author_detail.get("name")) if isinstance(author_detail, Mapping) else ""
-    author = author or _plain_line(entry.get("author"))
     title_detail = entry.get("title_detail")
     item_language = title_detail.get("language") if isinstance(title_detail, Mapping) else None
     raw_published = str(entry.get("published") or entry.get("updated") or "")
@@ -454,10 +473,58 @@ def _feed_entry_to_item(entry: Mapping[str, Any], base: str, feed_language: str 
             for tag in entry.get("tags") or []
             if isinstance(tag, Mapping)
         ),
-        author=author or None,
+        author=_byline(_entry_authors(entry) or feed_authors),
         image_url=_entry_image(entry, base),
         language=normalize_language(item_language) or feed_language,
     )
+
+
+def _detail_text(value: object, detail: object) -> str:
+    """A title as text: decoded by the XML parser, never stripped as markup unless declared markup.
+
+    feedparser marks a title ``text/plain`` unless it holds (or declares, Atom ``type="html"``
+    and ``"xhtml"``) markup: ``Never trust &lt;script&gt; tags`` and CDATA ``If a<b and b>c then``
+    are plain text and keep every character (#16). Only a title feedparser reads as HTML is turned
+    into text the way a summary is.
+    """
+    kind = detail.get("type") if isinstance(detail, Mapping) else None
+    if kind == "text/plain" and isinstance(value, str):
+        return normalize_whitespace(_CONTROL_RE.sub(" ", value[:PLAIN_TEXT_MAX_INPUT_CHARS]))
+    return _plain_text(value)
+
+
+def _entry_authors(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every author of an entry, by name (feedparser keeps them all in ``authors``; ``author`` is the last)."""
+    authors = [a for a in entry.get("authors") or [] if isinstance(a, Mapping)]
+    names = [author_name(a.get("name")) for a in authors]
+    if not any(names) and isinstance(entry.get("author"), str):
+        names = [author_name(entry["author"])]
+    return _unique(names)
+
+
+def author_name(value: object) -> str:
+    """A byline name without e-mail addresses: ``Jane Doe (mailto:jane@example.com)`` -> ``Jane Doe``.
+
+    An e-mail address is personal data and no reader needs it, so none is ever kept; an author given
+    only as an address has no name. feedparser cuts ``Name (mailto:x@y)`` to ``Name (mailto:``,
+    whose remains go too.
+
+    >>> [author_name(v) for v in ("Jane Doe (mailto:", "jane@example.com (Jane Doe)", "a@b.example", "Ann <a@b.c>")]
+    ['Jane Doe', 'Jane Doe', '', 'Ann']
+    """
+    text = _plain_text(value)
+    text = _MAILTO_RE.sub(" ", _EMAIL_RE.sub(" ", text))
+    text = _EMPTY_BRACKETS_RE.sub(" ", text)
+    text = normalize_whitespace(text).strip(" ,;:()<>[]")
+    if text.count("(") != text.count(")"):
+        text = text.replace("(", "").replace(")", "").strip()
+    return truncate_title(text)
+
+
+def _byline(names: Iterable[str]) -> str | None:
+    """Several authors joined with ", " (as pages' bylines are), capped as a headline."""
+    joined = ", ".join(_unique(names))
+    return truncate_title(joined) if joined else None
 
 
 def _entry_image(entry: Mapping[str, Any], base: str) -> str | None:
@@ -621,13 +688,15 @@ def _parse_json_feed(body: bytes, url: str, max_items: int) -> ParsedFeed:
         return _empty_feed(is_malformed=True, error="JSON document is not a JSON Feed (no version, no items)")
     base = _absolute_http_url(data.get("feed_url"), url) or url
     language = normalize_language(data.get("language"))
-    items = [_json_item_to_item(raw, base, language) for raw in _list_of_dicts(data.get("items"))]
+    # JSON Feed 1.1: an item without authors has the feed's (1.1 "authors", 1.0 "author").
+    feed_authors = _json_authors(data)
+    items = [_json_item_to_item(raw, base, language, feed_authors) for raw in _list_of_dicts(data.get("items"))]
     hub_url = next(
         (u for u in (_absolute_http_url(h.get("url"), base) for h in _list_of_dicts(data.get("hubs"))) if u),
         None,
     )
     return ParsedFeed(
-        title=_plain_line(_str_or_none(data.get("title"))) or None,
+        title=truncate_title(_json_text(data.get("title"))) or None,
         link=_absolute_http_url(data.get("home_page_url"), base),
         language=language,
         items=_dedupe_items(items, max_items),
@@ -641,18 +710,16 @@ def _parse_json_feed(body: bytes, url: str, max_items: int) -> ParsedFeed:
     )
 
 
-def _json_item_to_item(raw: dict[str, Any], base: str, feed_language: str | None) -> FeedItem:
+def _json_item_to_item(raw: dict[str, Any], base: str, feed_language: str | None,
+                       feed_authors: tuple[str, ...] = ()) -> FeedItem:
     link = _absolute_http_url(raw.get("url") or raw.get("external_url"), base)
-    full_title = _plain_text(_str_or_none(raw.get("title")))
-    summary = _plain_text(
-        _str_or_none(raw.get("summary"))
-        or _str_or_none(raw.get("content_text"))
-        or _str_or_none(raw.get("content_html"))
-    )
+    # JSON Feed titles, summaries and content_text are plain text by the spec: markup quoted in
+    # them is text ("Why <div> soup is bad"); only content_html is HTML (#16).
+    full_title = _json_text(raw.get("title"))
+    summary = (_json_text(raw.get("summary")) or _json_text(raw.get("content_text"))
+               or _plain_text(_str_or_none(raw.get("content_html"))))
     published = _str_or_none(raw.get("date_published"))
     updated_at = _parse_iso_datetime(_str_or_none(raw.get("date_modified")))
-    authors = _list_of_dicts(raw.get("authors")) or _list_of_dicts([raw.get("author")])  # 1.1, then 1.0
-    author = next((name for a in authors if (name := _plain_line(_str_or_none(a.get("name"))))), None)
     raw_id = raw.get("id")  # a string in the spec, but numbers are common
     tags = raw.get("tags")
     return FeedItem(
@@ -665,10 +732,24 @@ def _json_item_to_item(raw: dict[str, Any], base: str, feed_language: str | None
         categories=_unique(
             _plain_line(t) for t in (tags if isinstance(tags, list) else []) if isinstance(t, str)
         ),
-        author=author,
+        author=_byline(_json_authors(raw) or feed_authors),
         image_url=_absolute_http_url(raw.get("image") or raw.get("banner_image"), base),
         language=normalize_language(raw.get("language")) or feed_language,
     )
+
+
+def _json_text(value: object) -> str:
+    """A JSON Feed plain-text field: character references decoded (feeds made from HTML sources
+    carry ``&amp;``), whitespace collapsed, control characters dropped; never parsed as markup."""
+    if not isinstance(value, str):
+        return ""
+    text = html.unescape(value[:PLAIN_TEXT_MAX_INPUT_CHARS]) if "&" in value else value[:PLAIN_TEXT_MAX_INPUT_CHARS]
+    return normalize_whitespace(_CONTROL_RE.sub(" ", text))
+
+
+def _json_authors(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    authors = _list_of_dicts(obj.get("authors")) or _list_of_dicts([obj.get("author")])  # 1.1, then 1.0
+    return _unique(author_name(_json_text(a.get("name"))) for a in authors)
 
 
 def _list_of_dicts(value: object) -> list[dict[str, Any]]:
@@ -699,10 +780,23 @@ def _empty_feed(*, is_malformed: bool, error: str | None) -> ParsedFeed:
 
 
 def _dedupe_items(items: Iterable[FeedItem], max_items: int) -> tuple[FeedItem, ...]:
-    """First ``max_items`` items, keeping the first occurrence of each guid."""
+    """First ``max_items`` items, keeping the first of each (guid, link) pair.
+
+    A guid shared by items with different links names several items, not one (a CMS that stamps
+    one guid on every item, a guid reused after an edit): each then gets a guid of its own, the
+    shared one plus a hash of its link (or of title and summary when it has none), so none is
+    collapsed into the first (#16). The same item repeated, same guid and link, is kept once.
+    """
+    listed = list(items)
+    keys: dict[str, set[str]] = defaultdict(set)
+    for item in listed:
+        keys[item.guid].add(_item_key(item))
     seen: set[str] = set()
     kept: list[FeedItem] = []
-    for item in items:
+    for item in listed:
+        if len(keys[item.guid]) > 1:
+            digest = hashlib.sha1(_item_key(item).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+            item = dataclasses.replace(item, guid=f"{item.guid}#sha1:{digest}")
         if item.guid in seen:
             continue
         seen.add(item.guid)
@@ -710,6 +804,10 @@ def _dedupe_items(items: Iterable[FeedItem], max_items: int) -> tuple[FeedItem, 
         if len(kept) >= max_items:
             break
     return tuple(kept)
+
+
+def _item_key(item: FeedItem) -> str:
+    return item.link or f"{item.title}\n{item.summary}"
 
 
 def _guid(raw_id: object, link: str | None, title: str, published: str, summary: object) -> str:
@@ -841,6 +939,18 @@ def normalize_language(value: object) -> str | None:
         return None
     primary = _LANGUAGE_SEPARATOR_RE.split(value.strip().lower(), maxsplit=1)[0]
     return primary if _LANGUAGE_CODE_RE.fullmatch(primary) and primary != "und" else None
+
+
+def is_plausible_published_at(value: datetime, seen_at: datetime) -> bool:
+    """Whether a stated publication time can be true of an article first seen at ``seen_at``.
+
+    >>> seen = datetime(2026, 5, 1, tzinfo=UTC)
+    >>> [is_plausible_published_at(datetime(y, 1, 1, tzinfo=UTC), seen) for y in (1900, 1970, 2026, 9999)]
+    [False, False, True, False]
+    >>> is_plausible_published_at(seen + timedelta(hours=23), seen), is_plausible_published_at(seen + timedelta(days=2), seen)
+    (True, False)
+    """
+    return EARLIEST_PUBLISHED_AT <= value <= seen_at + PUBLISHED_FUTURE_SLACK
 
 
 def _positive_int(value: object) -> int | None:

@@ -76,7 +76,7 @@ ARTICLES_SCHEMA = pa.schema(
         ("section", pa.string()),
         ("categories", pa.list_(pa.string())),
         ("is_opinion", pa.bool_()),
-        ("published_at", _TS),  # what the publisher claims; ranking never uses it
+        ("published_at", _TS),  # what the publisher claims, when plausible; ranking never uses it
         ("first_seen_at", _TS),
         ("simhash", pa.uint64()),
         ("minhash", pa.list_(pa.uint32())),
@@ -85,6 +85,10 @@ ARTICLES_SCHEMA = pa.schema(
         ("entities", pa.list_(pa.string())),
         ("embedding", pa.list_(pa.float32())),
         ("signature_version", pa.string()),
+        # The publication time the page or feed stated when it is implausible (before 1995, or more
+        # than a day after first_seen_at): published_at is then null (#16). Null in segments written
+        # before the column existed, which read as they were.
+        ("implausible_published_at", _TS),
     ]
 )
 

@@ -3,15 +3,52 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def describe_settings_error(cls: type[BaseSettings], error: ValidationError) -> str:
+    """One line naming the environment variable of the first invalid setting and why (#16).
+
+    Secrets' values are never shown, nor is any other value: the variable and the rule are enough.
+    """
+    prefix = str(cls.model_config.get("env_prefix", ""))
+    problems = []
+    for item in error.errors():
+        loc = item.get("loc") or ()
+        message = str(item.get("msg", "")).removeprefix("Value error, ")
+        if not loc:  # a rule across fields names its variables itself
+            problems.append(message)
+            continue
+        field = cls.model_fields.get(str(loc[0]))
+        alias = field.validation_alias if field is not None else str(loc[0])  # loc holds an alias as is
+        variable = alias if isinstance(alias, str) else f"{prefix}{loc[0]}".upper()
+        problems.append(f"{variable}: {message}")
+    more = f" (and {len(problems) - 1} more: {', '.join(p.split(':', 1)[0] for p in problems[1:])})" \
+        if len(problems) > 1 else ""
+    return f"invalid setting {problems[0] if problems else cls.__name__}{more}"
+
+
+def http_url_problem(value: str) -> str | None:
+    """Why ``value`` is not an absolute http(s) URL with a host, or None."""
+    try:
+        parts = urlsplit(value)
+        _ = parts.port
+    except ValueError as e:
+        return f"not a URL: {e}"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "must be an absolute http(s) URL"
+    return None
 
 
 class WarehouseSettings(BaseSettings):
     """Where the object store lives: a local folder (the default) or an S3-compatible bucket."""
 
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_WAREHOUSE_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_WAREHOUSE_", env_file=".env", extra="ignore",
+                                      allow_inf_nan=False)
 
     root: str = Field(
         default="var/store",
@@ -31,7 +68,35 @@ class WarehouseSettings(BaseSettings):
         default=None,
         description="S3 secret access key; unset means the standard AWS credential chain.",
     )
-    s3_region: str = Field(default="us-east-1", description="S3 region used to sign requests.")
+    s3_region: str = Field(default="us-east-1", min_length=1, description="S3 region used to sign requests.")
+
+    @field_validator("root")
+    @classmethod
+    def _root_names_a_store(cls, value: str) -> str:
+        # An empty root once made the working directory the store (#16).
+        text = value.strip()
+        if not text:
+            raise ValueError("must not be empty: a local folder or s3://bucket/prefix")
+        if text.startswith("s3://") and not text.removeprefix("s3://").split("/", 1)[0]:
+            raise ValueError("an s3:// root needs a bucket: s3://bucket/prefix")
+        if "://" in text and not text.startswith(("s3://", "file://")):
+            raise ValueError("must be a local folder, file:// or s3://bucket/prefix")
+        return text
+
+    @field_validator("s3_endpoint_url")
+    @classmethod
+    def _endpoint_is_a_url(cls, value: str | None) -> str | None:
+        if value is not None and (problem := http_url_problem(value.strip())):
+            raise ValueError(f"{problem} (unset it for AWS S3)")
+        return value.strip() if value is not None else None
+
+
+def check_settings(cls: type[BaseSettings], **overrides: Any) -> BaseSettings:
+    """``cls(**overrides)``, or ValueError with :func:`describe_settings_error`'s one line."""
+    try:
+        return cls(**overrides)
+    except ValidationError as e:
+        raise ValueError(describe_settings_error(cls, e)) from None
 
 
 @lru_cache(maxsize=1)

@@ -103,9 +103,17 @@ def token_json(token: str) -> str:
         ("javascript:alert(1)", None),
         ("https://news.example/" + "a" * 2100, None),
         ("https://news.example/" + "新" * 700, None),  # short as text, too long once encoded
+        # UTS #46 like the pipeline's canonical URLs, not IDNA 2003 (strasse.de is another domain) (#16)
+        ("https://straße.de:8443/a", "https://xn--strae-oqa.de:8443/a"),
+        ("http://[::1]:8080/a", "http://[::1]:8080/a"),
+        ("https://a b.example/a", None),
+        ("https://a|b.example/a", None),
+        ("https://a<b.example/a", None),
+        ("https://\u2488.example/a", None),
     ],
     ids=["ascii", "iri-path", "already-encoded", "space-query-fragment", "idn-host", "crlf", "lf", "nul",
-         "tab", "del", "c1-nel", "not-web", "too-long", "too-long-encoded"],
+         "tab", "del", "c1-nel", "not-web", "too-long", "too-long-encoded", "uts46-sharp-s", "ipv6-literal",
+         "host-space", "host-pipe", "host-angle", "host-disallowed-by-uts46"],
 )
 def test_header_safe_url_encodes_non_ascii_and_refuses_control_chars(url: str, expected: str | None) -> None:
     safe = header_safe_url(url)
@@ -437,3 +445,21 @@ def test_a_shown_set_bomb_is_refused_before_it_is_inflated(client: TestClient) -
         decode_feed_cursor(cursor, "feed:en-US:2")
     response = client.get("/v1/feed", params={"cursor": cursor, "limit": 2}, headers=sign_in(client, "alice"))
     assert response.status_code == 400, response.text
+
+
+@pytest.mark.parametrize(
+    ("path", "echo"),
+    [
+        ("/v1/editions/zz-ZZ/top", "zz-ZZ"),
+        ("/v1/editions/en-US/no-such-section-xyz", "no-such-section-xyz"),
+        ("/v1/stories/no-such-story-xyz", "no-such-story-xyz"),
+        ("/v1/topics/no-such-topic-xyz?edition=en-US", "no-such-topic-xyz"),
+    ],
+    ids=["edition", "section", "story", "topic"],
+)
+def test_a_404_does_not_echo_the_id(client: TestClient, path: str, echo: str) -> None:
+    """docs/readers.md: "404s do not echo ids" (#16)."""
+    response = client.get(path)
+    assert response.status_code == 404, response.text
+    assert echo not in response.text and echo.lower() not in response.text.lower()
+    assert response.json()["detail"]

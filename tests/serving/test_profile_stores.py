@@ -406,7 +406,7 @@ def _eventually(check: Callable[[], bool], seconds: float = 20.0) -> bool:
 def test_one_url_switches_serving_and_the_profiles_fold_to_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
     from pydantic import ValidationError
 
-    from tasks.profiles import ProfilesSettings
+    from tasks.settings import ProfilesSettings
 
     url = f"postgresql://newsroom:{PASSWORD}@db.internal:5432/newsroom"
     monkeypatch.setenv("NEWSROOM_SERVING_PROFILES_URL", url)

@@ -23,7 +23,7 @@ def _store(tmp_path: Path, last_polled: timedelta, **state_fields: object) -> Lo
     csv = tmp_path / "p.csv"
     csv.write_text("publisher_id,name,domain,region,language,tier,authority,paywalled,opted_out,feed_url,section\n"
                    "herald,Herald,herald.test,US,en,2,0.5,false,false,https://herald.test/rss,world\n")
-    registry = import_publishers(store, csv)
+    registry = import_publishers(store, csv).registry
     feed_id = registry.feeds[0]["feed_id"]
     state = dict(empty_state(feed_id), next_poll_at=NOW + timedelta(minutes=20), last_polled_at=NOW - last_polled)
     state.update(state_fields)

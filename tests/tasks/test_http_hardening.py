@@ -629,3 +629,50 @@ def test_an_unusable_redirect_target_is_a_clear_error(serve: Callable[..., RawSe
     with make_client(settings) as client, pytest.raises(FetchError) as err:
         fetch_url(client, f"http://127.0.0.1:{server.port}/moved", settings, max_bytes=1000)
     assert err.value.kind == kind
+
+
+# --- redirect targets are classified by what is wrong with them (#16) ------------------------------
+
+
+def _redirect_to(target: str) -> Handler:
+    def answer(conn: socket.socket, request: bytes) -> None:
+        path = request.split(b" ", 2)[1]
+        if path == b"/robots.txt":
+            _respond(conn, "200 OK", b"User-agent: *\nAllow: /\n", {"Content-Type": "text/plain"})
+        else:
+            _respond(conn, "302 Found", headers={"Location": target})
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("target", "kind"),
+    [
+        ("javascript:alert(1)", "bad_url"),
+        ("javascript://%0aalert(1)", "bad_url"),
+        ("data:text/html,<script>alert(1)</script>", "bad_url"),
+        ("ftp://files.example/a", "bad_url"),
+        ("http://10.0.0.1/admin", "blocked_address"),
+        ("http://169.254.169.254/latest/meta-data/", "blocked_address"),
+        ("http://[::1]:8080/", "blocked_address"),
+        ("http://nowhere.test/a", "dns"),
+    ],
+    ids=["javascript", "javascript-authority", "data", "ftp", "private", "metadata", "ipv6-loopback", "no-dns"],
+)
+def test_a_redirect_is_refused_with_its_own_kind(serve: Callable[..., RawServer], resolver: FakeResolver,
+                                                caplog: pytest.LogCaptureFixture, target: str, kind: str) -> None:
+    server = serve(_redirect_to(target))
+    row = _fetch_page(f"http://127.0.0.1:{server.port}", "/story", _settings())
+    assert row.get("error_kind") == kind, row
+    assert not [r for r in caplog.records if r.exc_info], "an expected refusal is logged with a traceback"
+
+
+def test_a_refused_robots_fetch_is_not_kept_as_the_publishers_verdict(serve: Callable[..., RawServer]) -> None:
+    server = serve(_redirect_to("http://10.0.0.1/admin"))
+    settings = _settings()
+    link = f"http://127.0.0.1:{server.port}/story"
+    job = FeedJob("f1", link, "p1", "en", "us", "", empty_state("f1"))
+    with make_client(settings) as client:
+        robots = RobotsCache(client, settings)
+        _fetch_article(job, FeedItem(link, link, "", "", None, None, (), None, None, None), client, robots, settings,
+                       datetime.now(UTC))
+    assert "http://10.0.0.1" not in robots.fetched  # not stored as a disallow-all for later runs

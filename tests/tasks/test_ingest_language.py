@@ -47,6 +47,55 @@ def test_a_publisher_registry_language_is_its_primary_tag(tmp_path) -> None:
     from tasks.registry import parse_publishers_csv
 
     registry = parse_publishers_csv("publisher_id,name,domain,region,language\n"
-                                    "a,A,a.test,GB,en_GB\nb,B,b.test,US,EN US\nc,C,c.test,PH,fil\nd,D,d.test,US,English\n")
+                                    "a,A,a.test,GB,en_GB\nb,B,b.test,US,EN US\nc,C,c.test,PH,fil\nd,D,d.test,US,\n")
     assert {p: row["language"] for p, row in registry.publishers.items()} == {"a": "en", "b": "en", "c": "fil",
                                                                               "d": "und"}
+    # A word is not a tag: the row is refused with its line, not stored as "und" (#16).
+    with pytest.raises(ValueError, match=r"line 2: language must be a language tag"):
+        parse_publishers_csv("publisher_id,name,domain,region,language\nd,D,d.test,US,English\n")
+
+
+# --- a page that declares no language (#16) -----------------------------------------------------------
+
+def _mmds(language: str) -> list[dict[str, str]]:
+    import json
+
+    from corpus_paths import CORPUS
+
+    lines = (CORPUS / "clustering" / "mmds-dev.jsonl").read_text(encoding="utf-8").splitlines()
+    return [row for row in map(json.loads, filter(None, lines)) if row["language"] == language]
+
+
+def _undeclared_page(row: dict[str, str]) -> bytes:
+    paragraphs = "".join(f"<p>{line}</p>" for line in row["text"].splitlines() if line.strip())
+    return f"<html><head><title>{row['title']}</title></head><body><article>{paragraphs}</article></body></html>".encode()
+
+
+def _guessed(page: bytes, publisher_language: str, site: tuple[str, ...]) -> object:
+    from transforms.feeds import FeedItem
+
+    job = FeedJob("f", FEED_URL, "p", publisher_language, "MY", "", empty_state("f"), site_languages=site)
+    return build_article_row(job, FeedItem(LINK, LINK, "", "", None, None, (), None, None, None), page, LINK, NOW,
+                             embed=False)["language"]
+
+
+def test_every_malay_article_is_malay_when_nothing_declares_a_language() -> None:
+    rows = _mmds("ms")
+    guessed = [_guessed(_undeclared_page(row), "und", ("en", "ms", "zh")) for row in rows]
+    assert guessed == ["ms"] * len(rows)
+
+
+def test_the_publishers_language_comes_before_a_guess() -> None:
+    page = _undeclared_page(_mmds("ms")[0])
+    assert _guessed(page, "ms", ()) == "ms"  # no guess among every language (which could say "id")
+
+
+@pytest.mark.parametrize(("site", "expected"), [(("en", "zh"), "und"), (("en", "ms"), "ms")],
+                         ids=["not-a-site-language", "a-site-language"])
+def test_a_guess_is_among_the_site_languages_only(site: tuple[str, ...], expected: str) -> None:
+    assert _guessed(_undeclared_page(_mmds("ms")[0]), "und", site) == expected
+
+
+def test_a_page_declaration_still_wins() -> None:
+    page = _undeclared_page(_mmds("ms")[0]).replace(b"<html>", b'<html lang="id">')
+    assert _guessed(page, "ms", ("ms",)) == "id"

@@ -69,6 +69,11 @@ CANONICALIZE_CASES = [
     ("https://example.com/amp", "https://example.com/amp", "keep-top-level-amp"),
     ("https://example.com/story?amp=guitar", "https://example.com/story?amp=guitar", "keep-amp-real-value"),
     ("  https://example.com/a  ", "https://example.com/a", "strip-spaces"),
+    # UTS #46, not IDNA 2003: "ß" stays a letter of its own, so the click goes to the right domain (#16).
+    ("https://stra\u00dfe.de/a", "https://xn--strae-oqa.de/a", "uts46-keeps-sharp-s"),
+    ("https://\u03c4\u03b5\u03c3\u03c4\u03c2.gr/", "https://xn--qxa0accc.gr/", "uts46-keeps-final-sigma"),
+    ("https://\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45.com/a", "https://example.com/a", "uts46-maps-fullwidth"),
+    ("http://[::FFFF:1.2.3.4]:8080/a", "http://[::ffff:102:304]:8080/a", "ipv6-literal-compressed"),
 ]
 
 
@@ -99,8 +104,21 @@ def test_canonicalize_url_is_idempotent(url: str) -> None:
         "mailto:a@example.com",
         "https://",
         "http://example.com:99999/",
+        # Hosts no resolver would look up (#16): WHATWG forbidden domain code points, controls, empty labels.
+        "http://exa mple.com/a",
+        "http://exa\x00mple.com/a",
+        "http://a|b.example/a",
+        "http://a<b>.example/a",
+        "http://a^b.example/a",
+        "http://a%41.example/a",
+        "http://a..example/a",
+        "http://" + "a" * 64 + ".example/a",
+        "http://xn--a.example\u200b\u0000/a",
+        "http://\u2488.example/a",
     ],
-    ids=["empty", "no-scheme", "relative", "ftp", "mailto", "no-host", "bad-port"],
+    ids=["empty", "no-scheme", "relative", "ftp", "mailto", "no-host", "bad-port", "host-space",
+         "host-nul", "host-pipe", "host-angle", "host-caret", "host-percent", "host-empty-label",
+         "host-long-label", "host-control-after-idna", "host-disallowed-by-uts46"],
 )
 def test_canonicalize_url_rejects_invalid(url: str) -> None:
     with pytest.raises(ValueError):
