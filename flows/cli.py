@@ -290,6 +290,14 @@ def cmd_cluster_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_classify_sections(args: argparse.Namespace) -> int:
+    from tasks.sections import classify_sections_file
+
+    count = classify_sections_file(Path(args.input), Path(args.output))
+    _say(f"classified {count} articles -> {args.output}")
+    return 0
+
+
 def cmd_extract(args: argparse.Namespace) -> int:
     from tasks.extract_pages import extract_directory
 
@@ -460,6 +468,12 @@ def build_parser() -> argparse.ArgumentParser:
     ce.add_argument("--input", required=True)
     ce.add_argument("--output", required=True)
     ce.set_defaults(func=cmd_cluster_eval)
+
+    cs = sub.add_parser("classify-sections",
+                        help="the section ingest gives each article of a JSONL file when its feed gives no hint")
+    cs.add_argument("--input", required=True)
+    cs.add_argument("--output", required=True)
+    cs.set_defaults(func=cmd_classify_sections)
 
     ex = sub.add_parser("extract", help="extract every .html/.html.gz page in a folder")
     ex.add_argument("--input-dir", required=True)

@@ -30,6 +30,7 @@ from tasks.http import fetch_url, make_client
 from tasks.identity import assign_identities, commit_identities
 from tasks.politeness import HostLimiter, HostLimits, HostStats, host_of_url, run_per_host
 from tasks.registry import load_registry
+from tasks.sections import guess_sections
 from tasks.settings import IngestSettings, WebSubSettings, get_ingest_settings, get_websub_settings
 from tasks.websub import (
     SubscriptionTarget,
@@ -601,6 +602,7 @@ def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: st
     publisher_language = job.language if job.language and job.language != "und" else None
     language = declared or item.language or publisher_language or page.language or "und"
     embedding = embed_articles([(title, body, language)])[0] if embed else None
+    section_guess = guess_sections([embedding])[0]  # the same call as `newsroom classify-sections` (issue 21)
     features = features_from_text(article_id_from_url(canonical), title, body, language, now, job.publisher_id,
                                   embedding=embedding)
     content_hash = hashlib.blake2b(f"{title}\n{body}".encode(), digest_size=16).hexdigest()
@@ -611,7 +613,7 @@ def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: st
         "snippet": snippet_from_text(body, page.description or item.summary, SNIPPET_MAX_CHARS, title=title),
         "image_url": page.image_url or item.image_url, "author": page.author or item.author,
         "section": page.section or job.section_hint or None, "categories": list(item.categories),
-        "is_opinion": bool(page.is_opinion), "first_seen_at": now,
+        "is_opinion": bool(page.is_opinion), "first_seen_at": now, "section_guess": section_guess,
         **_published_times(page.published_at, item.published_at, now),
     }
     row.update(features_to_row(features))

@@ -80,7 +80,7 @@ class World:
                 "snippet": f"{title}.", "image_url": None, "author": None, "section": None, "categories": [],
                 "is_opinion": False, "published_at": seen, "first_seen_at": seen, "simhash": 0, "minhash": [],
                 "terms": terms, "term_weights": [1.0] * len(terms), "entities": [], "embedding": [],
-                "signature_version": "test",
+                "signature_version": "test", "section_guess": self.stories[story_id],
             })
             self.offset += 1
             changes.append({

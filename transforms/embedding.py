@@ -27,6 +27,8 @@ import numpy.typing as npt
 from transforms.signatures import is_cjk_language
 
 EMBEDDING_DIM = 512
+EMBEDDING_MODEL = "use-multilingual-v3"
+"""The embedding every stored vector comes from; models fitted on the vectors record it (issue 21)."""
 LEDE_WORDS = 50
 LEDE_CJK_CHARS = 120
 

@@ -237,10 +237,11 @@ class EditionRules:
 
 
 def member_sections(members: list[Mapping[str, Any]]) -> dict[str, list[str]]:
-    """Each article's section votes: feed hint, RSS category and the seed-vocabulary classifier."""
+    """Each article's section votes: feed hint, RSS category and the text classifier's guess, which
+    ingest stored (``section_guess``, issue 21)."""
     ordered = sorted(members, key=lambda m: m["article_id"])
     found = article_section_votes([m["section"] for m in ordered], [m.get("categories") for m in ordered],
-                                  [f"{m['title'] or ''} {m['snippet'] or ''}" for m in ordered])
+                                  [m.get("section_guess") for m in ordered])
     return {m["article_id"]: s for m, s in zip(ordered, found, strict=True)}
 
 

@@ -89,6 +89,9 @@ ARTICLES_SCHEMA = pa.schema(
         # than a day after first_seen_at): published_at is then null (#16). Null in segments written
         # before the column existed, which read as they were.
         ("implausible_published_at", _TS),
+        # The section the title and lede suggest (tasks.sections.guess_sections), null where the
+        # classifier abstained or there is no embedding; one of the article's section votes (issue 21).
+        ("section_guess", pa.string()),
     ]
 )
 

@@ -26,6 +26,7 @@ final as (
         art.image_url,
         art.section,
         art.categories,
+        art.section_guess,
         art.terms,
         art.term_weights,
         art.entities,
