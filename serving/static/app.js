@@ -6,6 +6,11 @@
 // link asks POST /v1/click-token (with the session, when signed in) for a signed /r/{token} and
 // goes there (the click is logged, then the server redirects to the publisher). For-you cards
 // also carry anonymous click URLs, used when minting fails or nobody is signed in.
+//
+// Words, dates and relative times follow the edition's language (issue 21): every string the
+// page shows lives in /static/i18n/{language}.json, one file per language (English is the
+// fallback for a missing file or key), so adding a language is adding one file. Section slugs
+// from the API stay canonical; only their display names are translated.
 "use strict";
 
 (() => {
@@ -27,6 +32,7 @@
   };
 
   const SESSION_KEY = "newsroom.session";
+  const FALLBACK_LANGUAGE = "en";
   const pollParam = Number(new URLSearchParams(window.location.search).get("poll_ms"));
   const VERSION_POLL_MS = pollParam >= 200 ? pollParam : 60_000;
 
@@ -41,6 +47,88 @@
       if (saved && saved.token && saved.expires_at * 1000 > Date.now()) return saved;
     } catch { /* a damaged entry is the same as none */ }
     return null;
+  }
+
+  // ---- language: strings, plurals and date formats of the edition ------------------------
+
+  const catalogs = new Map();  // language -> its file (or null when there is none)
+  const i18n = { language: FALLBACK_LANGUAGE, locale: FALLBACK_LANGUAGE, catalog: null, base: null, plurals: null };
+  let rtf = new Intl.RelativeTimeFormat(FALLBACK_LANGUAGE, { numeric: "auto", style: "short" });
+  let absoluteFormat = new Intl.DateTimeFormat(FALLBACK_LANGUAGE, { dateStyle: "medium", timeStyle: "short" });
+
+  async function loadCatalog(language) {
+    if (!catalogs.has(language)) {
+      let catalog = null;
+      try {
+        const response = await fetch(`/static/i18n/${encodeURIComponent(language)}.json`, { credentials: "omit" });
+        if (response.ok) catalog = await response.json();
+      } catch (error) {
+        console.error(error);
+      }
+      catalogs.set(language, catalog);
+    }
+    return catalogs.get(language);
+  }
+
+  function languageOf(edition) {
+    return String(edition || FALLBACK_LANGUAGE).split(/[-_]/)[0].toLowerCase() || FALLBACK_LANGUAGE;
+  }
+
+  // Switch the page to an edition's language: <html lang>, strings, number/date formats.
+  async function useLanguage(edition) {
+    const locale = edition || FALLBACK_LANGUAGE;
+    if (i18n.catalog && i18n.locale === locale) return;
+    const base = await loadCatalog(FALLBACK_LANGUAGE);
+    const language = languageOf(locale);
+    const catalog = language === FALLBACK_LANGUAGE ? base : await loadCatalog(language);
+    let tag = locale;
+    try { tag = Intl.getCanonicalLocales(locale)[0]; } catch { tag = catalog ? language : FALLBACK_LANGUAGE; }
+    Object.assign(i18n, {
+      language: catalog ? language : FALLBACK_LANGUAGE, locale: tag, catalog: catalog || base, base,
+      plurals: new Intl.PluralRules(tag),
+    });
+    rtf = new Intl.RelativeTimeFormat(tag, { numeric: "auto", style: "short" });
+    absoluteFormat = new Intl.DateTimeFormat(tag, { dateStyle: "medium", timeStyle: "short" });
+    document.documentElement.lang = catalog ? tag : FALLBACK_LANGUAGE;
+    translateStatic();
+    renderDateline();
+    renderAccount();
+  }
+
+  function lookup(group, key) {
+    const own = i18n.catalog && i18n.catalog[group] ? i18n.catalog[group][key] : undefined;
+    if (own !== undefined) return own;
+    return i18n.base && i18n.base[group] ? i18n.base[group][key] : undefined;
+  }
+
+  // t("source_count", { count: 3 }) -> "3 sources"; a plural entry picks its form by the
+  // language's own rules (Chinese and Malay have one form, English two).
+  function t(key, params = {}) {
+    let text = lookup("strings", key);
+    if (text && typeof text === "object") {
+      const form = i18n.plurals ? i18n.plurals.select(Number(params.count)) : "other";
+      text = text[form] ?? text.other;
+    }
+    if (typeof text !== "string") return key;
+    return text.replace(/\{(\w+)\}/g, (whole, name) => (name in params ? String(params[name]) : whole));
+  }
+
+  // A string with a DOM node in it (a <time>): "Updated {time}" or "{time}更新".
+  function tNodes(key, nodes) {
+    return t(key).split(/(\{\w+\})/).filter(Boolean).map((part) => {
+      const name = part.match(/^\{(\w+)\}$/);
+      return name && nodes[name[1]] ? nodes[name[1]] : document.createTextNode(part);
+    });
+  }
+
+  function translateStatic() {
+    for (const node of document.querySelectorAll("[data-i18n]")) node.textContent = t(node.dataset.i18n);
+    for (const node of document.querySelectorAll("[data-i18n-aria-label]")) {
+      node.setAttribute("aria-label", t(node.dataset.i18nAriaLabel));
+    }
+    for (const node of document.querySelectorAll("template")) {
+      for (const inner of node.content.querySelectorAll("[data-i18n]")) inner.textContent = t(inner.dataset.i18n);
+    }
   }
 
   // ---- small helpers ---------------------------------------------------------------------
@@ -73,15 +161,12 @@
     return a;
   }
 
-  const rtf = new Intl.RelativeTimeFormat(undefined, { numeric: "auto", style: "short" });
-  const absoluteFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
-
   function relativeTime(iso) {
     const then = new Date(iso);
     if (Number.isNaN(then.getTime())) return "";
     const seconds = Math.round((then.getTime() - Date.now()) / 1000);
     const abs = Math.abs(seconds);
-    if (abs < 45) return "just now";
+    if (abs < 45) return t("just_now");
     if (abs < 3600) return rtf.format(Math.round(seconds / 60), "minute");
     if (abs < 86400) return rtf.format(Math.round(seconds / 3600), "hour");
     if (abs < 86400 * 7) return rtf.format(Math.round(seconds / 86400), "day");
@@ -107,8 +192,10 @@
     }
   }
 
+  // Canonical slugs get the language's display name; a feed's own slug is shown as it reads.
   function sectionLabel(slug) {
-    if (slug === "top") return "Top stories";
+    const name = lookup("sections", slug);
+    if (typeof name === "string") return name;
     return slug.replace(/[-_]+/g, " ").replace(/^./, (c) => c.toUpperCase());
   }
 
@@ -191,7 +278,7 @@
   // ---- chrome: dateline, edition picker, section tabs ------------------------------------
 
   function renderDateline() {
-    els.dateline.textContent = new Intl.DateTimeFormat(undefined, {
+    els.dateline.textContent = new Intl.DateTimeFormat(i18n.locale, {
       weekday: "long", year: "numeric", month: "long", day: "numeric",
     }).format(new Date());
   }
@@ -218,7 +305,7 @@
       return li;
     });
     const li = el("li");
-    const forYou = el("a", "section-tab for-you", "For you");
+    const forYou = el("a", "section-tab for-you", t("for_you"));
     forYou.href = forYouHash(state.edition);
     if (activeSection === "@foryou") forYou.setAttribute("aria-current", "page");
     li.append(forYou);
@@ -230,8 +317,8 @@
 
   function renderAccount() {
     if (state.session) {
-      const who = el("span", "who", `Signed in as ${state.session.reader}`);
-      const out = el("button", null, "Sign out");
+      const who = el("span", "who", t("signed_in_as", { reader: state.session.reader }));
+      const out = el("button", null, t("sign_out"));
       out.type = "button";
       out.id = "sign-out";
       out.addEventListener("click", () => { signOut(); route(); });
@@ -240,10 +327,10 @@
     }
     const input = el("input");
     input.id = "reader-name";
-    input.placeholder = "Your name";
-    input.setAttribute("aria-label", "Reader name");
+    input.placeholder = t("your_name");
+    input.setAttribute("aria-label", t("reader_name"));
     input.autocomplete = "username";
-    const go = el("button", "primary", "Sign in");
+    const go = el("button", "primary", t("sign_in"));
     go.type = "button";
     go.id = "sign-in";
     const submit = async () => {
@@ -287,12 +374,12 @@
     li.dataset.publisherId = source.publisher_id || "";
     li.append(el("span", "publisher", source.publisher));
     if (source.first_seen_at) li.append(timeEl(source.first_seen_at, "source-time"));
-    if (source.is_copy) li.append(el("span", "copy-badge", "syndicated copy"));
-    if (source.is_opinion) li.append(el("span", "opinion-badge", "Opinion"));
+    if (source.is_copy) li.append(el("span", "copy-badge", t("syndicated_copy")));
+    if (source.is_opinion) li.append(el("span", "opinion-badge", t("opinion")));
     if (ctx.controls && source.publisher_id) {
-      const hide = el("button", "hide-source", "Hide");
+      const hide = el("button", "hide-source", t("hide"));
       hide.type = "button";
-      hide.setAttribute("aria-label", `Hide ${source.publisher} from For you`);
+      hide.setAttribute("aria-label", t("hide_source", { publisher: source.publisher }));
       hide.addEventListener("click", () => hideSource(source.publisher_id));
       li.append(hide);
     }
@@ -308,6 +395,7 @@
     };
     const node = els.cardTemplate.content.firstElementChild.cloneNode(true);
     node.dataset.storyId = story.story_id;
+    if (typeof story.language === "string" && story.language) node.lang = story.language;
     if (index === 0) node.classList.add("lead");
     const sources = Array.isArray(story.sources) ? story.sources : [];
     const representative = sources[0] || {};
@@ -342,9 +430,11 @@
 
     const meta = node.querySelector(".meta");
     const count = story.source_count ?? sources.filter((s) => !s.is_copy).length;
-    meta.append(el("span", "source-count", `${count} ${count === 1 ? "source" : "sources"}`));
+    meta.append(el("span", "source-count", t("source_count", { count })));
     if (story.updated_at) {
-      meta.append(el("span", "dot", "·"), el("span", null, "Updated "), timeEl(story.updated_at));
+      const updated = el("span", "updated");
+      updated.append(...tNodes("updated", { time: timeEl(story.updated_at) }));
+      meta.append(el("span", "dot", "·"), updated);
     }
 
     const snippet = node.querySelector(".snippet");
@@ -352,16 +442,17 @@
     else snippet.remove();
 
     const list = node.querySelector(".sources");
-    list.setAttribute("aria-label", "Sources");
+    list.setAttribute("aria-label", t("sources_label"));
     list.append(...sources.slice(0, MAX_SOURCES_ON_CARD).map((s) => sourceItem(s, ctx)));
 
     const more = node.querySelector(".full-coverage");
     more.href = storyHash(story.story_id);
     const hidden = sources.length - MAX_SOURCES_ON_CARD;
-    more.textContent = hidden > 0 ? `Full Coverage · ${hidden} more` : "Full Coverage";
+    more.textContent = hidden > 0 ? t("full_coverage_more", { count: hidden }) : t("full_coverage");
     if (options.controls && story.topic) {
       const following = Boolean(state.profile && state.profile.follows.topic.includes(story.topic));
-      const follow = el("button", "follow-topic", following ? `Following ${sectionLabel(story.topic)}` : `Follow ${sectionLabel(story.topic)}`);
+      const follow = el("button", "follow-topic",
+        t(following ? "following_topic" : "follow_topic", { topic: sectionLabel(story.topic) }));
       follow.type = "button";
       follow.dataset.topic = story.topic;
       follow.setAttribute("aria-pressed", following ? "true" : "false");
@@ -375,10 +466,11 @@
 
   async function showPage(wantedEdition, wantedSection, { quiet = false } = {}) {
     const edition = pickEdition(wantedEdition);
+    await useLanguage(edition);
     if (!edition) {
       els.front.hidden = true;
       els.coverage.hidden = true;
-      setStatus("No news has been published yet. This page checks again in a minute.");
+      setStatus(t("no_news_yet"));
       return;
     }
     state.edition = edition;
@@ -389,11 +481,11 @@
     state.section = section;
     renderEditionPicker();
     renderTabs(section);
-    if (!quiet) setStatus("Loading the news…");
+    if (!quiet) setStatus(t("loading"));
 
     const page = await getJson(`/v1/editions/${enc(edition)}/${enc(section)}`);
     if (!page) {
-      setStatus("This page is not available right now.");
+      setStatus(t("page_unavailable"));
       return;
     }
     const key = `${edition}/${section}/${page.version}`;
@@ -410,29 +502,30 @@
     els.coverage.hidden = true;
     els.front.hidden = false;
     document.title = `${sectionLabel(section)} · ${editionLabel(edition)} · newsroom`;
-    els.asOf.textContent = page.as_of ? `Page updated ${relativeTime(page.as_of)}.` : "";
-    setStatus(stories.length ? "" : "No stories in this section yet.");
+    els.asOf.textContent = page.as_of ? t("page_updated", { time: relativeTime(page.as_of) }) : "";
+    setStatus(stories.length ? "" : t("no_stories_in_section"));
   }
 
   // ---- For you ---------------------------------------------------------------------------
 
   async function showForYou(wantedEdition) {
     const edition = pickEdition(wantedEdition);
+    await useLanguage(edition);
     state.edition = edition;
     state.shownVersion = null;
     els.pill.hidden = true;
     renderEditionPicker();
     renderTabs("@foryou");
     els.coverage.hidden = true;
-    const heading = el("h2", "page-heading", "For you");
+    const heading = el("h2", "page-heading", t("for_you"));
     if (!state.session) {
-      const notice = el("p", "notice", "Sign in (top right) to get stories picked for you, follow topics and hide sources.");
+      const notice = el("p", "notice", t("sign_in_for_you"));
       els.front.replaceChildren(heading, notice);
       els.front.hidden = false;
       setStatus("");
       return;
     }
-    setStatus("Loading your stories…");
+    setStatus(t("loading_your_stories"));
     const [feed, profile] = await Promise.all([
       personal("GET", `/v1/feed?edition=${enc(edition)}`),
       personal("GET", "/v1/me"),
@@ -440,9 +533,9 @@
     state.profile = profile;
     const parts = [heading];
     if (feed.mode === "top_stories_fallback") {
-      parts.push(el("p", "notice", "Personalisation is unavailable right now, so these are the top stories."));
+      parts.push(el("p", "notice", t("personalisation_unavailable")));
     } else if (feed.mode === "top_stories") {
-      parts.push(el("p", "notice", "Follow a topic or read a few stories, and this page learns what you like."));
+      parts.push(el("p", "notice", t("follow_to_learn")));
     }
     const grid = el("div", "story-grid for-you-grid");
     grid.append(...feed.stories.map((story, i) => storyCard(story, i, { surface: "for_you", controls: true })));
@@ -450,8 +543,8 @@
     els.front.replaceChildren(...parts);
     els.front.hidden = false;
     state.pageKey = null;
-    document.title = `For you · ${editionLabel(edition)} · newsroom`;
-    setStatus(feed.stories.length ? "" : "Nothing new for you right now.");
+    document.title = `${t("for_you")} · ${editionLabel(edition)} · newsroom`;
+    setStatus(feed.stories.length ? "" : t("nothing_new"));
   }
 
   async function toggleFollow(topic, following) {
@@ -520,19 +613,20 @@
     const body = el("div", "timeline-body");
     body.append(el("span", "publisher", source.publisher));
     body.append(trackClicks(externalLink(source.url, source.title, "timeline-title"), source, "story", 0));
-    if (source.is_copy) body.append(el("span", "copy-badge", "syndicated copy"));
-    if (source.is_opinion) body.append(el("span", "opinion-badge", "Opinion"));
+    if (source.is_copy) body.append(el("span", "copy-badge", t("syndicated_copy")));
+    if (source.is_opinion) body.append(el("span", "opinion-badge", t("opinion")));
     li.append(body);
     return li;
   }
 
   async function showStory(storyId) {
-    setStatus("Loading Full Coverage…");
+    await useLanguage(state.edition || pickEdition(null));
+    setStatus(t("loading_coverage"));
     const story = await getJson(`/v1/stories/${enc(storyId)}`);
     if (!story) {
       els.front.hidden = true;
       els.coverage.hidden = true;
-      setStatus("This story is no longer available.");
+      setStatus(t("story_gone"));
       return;
     }
     if (story.story_id && story.story_id !== storyId) {
@@ -541,24 +635,32 @@
     }
     const editions = story.editions || [];
     if (!state.edition && editions.length) state.edition = pickEdition(editions[0]);
+    await useLanguage(state.edition);
+    renderEditionPicker();
     renderTabs(null);
 
     const sources = Array.isArray(story.sources) ? story.sources : [];
-    const back = el("a", "back-link", "← Back to headlines");
+    const back = el("a", "back-link", t("back_to_headlines"));
     back.href = state.edition ? pageHash(state.edition, state.section || "top") : "#/";
 
     const header = el("header", "coverage-header");
-    header.append(el("p", "kicker", "Full Coverage"));
-    header.append(el("h2", "coverage-title", story.title));
+    header.append(el("p", "kicker", t("full_coverage")));
+    const title = el("h2", "coverage-title", story.title);
+    if (typeof story.language === "string" && story.language) title.lang = story.language;
+    header.append(title);
     if (story.snippet) header.append(el("p", "coverage-snippet", story.snippet));
     const meta = el("p", "meta");
     const count = story.source_count ?? sources.filter((s) => !s.is_copy).length;
     meta.append(
-      el("span", "source-count", `${count} ${count === 1 ? "source" : "sources"}`),
+      el("span", "source-count", t("source_count", { count })),
       el("span", "dot", "·"),
-      el("span", null, `${sources.length} ${sources.length === 1 ? "article" : "articles"}`),
+      el("span", "article-count", t("article_count", { count: sources.length })),
     );
-    if (story.first_seen_at) meta.append(el("span", "dot", "·"), el("span", null, "First seen "), timeEl(story.first_seen_at));
+    if (story.first_seen_at) {
+      const first = el("span", "first-seen");
+      first.append(...tNodes("first_seen", { time: timeEl(story.first_seen_at) }));
+      meta.append(el("span", "dot", "·"), first);
+    }
     header.append(meta);
 
     const image = safeUrl(story.image_url);
@@ -570,9 +672,9 @@
       img.src = image;
       parts.push(img);
     }
-    const timelineHeading = el("h3", "timeline-heading", "Timeline");
+    const timelineHeading = el("h3", "timeline-heading", t("timeline"));
     const timeline = el("ol", "timeline");
-    timeline.setAttribute("aria-label", "Every article, oldest first");
+    timeline.setAttribute("aria-label", t("timeline_label"));
     const timelineSources = Array.isArray(story.timeline) ? story.timeline : sources;
     timeline.append(...timelineSources.map(timelineItem));
     parts.push(timelineHeading, timeline);
@@ -586,7 +688,7 @@
         li.append(el("span", "count", `${p.article_count}`));
         return li;
       }));
-      box.append(el("h3", null, "Who covered it"), list);
+      box.append(el("h3", null, t("who_covered")), list);
       aside.append(box);
     }
     const local = story.local_sources && state.edition ? story.local_sources[state.edition] : null;
@@ -599,7 +701,7 @@
         li.append(trackClicks(externalLink(s.url, `${s.publisher}: ${s.title}`, "local-title"), s, "story", 0));
         return li;
       }));
-      box.append(el("h3", null, `Local sources · ${editionLabel(state.edition)}`), list);
+      box.append(el("h3", null, t("local_sources", { edition: editionLabel(state.edition) })), list);
       aside.append(box);
     }
     if (Array.isArray(story.linked) && story.linked.length) {
@@ -609,11 +711,12 @@
         const li = el("li");
         const label = l.language ? editionLabel(l.language) : l.story_id;
         const a = el("a", null, l.title ? `${label} · ${l.title}` : label);
+        if (l.language) a.lang = l.language;
         a.href = storyHash(l.story_id);
         li.append(a);
         return li;
       }));
-      box.append(el("h3", null, "In other languages"), list);
+      box.append(el("h3", null, t("other_languages")), list);
       aside.append(box);
     }
     if (aside.childElementCount) parts.push(aside);
@@ -622,7 +725,7 @@
     els.front.hidden = true;
     els.coverage.hidden = false;
     state.pageKey = null;
-    document.title = `${story.title} · Full Coverage · newsroom`;
+    document.title = `${story.title} · ${t("full_coverage")} · newsroom`;
     setStatus("");
     window.scrollTo(0, 0);
   }
@@ -640,7 +743,7 @@
       else if (where.view === "foryou") await showForYou(where.edition);
       else await showPage(where.edition, where.section, { quiet });
     } catch (error) {
-      if (!quiet) setStatus("The news could not be loaded. Check your connection and try again.");
+      if (!quiet) setStatus(t("load_failed"));
       console.error(error);
     }
   }
@@ -654,13 +757,12 @@
   window.addEventListener("hashchange", () => route());
 
   async function start() {
-    renderDateline();
-    renderAccount();
     setInterval(checkVersion, VERSION_POLL_MS);
     try {
       await loadEditions();
     } catch (error) {
-      setStatus("The news could not be loaded. Check your connection and try again.");
+      await useLanguage(pickEdition(null));
+      setStatus(t("load_failed"));
       console.error(error);
       return;
     }
