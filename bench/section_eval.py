@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         groups = score_sections(gold, predicted, by=by)
         if len(groups) > 2:
             for name in sorted(k for k in groups if k != "all"):
-                print(_line(f"  {by[:4]} {name}", groups[name]))
+                print(_line(f"  {by} {name}", groups[name]))
     if overall.confusions:
         print("confusions (gold -> answered): " + ", ".join(
             f"{g} -> {p} {n}" for (g, p), n in overall.confusions.most_common(args.confusions)))

@@ -58,7 +58,7 @@ OUTPUT = REPO / "tasks" / "data" / "section_model.json"
 C = 10.0
 STORY_WEIGHT_EXPONENT = 0.5
 FOLDS = 10
-TARGET_COVERAGE = 0.85
+TARGET_COVERAGE = 0.83
 DECIMALS = 6
 PROBES = [
     ("en", "Stocks slide as central bank signals more rate rises"),
@@ -176,6 +176,9 @@ def train(corpus: Path) -> dict[str, object]:
     assert list(model.classes_) == classes
     weights = np.round(model.coef_, DECIMALS)
     intercepts = np.round(model.intercept_, DECIMALS)
+    curve = [(t, figures(prob, y, src, classes, t)["gnews2014-dev"]) for t in (0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8)]
+    for t, f in curve:
+        sys.stdout.write(f"grouped CV, gnews2014-dev at min_probability {t:.2f}: {json.dumps(f)}\n")
     body: dict[str, object] = {
         "classes": classes,
         "weights": weights.tolist(),
