@@ -11,6 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from warehouse import layout
+from warehouse.damage import describe_error, record_damage
+from warehouse.errors import ObjectNotFoundError
 from warehouse.schemas import (
     ARTICLE_LINKS_SCHEMA,
     ARTICLES_SCHEMA,
@@ -72,13 +74,27 @@ def export_day(store: ObjectStore, day: str, output: Path) -> dict[str, int]:
     return counts
 
 
+def _live_version(store: ObjectStore, key: str) -> int | None:
+    """The version a pointer names; None (recorded) when it is unreadable or gone since the listing."""
+    try:
+        return int(json.loads(store.get(key).data)["version"])
+    except ObjectNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
+        record_damage(key, f"corrupt: unreadable pointer ({describe_error(e)})",
+                      "skipped: its page's versions show as not live")
+        return None
+
+
 def _pages_table(store: ObjectStore) -> pa.Table:
     rows: list[dict[str, Any]] = []
     live: dict[str, int] = {}
     keys = store.list(layout.PAGES_PREFIX)
     for key in keys:
         if key.endswith("/latest.json"):
-            live[key.rsplit("/", 1)[0]] = int(json.loads(store.get(key).data)["version"])
+            version = _live_version(store, key)
+            if version is not None:
+                live[key.rsplit("/", 1)[0]] = version
     for key in keys:
         parts = key.split("/")
         name = parts[-1]
@@ -93,19 +109,27 @@ def _pages_table(store: ObjectStore) -> pa.Table:
 
 
 def read_raw_tables(store: ObjectStore) -> dict[str, pa.Table]:
-    """Every log and registry table as Arrow, read from the store."""
+    """Every log and registry table as Arrow, read from the store.
+
+    An object that cannot be read (a truncated segment, a garbage pointer) is left out and named in
+    a recorded error (:func:`warehouse.damage.record_damage`), so one bad object never stops rank,
+    health or ``newsroom sql`` (issue 16).
+    """
     feed_registry, _ = read_table(store, layout.FEEDS_KEY, FEEDS_SCHEMA)
     feed_state, _ = read_table(store, layout.FEED_STATE_KEY, FEED_STATE_SCHEMA)
     publishers, _ = read_table(store, layout.PUBLISHERS_KEY, PUBLISHERS_SCHEMA)
+
+    def log_table(prefix: str, schema: pa.Schema) -> pa.Table:
+        return read_segments(store, list_segments(store, prefix), schema, skip_damaged=True)
+
     return {
-        "articles_log": read_segments(store, list_segments(store, layout.ARTICLES_PREFIX), ARTICLES_SCHEMA),
-        "story_changes_log": read_segments(store, list_segments(store, layout.STORY_CHANGES_PREFIX),
-                                           STORY_CHANGES_SCHEMA),
+        "articles_log": log_table(layout.ARTICLES_PREFIX, ARTICLES_SCHEMA),
+        "story_changes_log": log_table(layout.STORY_CHANGES_PREFIX, STORY_CHANGES_SCHEMA),
         "publishers_raw": publishers,
         "feed_registry": feed_registry,
         "feed_state": feed_state,
-        "clicks_log": read_segments(store, list_segments(store, layout.CLICKS_PREFIX), CLICKS_SCHEMA),
-        "article_links_log": read_segments(store, list_segments(store, "log/article_links/"), ARTICLE_LINKS_SCHEMA),
+        "clicks_log": log_table(layout.CLICKS_PREFIX, CLICKS_SCHEMA),
+        "article_links_log": log_table("log/article_links/", ARTICLE_LINKS_SCHEMA),
         "pages_raw": _pages_table(store),
     }
 
@@ -120,3 +144,39 @@ def connect(store: ObjectStore) -> duckdb.DuckDBPyConnection:
         con.register(name, table)
     con.execute(load_sql("views"))
     return con
+
+
+QUERY_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+"""Statement types an analyst's connection runs: queries (``select``, ``with``, ``from``, ``values``,
+``describe``, ``show``, ``summarize``) and ``explain``. Everything else (``copy``, ``attach``,
+``install``, ``load``, ``create``, ``set``, ``pragma``, ``export``, ``pivot``...) is refused."""
+
+
+def lock_down(con: duckdb.DuckDBPyConnection) -> None:
+    """Confine a connection to the views already registered (``newsroom sql``, issue 16).
+
+    The views read Arrow tables held in memory, so nothing is lost by switching off every file,
+    network and extension access, and then locking the configuration so no statement turns it
+    back on (STACK.md, "DuckDB sandboxing"). Python replacement scans (a query naming a variable
+    of the calling code) are off too. Statements that are not queries are refused before they
+    run by :func:`split_queries`: write access is not switched off by the settings alone.
+    """
+    con.execute("set python_enable_replacements = false")
+    con.execute("set enable_external_access = false")
+    con.execute("set lock_configuration = true")
+
+
+def split_queries(con: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
+    """The statements of ``sql``, each checked to be a query (:data:`QUERY_STATEMENTS`).
+
+    Raises:
+        duckdb.Error: ``sql`` does not parse.
+        PermissionError: A statement is not a query; names its position and type.
+    """
+    statements = con.extract_statements(sql)
+    for number, statement in enumerate(statements, 1):
+        if statement.type not in QUERY_STATEMENTS:
+            kind = statement.type.name.lower()
+            raise PermissionError(f"statement {number} is {kind}, not a query: newsroom sql runs queries only "
+                                  "(select, with, from, values, describe, show, summarize, explain)")
+    return [statement.query for statement in statements]

@@ -11,6 +11,8 @@ class WarehouseError(NewsroomError):
     def __init__(self, message: str, *, key: str | None = None) -> None:
         super().__init__(f"{message} (key={key})" if key else message)
         self.key = key
+        self.reason = message
+        """The message without the key, for answers that must not show keys (``/healthz``)."""
 
 
 class ObjectNotFoundError(WarehouseError):
@@ -31,3 +33,11 @@ class SchemaMismatchError(WarehouseError):
 
 class ProfileDbError(WarehouseError):
     """The reader-profile database failed: unreachable, a migration, a conflicting write."""
+
+
+class CorruptObjectError(WarehouseError):
+    """An object exists but cannot be decoded as its kind (truncated Parquet, garbage JSON, a bad frame).
+
+    Readers on the pipeline's and the site's path skip or quarantine such an object and name its
+    key in a recorded error (docs/store-faults.md); nothing else stops because of it.
+    """

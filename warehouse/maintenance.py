@@ -26,8 +26,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from warehouse import layout
+from warehouse.damage import collect_damage, describe_error, record_damage
+from warehouse.errors import ObjectNotFoundError
 from warehouse.schemas import ARTICLES_SCHEMA, CLICKS_SCHEMA, STORY_CHANGES_SCHEMA
-from warehouse.store import ObjectStore
+from warehouse.store import (
+    TEMPORARY_MAX_AGE_SECONDS,
+    ObjectStore,
+    delete_temporary,
+    list_temporaries,
+)
 from warehouse.tables import content_segment_id, list_segments, read_segments, write_segment
 
 COMPACT_PREFIX = "compact-"
@@ -40,7 +47,10 @@ class MaintenanceReport:
     deleted_for_retention: int = 0
     pruned_page_versions: int = 0
     pruned_writer_states: int = 0
+    deleted_temporaries: int = 0
     notes: list[str] = field(default_factory=list)
+    damaged: list[dict[str, str]] = field(default_factory=list)
+    """Objects the run could not read (skipped, never compacted or deleted on a guess; issue 16)."""
 
 
 def is_compacted(key: str) -> bool:
@@ -60,8 +70,31 @@ def _read_checkpoints(store: ObjectStore) -> dict[str, dict[str, Any]]:
     for key in store.list(layout.STORY_STATE_PREFIX):
         if key.endswith("/checkpoint.json"):
             language = key[len(layout.STORY_STATE_PREFIX):].split("/", 1)[0]
-            found[language] = json.loads(store.get(key).data)
+            checkpoint = read_json_object(store, key)
+            if checkpoint is None:
+                # Unknown offset and consumed set: the language counts as having consumed nothing,
+                # so nothing of it is compacted or pruned until its writer rebuilds the checkpoint.
+                found[language] = {"offset": 0, "consumed": [], "state_key": None}
+            else:
+                found[language] = checkpoint
     return found
+
+
+def read_json_object(store: ObjectStore, key: str) -> dict[str, Any] | None:
+    """A JSON object stored at ``key``; None when it is gone, or unreadable (recorded, skipped)."""
+    try:
+        data = store.get(key).data
+    except ObjectNotFoundError:
+        return None
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        record_damage(key, f"corrupt: {describe_error(e)}", "skipped")
+        return None
+    if not isinstance(value, dict):
+        record_damage(key, "corrupt: not a JSON object", "skipped")
+        return None
+    return value
 
 
 def writer_checkpoints(store: ObjectStore) -> dict[str, set[str]]:
@@ -108,7 +141,10 @@ def _compact(store: ObjectStore, folder: str, sources: dict[str, pa.Table], comp
     """
     seen: set[tuple[object, ...]] = set()
     if compacted:
-        seen.update(_identities(read_segments(store, sorted(compacted), schema).select(identity), identity))
+        # A corrupt compacted segment is left out: rows it held that are still in sources are
+        # written again, into a new compacted segment, instead of being deleted with them.
+        seen.update(_identities(read_segments(store, sorted(compacted), schema, skip_damaged=True).select(identity),
+                                identity))
     redundant = [k for k, t in sorted(sources.items()) if set(_identities(t, identity)) <= seen]
     if len(sources) < min_segments:
         doomed = redundant
@@ -137,7 +173,14 @@ def _worth_compacting(small: list[str], compacted: list[str], min_segments: int)
 
 
 def _read_each(store: ObjectStore, keys: Iterable[str], schema: pa.Schema) -> dict[str, pa.Table]:
-    return {k: read_segments(store, [k], schema) for k in keys}
+    """Each readable segment; a corrupt one is left out (recorded), so it is neither merged nor deleted."""
+    tables = {}
+    for key in keys:
+        with collect_damage() as damaged:
+            table = read_segments(store, [key], schema, skip_damaged=True)
+        if not damaged:
+            tables[key] = table
+    return tables
 
 
 def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) -> MaintenanceReport:
@@ -205,7 +248,9 @@ def prune_writer_states(store: ObjectStore, *, keep: int = 3, report: Maintenanc
         checkpoint_key = f"{folder}/checkpoint.json"
         if checkpoint_key not in keys:
             continue
-        checkpoint = json.loads(store.get(checkpoint_key).data)
+        checkpoint = read_json_object(store, checkpoint_key)
+        if checkpoint is None:
+            continue  # unknown: keep every blob, the writer rebuilds the checkpoint from them
         current, committed = checkpoint.get("state_key"), int(checkpoint.get("offset", 0))
         states = sorted(k for k in keys if k.rsplit("/", 1)[-1].startswith("state-"))
         for key in states[:-keep]:
@@ -234,7 +279,11 @@ def apply_retention(store: ObjectStore, now: datetime, *, article_days: int = 30
     for key in list_segments(store, layout.STORY_CHANGES_PREFIX):
         if not is_compacted(key):
             continue
-        newest = pc.max(read_segments(store, [key], STORY_CHANGES_SCHEMA).column("changed_at")).as_py()
+        with collect_damage() as damaged:
+            table = read_segments(store, [key], STORY_CHANGES_SCHEMA, skip_damaged=True)
+        if damaged:
+            continue  # unknown age: kept for `newsroom doctor`
+        newest = pc.max(table.column("changed_at")).as_py()
         if newest is not None and newest < horizon:
             store.delete(key)
             report.deleted_for_retention += 1
@@ -255,15 +304,39 @@ def prune_page_versions(store: ObjectStore, now: datetime | None = None, *, keep
         pointer_key = f"{folder}/latest.json"
         if pointer_key not in keys:
             continue
-        live = int(json.loads(store.get(pointer_key).data)["version"])
+        pointer = read_json_object(store, pointer_key)
+        try:
+            live = int(pointer["version"]) if pointer is not None else None
+        except (KeyError, TypeError, ValueError):
+            live = None
+        if live is None:
+            continue  # the live version is unknown: prune nothing until the pointer is replaced
         for key in keys:
             name = key.rsplit("/", 1)[-1]
             if not (name.startswith("v") and name.endswith(".json") and name[1:-5].isdigit()):
                 continue
             if int(name[1:-5]) >= live - keep:
                 continue
-            if horizon is not None and str(json.loads(store.get(key).data).get("as_of") or "") >= horizon:
-                continue
+            if horizon is not None:
+                payload = read_json_object(store, key)
+                if payload is None or str(payload.get("as_of") or "") >= horizon:
+                    continue  # a corrupt one is left for `newsroom doctor`, which quarantines it
             store.delete(key)
             report.pruned_page_versions += 1
+    return report
+
+
+def delete_stale_temporaries(store: ObjectStore, *, older_than_seconds: float = TEMPORARY_MAX_AGE_SECONDS,
+                             report: MaintenanceReport | None = None) -> MaintenanceReport:
+    """Delete what puts killed mid-write left behind (issue 16), once older than any put in flight.
+
+    Local: the ``.<name>.<uuid>.tmp`` file a put writes before moving it into place; S3: an
+    unfinished multipart upload. Neither is an object any reader lists, so nothing else ever
+    removes them.
+    """
+    report = report or MaintenanceReport()
+    for temporary in list_temporaries(store):
+        if temporary.age_seconds >= older_than_seconds:
+            delete_temporary(store, temporary)
+            report.deleted_temporaries += 1
     return report

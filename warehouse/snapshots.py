@@ -9,12 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from warehouse import layout
+from warehouse.damage import record_damage
 from warehouse.errors import (
     ObjectNotFoundError,
     PreconditionFailedError,
@@ -78,6 +79,8 @@ _PUBLISH_ATTEMPTS = 4
 _PUT_ATTEMPTS = 5
 _VERSION_ATTEMPTS = 64
 _RETRY_PAUSE_SECONDS = 0.05
+FALLBACK_SEARCH_VERSIONS = 20
+"""Most versions, newest first, read to find the newest valid one when the live one is damaged."""
 
 
 def dump_snapshot(payload: Mapping[str, Any]) -> bytes:
@@ -90,7 +93,7 @@ def dump_snapshot(payload: Mapping[str, Any]) -> bytes:
                       allow_nan=False).encode()
 
 
-def _pointer_from_bytes(data: bytes, key: str) -> PagePointer:
+def pointer_from_bytes(data: bytes, key: str) -> PagePointer:
     try:
         raw = json.loads(data)
         version = int(raw["version"])
@@ -110,7 +113,7 @@ def _read_pointer_at(store: ObjectStore, pointer_key: str) -> tuple[PagePointer,
         obj = store.get(pointer_key)
     except ObjectNotFoundError:
         return None
-    return _pointer_from_bytes(obj.data, pointer_key), obj.etag
+    return pointer_from_bytes(obj.data, pointer_key), obj.etag
 
 
 def _read_live_at(store: ObjectStore, pointer_key: str) -> LivePage:
@@ -159,6 +162,86 @@ def list_live_pages(store: ObjectStore) -> list[tuple[str, str]]:
     return sorted(pages)
 
 
+def list_page_folders(store: ObjectStore) -> list[tuple[str, str]]:
+    """Every (edition, section) with a pointer or a stored version, sorted: the pages a reader may
+    ask for, including one whose pointer was lost (served from its newest valid version)."""
+    pages = set()
+    for key in store.list(layout.PAGES_PREFIX):
+        parts = key.split("/")
+        if (len(parts) == 4 and parts[1] != layout.STORIES_PAGE and parts[2] != layout.POOL_SECTION
+                and (parts[3] == "latest.json" or _version_of_name(parts[3]) is not None)):
+            pages.add((parts[1], parts[2]))
+    return sorted(pages)
+
+
+def _version_of_name(name: str) -> int | None:
+    """``v12.json`` -> 12; anything else -> None."""
+    if name.startswith("v") and name.endswith(".json") and name[1:-5].isdigit():
+        return int(name[1:-5])
+    return None
+
+
+def _newest_valid_version(store: ObjectStore, version_key: Callable[[int], str], *, at_most: int | None = None,
+                          skip: Iterable[int] = ()) -> tuple[int, str, bytes, dict[str, Any]] | None:
+    """The newest stored version (at most ``at_most``, not in ``skip``) that is a JSON object naming
+    its own number: ``(version, key, bytes, payload)``, or None among the newest
+    :data:`FALLBACK_SEARCH_VERSIONS` candidates. Unreadable ones on the way are recorded."""
+    skipped = set(skip)
+    candidates = sorted((v for v in _stored_versions(store, version_key)
+                         if (at_most is None or v <= at_most) and v not in skipped), reverse=True)
+    for version in candidates[:FALLBACK_SEARCH_VERSIONS]:
+        key = version_key(version)
+        try:
+            data = store.get(key).data
+        except ObjectNotFoundError:
+            continue
+        payload = _payload_or_none(data)
+        if payload is not None and payload.get("version") == version:
+            return version, key, data, payload
+        record_damage(key, "corrupt: not a JSON snapshot of this version", "skipped")
+    return None
+
+
+def _payload_or_none(data: bytes) -> dict[str, Any] | None:
+    try:
+        payload = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def _fallback_at(store: ObjectStore, pointer_key: str, version_key: Callable[[int], str]) -> LivePage | None:
+    try:
+        found = _read_pointer_at(store, pointer_key)
+    except SnapshotNotFoundError:
+        found = None  # unreadable: any stored version may be the newest published one
+    pointer = found[0] if found else None
+    newest = _newest_valid_version(store, version_key, at_most=pointer.version if pointer else None,
+                                   skip=pointer.orphans if pointer else ())
+    if newest is None:
+        return None
+    version, key, data, payload = newest
+    return LivePage(PagePointer(version, key, hashlib.sha256(data).hexdigest(), str(payload.get("as_of") or ""),
+                                high_water=version), data)
+
+
+def read_fallback_page(store: ObjectStore, edition: str, section: str) -> LivePage | None:
+    """The page's newest valid version, for when its live one cannot be read (issue 16).
+
+    With a readable pointer: the newest valid version at or below the one it names, never one it
+    lists as an orphan (so a rollback is honoured); with a missing or unreadable pointer, the
+    newest valid version stored. The returned pointer is made up from that version; None when no
+    version is readable.
+    """
+    return _fallback_at(store, layout.page_pointer_key(edition, section),
+                        lambda v: layout.page_version_key(edition, section, v))
+
+
+def read_fallback_stories(store: ObjectStore) -> LivePage | None:
+    """The story snapshot's newest valid version, as :func:`read_fallback_page` finds a page's."""
+    return _fallback_at(store, layout.story_snapshot_pointer_key(), layout.story_snapshot_key)
+
+
 def _parse_instant(value: object) -> datetime | None:
     if not isinstance(value, str):
         return None
@@ -182,10 +265,67 @@ def _stored_versions(store: ObjectStore, version_key: Callable[[int], str]) -> l
     folder = version_key(1).rsplit("/", 1)[0] + "/"
     versions = []
     for key in store.list(folder):
-        name = key[len(folder):]
-        if name.startswith("v") and name.endswith(".json") and name[1:-5].isdigit():
-            versions.append(int(name[1:-5]))
+        version = _version_of_name(key[len(folder):])
+        if version is not None:
+            versions.append(version)
     return versions
+
+
+@dataclass(frozen=True, slots=True)
+class _LiveState:
+    """What a publish starts from: the pointer (as read, or made up from the stored versions when it
+    is damaged), the ETag to replace it with (None: create it), and the live payload (or the newest
+    valid one when the live one is damaged)."""
+
+    pointer: PagePointer | None
+    etag: str | None
+    previous: dict[str, Any] | None
+    damaged: bool
+
+
+def _live_state(store: ObjectStore, pointer_key: str, version_key: Callable[[int], str]) -> _LiveState:
+    """Read the pointer and its live version; a damaged one is recorded and worked around (issue 16).
+
+    A missing pointer beside stored versions, or an unreadable one, is made up from the stored
+    versions (high water past every one of them); a live version that is missing or does not match
+    the pointer gives way to the newest valid one as ``previous``. Either way the publish replaces
+    what is damaged: the next version goes past every stored one and the pointer is put with
+    If-Match on the bytes read (or If-None-Match), so a rival publisher is still fenced.
+    """
+    try:
+        obj = store.get(pointer_key)
+    except ObjectNotFoundError:
+        obj = None
+    pointer: PagePointer | None = None
+    if obj is not None:
+        try:
+            pointer = pointer_from_bytes(obj.data, pointer_key)
+        except SnapshotNotFoundError as e:
+            record_damage(pointer_key, f"corrupt: {e.reason}", "replaced by this publish")
+    etag = obj.etag if obj is not None else None
+    if pointer is not None:
+        try:
+            data: bytes | None = store.get(pointer.key).data
+        except ObjectNotFoundError:
+            data = None
+        previous = _payload_or_none(data) if data is not None else None
+        if data is not None and previous is not None and hashlib.sha256(data).hexdigest() == pointer.sha256:
+            return _LiveState(pointer, etag, previous, False)
+        problem = "missing: the live version" if data is None else "corrupt: does not match the pointer"
+        record_damage(pointer.key, problem, "a new version replaces it")
+        newest = _newest_valid_version(store, version_key, at_most=pointer.version,
+                                       skip=(*pointer.orphans, pointer.version))
+        return _LiveState(pointer, etag, newest[3] if newest else None, True)
+    stored = _stored_versions(store, version_key)
+    if obj is None and not stored:
+        return _LiveState(None, None, None, False)  # the first publish
+    if obj is None:
+        record_damage(pointer_key, "missing: versions are stored but no pointer names one",
+                      "rebuilt by this publish")
+    newest = _newest_valid_version(store, version_key)
+    high_water = max(stored, default=0)
+    made_up = PagePointer(newest[0] if newest else 0, newest[1] if newest else "", "", "", high_water=high_water)
+    return _LiveState(made_up, etag, newest[3] if newest else None, True)
 
 
 def _put_version(store: ObjectStore, version_key: Callable[[int], str], payload: Mapping[str, Any],
@@ -234,19 +374,19 @@ def _publish_at(
     """Publish, starting over (from the pointer) when another publisher moved the pointer first."""
     lost = PublishResult(pointer_key, 0, False, LOST_RACE)
     for _ in range(_PUBLISH_ATTEMPTS):
-        found = _read_pointer_at(store, pointer_key)
-        previous: dict[str, Any] | None = None
-        if found is not None:
-            current = found[0]
-            previous = json.loads(store.get(current.key).data)
+        live = _live_state(store, pointer_key, version_key)
+        current, previous = live.pointer, live.previous
+        if previous is not None:
             comparable = dict(previous, version=None, as_of=None)
-            if dump_snapshot(comparable) == dump_snapshot(dict(payload, version=None, as_of=None)):
+            if not live.damaged and current is not None and \
+                    dump_snapshot(comparable) == dump_snapshot(dict(payload, version=None, as_of=None)):
                 return PublishResult(current.key, current.version, False, "unchanged")
             stale = _stale_reason(payload, previous)
             if stale is not None:
-                return PublishResult(current.key, current.version, False, stale)
+                return PublishResult(current.key if current else "", current.version if current else 0, False,
+                                     stale)
         # Never reuse a number: after a rollback the pointer remembers the newest one in high_water.
-        high_water = found[0].high_water if found else 0
+        high_water = current.high_water if current else 0
         problem = validate(dict(payload, version=high_water + 1), previous)
         if problem is not None:
             return PublishResult(version_key(high_water + 1), high_water + 1, False, f"invalid: {problem}")
@@ -261,19 +401,19 @@ def _publish_at(
         }
         # Numbers skipped on the way (an orphan's, a racing publisher's) can no longer go live by a
         # publish: whoever wrote them read the pointer this put replaces, so their If-Match fails.
-        orphans = sorted({*(found[0].orphans if found else ()), *range(high_water + 1, version)})
+        orphans = sorted({*(current.orphans if current else ()), *range(high_water + 1, version)})
         if orphans:
             pointer["orphans"] = orphans
         try:
-            if found is None:
+            if live.etag is None:
                 store.put(pointer_key, dump_snapshot(pointer), if_none_match=True, content_type="application/json")
             else:
-                store.put(pointer_key, dump_snapshot(pointer), if_match=found[1], content_type="application/json")
+                store.put(pointer_key, dump_snapshot(pointer), if_match=live.etag, content_type="application/json")
         except PreconditionFailedError:
             lost = PublishResult(key, version, False, LOST_RACE)
             continue
-        return PublishResult(key, version, True, "published", previous=found[0].version if found else None,
-                             moved_at=pointer["published_at"])
+        was_live = current.version if current is not None and current.version > 0 else None
+        return PublishResult(key, version, True, "published", previous=was_live, moved_at=pointer["published_at"])
     return lost
 
 
@@ -359,3 +499,46 @@ def rollback_page(store: ObjectStore, edition: str, section: str, version: int, 
     except PreconditionFailedError:
         return PublishResult(key, version, False, LOST_RACE)
     return PublishResult(key, version, True, "rolled back", previous=current.version, moved_at=pointer["published_at"])
+
+
+def repoint_to_newest_valid(store: ObjectStore, pointer_key: str, *, now: datetime) -> PublishResult | None:
+    """Point a damaged pointer at its folder's newest valid version (``newsroom doctor --repair``).
+
+    With a readable pointer, the newest valid version at or below the one it names (not an orphan,
+    not the damaged one); else the newest valid version stored. The new pointer keeps the high
+    water past every stored version (numbers are never reused) and the orphans it knew, and is put
+    with If-Match on what was read (If-None-Match when there was none), so a publisher that moved
+    it meanwhile wins. None when no version is valid.
+    """
+    folder = pointer_key.rsplit("/", 1)[0]
+
+    def version_key(version: int) -> str:
+        return f"{folder}/v{version}.json"
+
+    try:
+        obj = store.get(pointer_key)
+    except ObjectNotFoundError:
+        obj = None
+    try:
+        pointer = pointer_from_bytes(obj.data, pointer_key) if obj is not None else None
+    except SnapshotNotFoundError:
+        pointer = None
+    skip = (*pointer.orphans, pointer.version) if pointer is not None else ()
+    newest = _newest_valid_version(store, version_key, at_most=pointer.version if pointer else None, skip=skip)
+    if newest is None:
+        return None
+    version, key, data, _ = newest
+    high_water = max([version, *_stored_versions(store, version_key), pointer.high_water if pointer else 0])
+    moved = {"version": version, "key": key, "sha256": hashlib.sha256(data).hexdigest(),
+             "published_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "high_water": high_water}
+    if pointer is not None and pointer.orphans:
+        moved["orphans"] = list(pointer.orphans)
+    try:
+        if obj is None:
+            store.put(pointer_key, dump_snapshot(moved), if_none_match=True, content_type="application/json")
+        else:
+            store.put(pointer_key, dump_snapshot(moved), if_match=obj.etag, content_type="application/json")
+    except PreconditionFailedError:
+        return PublishResult(key, version, False, LOST_RACE)
+    return PublishResult(key, version, True, "repointed", previous=pointer.version if pointer else None,
+                         moved_at=moved["published_at"])

@@ -106,3 +106,32 @@ def decode_state(data: bytes) -> dict[str, Any]:
     if not isinstance(state, dict):
         raise StateBlobError("state blob does not hold a JSON object")
     return state
+
+
+def verify_state(data: bytes) -> None:
+    """Check that a blob decompresses whole into what looks like a JSON object, without parsing it.
+
+    Decompression reads every frame and fails on a truncated or garbled one; parsing a large state
+    takes most of a load (bench/writer_checkpoint.py), so ``newsroom health`` checks this far only.
+
+    Raises:
+        StateBlobError: If it does not.
+    """
+    if data[:4] == ZSTD_MAGIC:
+        size = zstd_content_size(data)
+        if size > MAX_STATE_BYTES:
+            raise StateBlobError(f"state declares {size} bytes, more than {MAX_STATE_BYTES}")
+        try:
+            raw = pa.Codec("zstd").decompress(data, decompressed_size=size, asbytes=True)
+        except (OSError, pa.ArrowException) as e:
+            raise StateBlobError(f"corrupt Zstandard state: {e}") from e
+    elif data[:2] == GZIP_MAGIC:
+        try:
+            raw = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise StateBlobError(f"corrupt gzip state: {e}") from e
+    else:
+        raise StateBlobError("state blob is neither Zstandard nor gzip")
+    text = raw.strip()
+    if not (text.startswith(b"{") and text.endswith(b"}")):
+        raise StateBlobError("state blob does not hold a JSON object")

@@ -10,7 +10,9 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -77,6 +79,23 @@ class ObjectStore(Protocol):
 
 _LOCK_STRIPES = 256
 """Lock files under ``<root>/.locks/``; keys hash onto a fixed set so locks never pile up."""
+
+_LOCAL_TEMPORARY = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
+"""The temp file a LocalStore put writes before moving it into place: ``.<name>.<uuid4 hex>.tmp``."""
+
+TEMPORARY_MAX_AGE_SECONDS = 3600.0
+"""A temporary older than this belongs to no put in flight (a put takes well under a minute, the
+largest, a writer state, a few seconds): maintenance and ``newsroom doctor --repair`` delete it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Temporary:
+    """What a put killed mid-write left behind: a LocalStore temp file (``name`` is its path under the
+    root) or an S3 multipart upload never completed (``name`` is its key; ``upload_id`` its id)."""
+
+    name: str
+    age_seconds: float
+    upload_id: str | None = None
 
 _READ_CHUNK = 1 << 20
 
@@ -304,6 +323,32 @@ class LocalStore:
                 path.unlink()
             except (FileNotFoundError, NotADirectoryError):
                 pass
+
+    def temporaries(self, now: float | None = None) -> list[Temporary]:
+        """The temp files puts left behind (``.<name>.<32 hex>.tmp``; a put killed before its move).
+
+        No reader lists dot-names, so nothing but :func:`delete_temporary` ever removes them.
+        """
+        now = time.time() if now is None else now
+        found = []
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for name in filenames:
+                if _LOCAL_TEMPORARY.match(name):
+                    path = Path(dirpath) / name
+                    try:
+                        age = now - path.stat().st_mtime
+                    except FileNotFoundError:
+                        continue  # its put finished (or failed) meanwhile
+                    found.append(Temporary(path.relative_to(self.root).as_posix(), max(0.0, age)))
+        return sorted(found, key=lambda t: t.name)
+
+    def delete_temporary(self, temporary: Temporary) -> None:
+        """Remove one temp file :meth:`temporaries` found; gone already is not an error."""
+        path = self.root.joinpath(*temporary.name.split("/"))
+        if not _LOCAL_TEMPORARY.match(path.name) or not path.parent.resolve().is_relative_to(self.root):
+            raise ValueError(f"not a temporary of this store: {temporary.name!r}")
+        path.unlink(missing_ok=True)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -547,6 +592,50 @@ class S3Store:
         except BotoCoreError as e:
             raise WarehouseError(f"S3 DeleteObject failed: {e}", key=key) from e
 
+    def temporaries(self, now: float | None = None) -> list[Temporary]:
+        """Multipart uploads under the prefix that were started and never completed or aborted.
+
+        Our puts are single PutObjects, which S3 makes visible whole or not at all; an upload in
+        parts (a tool, a pyarrow or polars writer pointed at the store) killed mid-way leaves its
+        parts stored, and billed, until someone aborts it (AWS: ``AbortIncompleteMultipartUpload``
+        lifecycle rules do the same where they are set).
+
+        Raises:
+            WarehouseError: The server failed or could not be reached.
+        """
+        now = time.time() if now is None else now
+        found = []
+        paginator = self._client.get_paginator("list_multipart_uploads")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix):
+                for upload in page.get("Uploads", []):
+                    started = upload.get("Initiated")
+                    age = now - started.timestamp() if started is not None else 0.0
+                    found.append(Temporary(upload["Key"][len(self.prefix):], max(0.0, age), upload["UploadId"]))
+        except ClientError as e:
+            raise WarehouseError(f"S3 ListMultipartUploads failed: {_describe(e)}", key=self.prefix) from e
+        except BotoCoreError as e:
+            raise WarehouseError(f"S3 ListMultipartUploads failed: {e}", key=self.prefix) from e
+        return sorted(found, key=lambda t: (t.name, t.upload_id or ""))
+
+    def delete_temporary(self, temporary: Temporary) -> None:
+        """Abort one unfinished multipart upload (its parts are deleted); gone already is not an error.
+
+        Raises:
+            WarehouseError: The server failed or could not be reached.
+        """
+        if temporary.upload_id is None:
+            raise ValueError(f"not an S3 upload: {temporary.name!r}")
+        try:
+            self._client.abort_multipart_upload(Bucket=self.bucket, Key=self._full(temporary.name),
+                                                UploadId=temporary.upload_id)
+        except ClientError as e:
+            if _is_not_found(e) or _code(e) == "NoSuchUpload":
+                return
+            raise WarehouseError(f"S3 AbortMultipartUpload failed: {_describe(e)}", key=temporary.name) from e
+        except BotoCoreError as e:
+            raise WarehouseError(f"S3 AbortMultipartUpload failed: {e}", key=temporary.name) from e
+
 
 def _status(error: ClientError) -> int | None:
     status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
@@ -596,6 +685,20 @@ def open_store(settings: WarehouseSettings) -> ObjectStore:
     if parsed.scheme and len(parsed.scheme) > 1:  # one letter is a Windows drive, not a scheme
         raise ValueError(f"unsupported store root {root!r}: use a folder path or s3://bucket/prefix")
     return LocalStore(Path(root))
+
+
+def list_temporaries(store: ObjectStore) -> list[Temporary]:
+    """What killed puts left behind in ``store`` (temp files, unfinished uploads), with their ages;
+    none for a store of another kind."""
+    if isinstance(store, LocalStore | S3Store):
+        return store.temporaries()
+    return []
+
+
+def delete_temporary(store: ObjectStore, temporary: Temporary) -> None:
+    """Remove one thing :func:`list_temporaries` found."""
+    if isinstance(store, LocalStore | S3Store):
+        store.delete_temporary(temporary)
 
 
 def arrow_filesystem(store: ObjectStore) -> tuple[pafs.FileSystem, str]:

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import time
 from collections.abc import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse.errors import ObjectNotFoundError, PreconditionFailedError, SchemaMismatchError
+from warehouse.damage import describe_error, record_damage
+from warehouse.errors import (
+    CorruptObjectError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    SchemaMismatchError,
+)
 from warehouse.store import ObjectStore
+
+log = logging.getLogger(__name__)
 
 
 def evolve_to_schema(table: pa.Table, schema: pa.Schema, *, key: str | None = None) -> pa.Table:
@@ -52,15 +61,22 @@ def table_to_parquet_bytes(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
-def parquet_bytes_to_table(data: bytes) -> pa.Table:
+def parquet_bytes_to_table(data: bytes, key: str | None = None) -> pa.Table:
     """Decode one stored object on the calling thread.
 
     Objects are small (a micro-batch, a state table), so Arrow's thread pool buys nothing here;
     and a short process that started that pool can abort at exit ("terminate called without an
     active exception", pyarrow 25 and 26 on the project machines: 10 of 30 runs of a one-read
     script, 0 of 30 with ``use_threads=False``), which broke the exit code of CLI commands.
+
+    Raises:
+        CorruptObjectError: The bytes are not a readable Parquet file (truncated, garbage); it
+            names ``key``.
     """
-    return pq.read_table(io.BytesIO(data), use_threads=False)
+    try:
+        return pq.read_table(io.BytesIO(data), use_threads=False)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise CorruptObjectError(f"unreadable Parquet: {describe_error(e)}", key=key) from e
 
 
 def rows_to_table(rows: Iterable[dict[str, object]], schema: pa.Schema) -> pa.Table:
@@ -92,15 +108,33 @@ def write_segment(store: ObjectStore, key: str, table: pa.Table, schema: pa.Sche
             store.put(key, data, if_none_match=True)
         except PreconditionFailedError:
             try:
-                existing = parquet_bytes_to_table(store.get(key).data)
+                stored = store.get(key)
             except ObjectNotFoundError:
                 time.sleep(_RETRY_PAUSE_SECONDS * attempt)
+                continue
+            try:
+                existing = parquet_bytes_to_table(stored.data, key)
+            except CorruptObjectError as e:
+                # A damaged copy under this key: segment keys come from their rows (or, for story
+                # changes, from an offset no commit has passed), so these rows are what it should hold.
+                if _replace_damaged(store, key, data, stored.etag, e):
+                    return True
                 continue
             if not existing.equals(table):
                 raise
             return False
         return True
     raise PreconditionFailedError("conditional put kept conflicting with no object stored", key=key)
+
+
+def _replace_damaged(store: ObjectStore, key: str, data: bytes, etag: str, error: CorruptObjectError) -> bool:
+    """Replace a corrupt segment with ``data`` if it is still the object read (If-Match)."""
+    try:
+        store.put(key, data, if_match=etag)
+    except PreconditionFailedError:
+        return False  # someone replaced it first: look again
+    record_damage(key, f"corrupt: {error.reason}", "replaced with the rows written under its key")
+    return True
 
 
 def write_table(store: ObjectStore, key: str, table: pa.Table, schema: pa.Schema, *, if_match: str | None = None,
@@ -111,21 +145,66 @@ def write_table(store: ObjectStore, key: str, table: pa.Table, schema: pa.Schema
 
 
 def read_table(store: ObjectStore, key: str, schema: pa.Schema) -> tuple[pa.Table, str | None]:
-    """Read a whole-table object and its ETag; a missing key is an empty table and None."""
+    """Read a whole-table object and its ETag; a missing key is an empty table and None.
+
+    A corrupt object (bytes that are not Parquet) reads as an empty table with its ETag, named in a
+    recorded error: a conditional put with that ETag replaces it, so the next write of the table
+    (feed state, identity shard) repairs it, and a rival writer is still fenced (issue 16). One of
+    another schema still raises: it may be a newer writer's, and must not be overwritten.
+
+    Raises:
+        SchemaMismatchError: The object has columns ``schema`` does not know.
+    """
     try:
         obj = store.get(key)
     except ObjectNotFoundError:
         return schema.empty_table(), None
-    return evolve_to_schema(parquet_bytes_to_table(obj.data), schema, key=key), obj.etag
+    try:
+        table = parquet_bytes_to_table(obj.data, key)
+    except CorruptObjectError as e:
+        record_damage(key, f"corrupt: {e.reason}", "read as empty; the next write of the table replaces it")
+        return schema.empty_table(), obj.etag
+    return evolve_to_schema(table, schema, key=key), obj.etag
 
 
 def list_segments(store: ObjectStore, prefix: str) -> list[str]:
     return [k for k in store.list(prefix) if k.endswith(".parquet")]
 
 
-def read_segments(store: ObjectStore, keys: Iterable[str], schema: pa.Schema) -> pa.Table:
-    """Concatenate segments (in the given key order) into one table of ``schema``."""
-    tables = [evolve_to_schema(parquet_bytes_to_table(store.get(k).data), schema, key=k) for k in keys]
+def read_segment(store: ObjectStore, key: str, schema: pa.Schema) -> pa.Table:
+    """One segment as a table of ``schema``.
+
+    Raises:
+        ObjectNotFoundError: No such segment.
+        CorruptObjectError, SchemaMismatchError: It cannot be read as ``schema`` (both name the key).
+    """
+    return evolve_to_schema(parquet_bytes_to_table(store.get(key).data, key), schema, key=key)
+
+
+def read_segments(store: ObjectStore, keys: Iterable[str], schema: pa.Schema, *,
+                  skip_damaged: bool = False) -> pa.Table:
+    """Concatenate segments (in the given key order) into one table of ``schema``.
+
+    Args:
+        skip_damaged: Leave out a segment that cannot be read (corrupt, another schema), naming it
+            in a recorded error (:func:`warehouse.damage.record_damage`), and one deleted since it
+            was listed (compaction, retention); by default either raises.
+
+    Raises:
+        WarehouseError: Without ``skip_damaged``, a segment is missing or unreadable.
+    """
+    tables = []
+    for key in keys:
+        try:
+            tables.append(read_segment(store, key, schema))
+        except ObjectNotFoundError:
+            if not skip_damaged:
+                raise
+            log.info("segment_vanished key=%s", key)  # compacted or expired since the listing
+        except (CorruptObjectError, SchemaMismatchError) as e:
+            if not skip_damaged:
+                raise
+            record_damage(key, f"corrupt: {e.reason}", "skipped")
     if not tables:
         return schema.empty_table()
     return pa.concat_tables(tables)

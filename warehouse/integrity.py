@@ -1,0 +1,246 @@
+"""Checks of stored objects by kind, for ``newsroom health`` and ``newsroom doctor`` (issue 16).
+
+Each kind of object is decoded the way its readers decode it; a problem is reported as a
+:class:`Finding` naming the key (``corrupt: ...`` or ``missing: ...``). ``newsroom health`` checks
+what the site and the writers need now (every pointer and the version it names, every checkpoint
+and the state it names, the story-change log's offsets), ``newsroom doctor`` every object.
+What each reader does about a damaged object, and what the doctor repairs: docs/store-faults.md.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from warehouse import layout
+from warehouse.damage import describe_error, kind_of_key
+from warehouse.duck import load_sql
+from warehouse.errors import CorruptObjectError, ObjectNotFoundError, SnapshotNotFoundError
+from warehouse.snapshots import PagePointer, pointer_from_bytes
+from warehouse.state_blobs import StateBlobError, verify_state
+from warehouse.store import ObjectStore
+from warehouse.tables import parquet_bytes_to_table
+
+PARQUET_KINDS = frozenset({"article_segment", "change_segment", "click_segment", "link_segment", "feed_state",
+                           "registry", "identity_shard"})
+POINTER_KINDS = frozenset({"page_pointer", "pool_pointer", "story_pointer"})
+VERSION_KINDS = frozenset({"page_version", "pool_version", "story_snapshot"})
+JSON_KINDS = frozenset({"event", "feed_boosts", "subscription", "push_marker"})
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A corrupt or missing object: its key, kind, and what is wrong (``corrupt: ...``/``missing: ...``)."""
+
+    key: str
+    kind: str
+    problem: str
+
+
+def finding(key: str, problem: str) -> Finding:
+    return Finding(key, kind_of_key(key), problem)
+
+
+def parse_checkpoint(data: bytes) -> dict[str, Any] | None:
+    """A language writer's checkpoint, or None when the bytes are not one (garbage, truncated, wrong fields)."""
+    try:
+        checkpoint = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("offset"), int) \
+            or not isinstance(checkpoint.get("state_key"), str | None) \
+            or not isinstance(checkpoint.get("consumed"), list):
+        return None
+    return checkpoint
+
+
+def _version_problem(data: bytes, key: str) -> str | None:
+    try:
+        payload = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        return f"corrupt: {describe_error(e)}"
+    name = key.rsplit("/", 1)[-1]
+    if not isinstance(payload, dict) or payload.get("version") != int(name[1:-5]):
+        return "corrupt: not a JSON snapshot of this version"
+    return None
+
+
+def _robots_problem(data: bytes) -> str | None:
+    try:
+        doc = json.loads(gzip.decompress(data))
+    except (OSError, EOFError, ValueError, RecursionError, zlib.error) as e:
+        return f"corrupt: {describe_error(e)}"
+    if not isinstance(doc, dict) or doc.get("version") != 1 or not isinstance(doc.get("entries"), dict):
+        return "corrupt: not a robots.txt cache"
+    return None
+
+
+def object_problem(key: str, data: bytes) -> str | None:
+    """What is wrong with these bytes as the object ``key`` holds (None: nothing, or a kind not checked).
+
+    A pointer is checked as a pointer only; :func:`check_pointer` also checks the version it names.
+    """
+    kind = kind_of_key(key)
+    if kind in PARQUET_KINDS:
+        try:
+            parquet_bytes_to_table(data, key)
+        except CorruptObjectError as e:
+            return f"corrupt: {e.reason}"
+        return None
+    if kind in POINTER_KINDS:
+        try:
+            pointer_from_bytes(data, key)
+        except SnapshotNotFoundError as e:
+            return f"corrupt: {e.reason}"
+        return None
+    if kind in VERSION_KINDS:
+        return _version_problem(data, key)
+    if kind == "checkpoint":
+        return None if parse_checkpoint(data) is not None else "corrupt: not a checkpoint"
+    if kind == "state_blob":
+        try:
+            verify_state(data)
+        except StateBlobError as e:
+            return f"corrupt: {e}"
+        return None
+    if kind == "robots_cache":
+        return _robots_problem(data)
+    if kind in JSON_KINDS:
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError) as e:
+            return f"corrupt: {describe_error(e)}"
+        return None if isinstance(value, dict) else "corrupt: not a JSON object"
+    return None
+
+
+def check_object(store: ObjectStore, key: str) -> Finding | None:
+    """Read one object and check it as its kind (:func:`object_problem`); gone since listed is fine."""
+    try:
+        data = store.get(key).data
+    except ObjectNotFoundError:
+        return None
+    problem = object_problem(key, data)
+    return finding(key, problem) if problem else None
+
+
+def check_pointer(store: ObjectStore, key: str) -> tuple[PagePointer | None, list[Finding]]:
+    """A pointer, and what is wrong with it or with the version it names (missing, other bytes)."""
+    try:
+        data = store.get(key).data
+    except ObjectNotFoundError:
+        return None, []
+    try:
+        pointer = pointer_from_bytes(data, key)
+    except SnapshotNotFoundError as e:
+        return None, [finding(key, f"corrupt: {e.reason}")]
+    try:
+        version = store.get(pointer.key).data
+    except ObjectNotFoundError:
+        return pointer, [finding(pointer.key, f"missing: the live version {key} names")]
+    if hashlib.sha256(version).hexdigest() != pointer.sha256:
+        return pointer, [finding(pointer.key, f"corrupt: does not match the sha256 {key} holds")]
+    problem = _version_problem(version, pointer.key)
+    return pointer, [finding(pointer.key, problem)] if problem else []
+
+
+def _folders(keys: Iterable[str]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = defaultdict(list)
+    for key in keys:
+        found[key.rsplit("/", 1)[0]].append(key.rsplit("/", 1)[1])
+    return found
+
+
+def check_pages(store: ObjectStore) -> list[Finding]:
+    """Every pointer (pages, pools, the story snapshot) and the version it names, and every page
+    folder whose versions no pointer names."""
+    findings: list[Finding] = []
+    for folder, names in sorted(_folders(store.list(layout.PAGES_PREFIX)).items()):
+        pointer_key = f"{folder}/latest.json"
+        if "latest.json" in names:
+            findings.extend(check_pointer(store, pointer_key)[1])
+        elif any(kind_of_key(f"{folder}/{n}") in VERSION_KINDS for n in names):
+            findings.append(finding(pointer_key, "missing: versions are stored but no pointer names one"))
+    return findings
+
+
+def check_writers(store: ObjectStore, *, verify_states: bool = True) -> tuple[dict[str, int], list[Finding]]:
+    """Each language writer's checkpoint and the state blob it names (decompressed when
+    ``verify_states``); a language with state blobs and no checkpoint. Returns the readable
+    checkpoints' offsets by language, and the findings."""
+    offsets: dict[str, int] = {}
+    findings: list[Finding] = []
+    for folder, names in sorted(_folders(store.list(layout.STORY_STATE_PREFIX)).items()):
+        language = folder[len(layout.STORY_STATE_PREFIX):]
+        key = f"{folder}/checkpoint.json"
+        if "checkpoint.json" not in names:
+            if any(n.startswith("state-") for n in names):
+                findings.append(finding(key, "missing: the language has state blobs"))
+            continue
+        try:
+            checkpoint = parse_checkpoint(store.get(key).data)
+        except ObjectNotFoundError:
+            continue
+        if checkpoint is None:
+            findings.append(finding(key, "corrupt: not a checkpoint"))
+            continue
+        offsets[language] = int(checkpoint["offset"])
+        state_key = checkpoint.get("state_key")
+        if state_key is None:
+            continue
+        try:
+            data = store.get(state_key).data
+        except ObjectNotFoundError:
+            findings.append(finding(state_key, f"missing: the state blob {key} names"))
+            continue
+        if verify_states:
+            problem = object_problem(state_key, data)
+            if problem:
+                findings.append(finding(state_key, problem))
+    return offsets, findings
+
+
+def change_log_gaps(con: duckdb.DuckDBPyConnection, checkpoint_offsets: Mapping[str, int]) -> list[Finding]:
+    """Runs of offsets missing from a language's story-change log (a deleted change segment), up to
+    its writer's checkpoint, from the ``story_changes_log`` a connection holds; each named by the
+    key its segment would have (segments are keyed by their first offset)."""
+    findings = []
+    for language, first, last in con.sql(load_sql("health_change_gaps")).fetchall():
+        if last is None:
+            committed = checkpoint_offsets.get(language)
+            if committed is None or committed <= first:
+                continue
+            last = committed - 1
+        try:
+            key = layout.story_changes_key(language, int(first))
+        except ValueError:
+            continue
+        findings.append(finding(key, f"missing: story-change offsets {first}-{last} of {language}"))
+    return findings
+
+
+def scan_objects(store: ObjectStore, prefixes: Iterable[str]) -> list[Finding]:
+    """Read and check every object under ``prefixes`` (not quarantined ones)."""
+    findings = []
+    for prefix in prefixes:
+        for key in store.list(prefix):
+            found = check_object(store, key)
+            if found is not None:
+                findings.append(found)
+    return findings
+
+
+def unique(findings: Iterable[Finding]) -> list[Finding]:
+    """One finding per key (the first), in key order."""
+    by_key: dict[str, Finding] = {}
+    for f in findings:
+        by_key.setdefault(f.key, f)
+    return [by_key[k] for k in sorted(by_key)]
