@@ -382,6 +382,35 @@ def cmd_health(args: argparse.Namespace) -> int:
     return 0 if report["healthy"] else 2
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """``newsroom doctor [--repair]``: corrupt or missing objects, and what was (or would be) done.
+
+    Exit 0: nothing wrong (or everything repaired); 1: something wrong is left; 2: the store could
+    not be read (docs/store-faults.md).
+    """
+    import json
+
+    from tasks.clock import resolve_now
+    from tasks.doctor import doctor_report, run_doctor
+    from tasks.errors import NewsroomError
+    from tasks.storage import configured_store
+
+    try:
+        entries = run_doctor(configured_store(), resolve_now(args.now), repair=args.repair)
+    except NewsroomError as e:
+        sys.stderr.write(f"newsroom doctor: the store could not be read: {e}\n")
+        return 2
+    report = doctor_report(entries)
+    if args.json:
+        _say(json.dumps(report, indent=2))
+    else:
+        for e in entries:
+            _say(f"{e.kind:<16} {e.key}\n{'':<16} {e.problem}\n{'':<16} -> {e.action}")
+        left = sum(1 for e in entries if not e.repaired)
+        _say(f"{len(entries)} damaged objects, {len(entries) - left} repaired" if entries else "no damaged objects")
+    return 0 if report["clean"] else 1
+
+
 def cmd_rank(args: argparse.Namespace) -> int:
     """``newsroom rank``: one cycle, or with ``--as-of`` a rebuild of the pages live then (issue 5)."""
     if not args.as_of:
@@ -533,6 +562,14 @@ def build_parser() -> argparse.ArgumentParser:
     health = sub.add_parser("health", help="run the monitoring checks; exit 2 when any flag is raised")
     health.add_argument("--now", default=None, help="ISO instant to check as of (default: now)")
     health.set_defaults(func=cmd_health)
+
+    doctor = sub.add_parser("doctor", help="list corrupt or missing objects in the store; --repair fixes what is safe")
+    doctor.add_argument("--repair", action="store_true",
+                        help="repoint damaged pointers, rebuild or rewind writer checkpoints, quarantine other "
+                             "corrupt objects, delete stale temporaries")
+    doctor.add_argument("--json", action="store_true", help="one JSON report instead of text")
+    doctor.add_argument("--now", default=None, help="ISO instant the repairs are stamped with (default: now)")
+    doctor.set_defaults(func=cmd_doctor)
 
     websub = sub.add_parser("websub", help="run the WebSub callback receiver and publisher ping endpoint")
     websub.add_argument("--host", default=None, help="listen address (default NEWSROOM_WEBSUB_BIND_HOST)")

@@ -18,10 +18,14 @@ from typing import Any
 
 from serving.errors import PageNotFoundError, StoryMovedError, StoryNotFoundError
 from warehouse import layout
+from warehouse.errors import SnapshotNotFoundError
 from warehouse.snapshots import (
+    LivePage,
     PagePointer,
     dump_snapshot,
-    list_live_pages,
+    list_page_folders,
+    read_fallback_page,
+    read_fallback_stories,
     read_live_page,
     read_live_stories,
     read_pointer,
@@ -79,6 +83,21 @@ class CachedStories:
     aliases: Mapping[str, str]
     parsed: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     articles: Mapping[str, ArticleRef] = field(default_factory=dict)
+    problem: str | None = None
+    """Why the live snapshot is not the one held (an older valid version stands in), or None."""
+
+
+@dataclass(frozen=True, slots=True)
+class Degraded:
+    """Something this replica serves from an older version, or cannot serve (issue 16).
+
+    ``what`` is ``edition/section`` or ``stories``; ``problem`` a reason without object keys (the
+    log names those); ``serving_version`` the version served instead, or None when none is.
+    """
+
+    what: str
+    problem: str
+    serving_version: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +109,7 @@ class CacheState:
     editions: CachedBody = field(default_factory=lambda: CachedBody.of(b"[]"))
     refreshed_at: float | None = None
     last_refresh_ok: bool = False
+    degraded: tuple[Degraded, ...] = ()
 
 
 def _order_sections(sections: list[str]) -> list[str]:
@@ -150,10 +170,10 @@ def full_coverage(story: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _parse_stories(data: bytes, version: int, pointer_etag: str) -> CachedStories:
+def _parse_stories(data: bytes, version: int, pointer_etag: str, problem: str | None = None) -> CachedStories:
     raw: Any = json.loads(data)
-    stories = raw["stories"]
-    aliases = raw.get("aliases") or {}
+    stories = raw.get("stories") if isinstance(raw, dict) else None
+    aliases = (raw.get("aliases") or {}) if isinstance(raw, dict) else None
     if not isinstance(stories, dict) or not isinstance(aliases, dict):
         raise ValueError("story snapshot: 'stories' and 'aliases' must be objects")
     parsed = {str(k): full_coverage(v) for k, v in stories.items()}
@@ -170,6 +190,7 @@ def _parse_stories(data: bytes, version: int, pointer_etag: str) -> CachedStorie
         aliases=MappingProxyType({str(k): str(v) for k, v in aliases.items()}),
         parsed=MappingProxyType(parsed),
         articles=MappingProxyType(articles),
+        problem=problem,
     )
 
 
@@ -269,14 +290,16 @@ class SnapshotCache:
         """
         with self._refresh_lock:
             old = self._state
+            degraded: list[Degraded] = []
             try:
-                live = list_live_pages(self._store)
+                live = list_page_folders(self._store)
             except Exception as e:  # any store failure: keep serving every page we have
                 logger.warning("refresh_failed what=list_pages error=%s", _describe(e))
                 pages, pages_ok = dict(old.pages), False
+                degraded.append(Degraded("pages", "store unreachable", None))
             else:
-                pages, pages_ok = self._refresh_pages(old, live)
-            stories, stories_ok = self._refresh_stories(old.stories)
+                pages, pages_ok = self._refresh_pages(old, live, degraded)
+            stories, stories_ok = self._refresh_stories(old.stories, degraded)
             ok = pages_ok and stories_ok
             editions = old.editions if pages.keys() == old.pages.keys() else _editions_body(pages)
             self._state = CacheState(
@@ -285,11 +308,12 @@ class SnapshotCache:
                 editions=editions,
                 refreshed_at=time.time(),
                 last_refresh_ok=ok,
+                degraded=tuple(degraded),
             )
             return ok
 
     def _refresh_pages(
-        self, old: CacheState, live: list[tuple[str, str]]
+        self, old: CacheState, live: list[tuple[str, str]], degraded: list[Degraded]
     ) -> tuple[dict[tuple[str, str], CachedPage], bool]:
         pages: dict[tuple[str, str], CachedPage] = {}
         ok = True
@@ -297,27 +321,32 @@ class SnapshotCache:
             current = old.pages.get((edition, section))
             try:
                 pointer = read_pointer(self._store, edition, section)
-                if pointer is None:
-                    continue  # removed between the listing and now
-                if current is not None and current.pointer == pointer:
+                if pointer is not None and current is not None and current.pointer == pointer:
                     pages[(edition, section)] = current
                     continue
                 fetched = read_live_page(self._store, edition, section)
-            except Exception as e:  # keep this page's last good version
+                parsed = _parse_page_stories(fetched.data)
+            except (SnapshotNotFoundError, ValueError) as e:
+                # A damaged pointer or version (issue 16): keep what we hold, or, on a fresh start,
+                # serve the newest valid version instead of nothing.
+                ok = False
+                reason = e.reason if isinstance(e, SnapshotNotFoundError) else "unreadable version"
+                logger.warning("refresh_failed what=page edition=%s section=%s error=%s", edition, section,
+                               _describe(e))
+                held = current or self._fallback_page(edition, section)
+                if held is not None:
+                    pages[(edition, section)] = held
+                degraded.append(Degraded(f"{edition}/{section}", reason, held.version if held else None))
+                continue
+            except Exception as e:  # the store failed: keep this page's last good version
                 ok = False
                 logger.warning(
                     "refresh_failed what=page edition=%s section=%s error=%s", edition, section, _describe(e)
                 )
                 if current is not None:
                     pages[(edition, section)] = current
-                continue
-            try:
-                parsed = _parse_page_stories(fetched.data)
-            except ValueError as e:
-                ok = False
-                logger.warning("refresh_failed what=page_parse edition=%s section=%s error=%s", edition, section, e)
-                if current is not None:
-                    pages[(edition, section)] = current
+                degraded.append(Degraded(f"{edition}/{section}", "store unreachable",
+                                         current.version if current else None))
                 continue
             pages[(edition, section)] = CachedPage(
                 edition, section, fetched.pointer, CachedBody.of(fetched.data), parsed
@@ -327,31 +356,76 @@ class SnapshotCache:
             )
         return pages, ok
 
-    def _refresh_stories(self, current: CachedStories | None) -> tuple[CachedStories | None, bool]:
+    def _fallback_page(self, edition: str, section: str) -> CachedPage | None:
+        """The newest valid version of a page whose live one cannot be read, or None."""
+        try:
+            fallback = read_fallback_page(self._store, edition, section)
+            if fallback is None:
+                return None
+            parsed = _parse_page_stories(fallback.data)
+        except Exception as e:  # nothing valid to stand in
+            logger.warning("fallback_failed what=page edition=%s section=%s error=%s", edition, section, _describe(e))
+            return None
+        logger.warning("page_fallback edition=%s section=%s version=%d", edition, section, fallback.pointer.version)
+        return CachedPage(edition, section, fallback.pointer, CachedBody.of(fallback.data), parsed)
+
+    def _refresh_stories(
+        self, current: CachedStories | None, degraded: list[Degraded]
+    ) -> tuple[CachedStories | None, bool]:
         pointer_key = layout.story_snapshot_pointer_key()
+        pointer_etag: str | None = None
         try:
             # The pointer object's ETag changes whenever the pointer moves, so a HEAD is enough to
             # skip an unchanged snapshot without downloading it.
             pointer_etag = self._store.head(pointer_key)
+            if current is not None and current.pointer_etag == (pointer_etag or ""):
+                if current.problem is not None:
+                    degraded.append(Degraded("stories", current.problem, current.version))
+                return current, current.problem is None
             if pointer_etag is None:
-                return current, True
-            if current is not None and current.pointer_etag == pointer_etag:
-                return current, True
-            live = read_live_stories(self._store)
-            if current is not None and current.version == live.pointer.version:
-                return (
-                    CachedStories(
-                        current.version, pointer_etag, current.stories, current.aliases, current.parsed,
-                        current.articles,
-                    ),
-                    True,
-                )
-            parsed = _parse_stories(live.data, live.pointer.version, pointer_etag)
-        except Exception as e:  # keep the last good story snapshot
+                live: LivePage | None = None
+            else:
+                live = read_live_stories(self._store)
+                if current is not None and current.problem is None and current.version == live.pointer.version:
+                    return (
+                        CachedStories(
+                            current.version, pointer_etag, current.stories, current.aliases, current.parsed,
+                            current.articles,
+                        ),
+                        True,
+                    )
+                parsed = _parse_stories(live.data, live.pointer.version, pointer_etag)
+        except (SnapshotNotFoundError, ValueError) as e:  # a damaged pointer or snapshot (issue 16)
+            reason = e.reason if isinstance(e, SnapshotNotFoundError) else "unreadable version"
             logger.warning("refresh_failed what=stories error=%s", _describe(e))
+            held = current or self._fallback_stories(pointer_etag or "", reason)
+            degraded.append(Degraded("stories", reason, held.version if held else None))
+            return held, False
+        except Exception as e:  # the store failed: keep the last good story snapshot
+            logger.warning("refresh_failed what=stories error=%s", _describe(e))
+            degraded.append(Degraded("stories", "store unreachable", current.version if current else None))
             return current, False
+        if live is None:  # no pointer: before the first publish, or lost (then older versions stand in)
+            held = current or self._fallback_stories("", "no live version")
+            if held is None:
+                return None, True
+            degraded.append(Degraded("stories", "no live version", held.version))
+            return held, False
         logger.info("stories_loaded version=%d stories=%d", parsed.version, len(parsed.stories))
         return parsed, True
+
+    def _fallback_stories(self, pointer_etag: str, reason: str) -> CachedStories | None:
+        """The newest valid story snapshot when the live one cannot be read, or None."""
+        try:
+            fallback = read_fallback_stories(self._store)
+            if fallback is None:
+                return None
+            parsed = _parse_stories(fallback.data, fallback.pointer.version, pointer_etag, problem=reason)
+        except Exception as e:  # nothing valid to stand in
+            logger.warning("fallback_failed what=stories error=%s", _describe(e))
+            return None
+        logger.warning("stories_fallback version=%d", parsed.version)
+        return parsed
 
     # -- background refresher -----------------------------------------------------------------
 

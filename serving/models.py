@@ -187,12 +187,22 @@ class PagePublic(BaseModel):
     stories: list[StoryPublic]
 
 
+class DegradedPublic(BaseModel):
+    what: str = Field(description="The page (`edition/section`), `stories` (the story snapshot) or `pages` (the listing).")
+    problem: str = Field(description="Why its live version is not served, e.g. `unreadable pointer`, "
+                                     "`pointer names a missing version`, `store unreachable`.")
+    serving_version: int | None = Field(description="The older valid version served instead; null when none is.")
+
+
 class HealthPublic(BaseModel):
-    status: Literal["ok", "degraded"] = Field(
-        description="`degraded`: the last refresh could not read the store; the last good pages are served."
+    status: Literal["ok", "degraded", "unavailable"] = Field(
+        description="`degraded`: something is served from an older valid version, or not at all (see "
+                    "`degraded`); `unavailable` (HTTP 503): no page can be served."
     )
-    pages: int = Field(description="Live pages held in memory.")
-    stories_version: int | None = Field(description="Version of the live story snapshot, if any.")
+    pages: int = Field(description="Pages held in memory, live or standing in.")
+    stories_version: int | None = Field(description="Version of the story snapshot held, if any.")
+    degraded: list[DegradedPublic] = Field(default_factory=list,
+                                           description="What the last refresh could not serve as published.")
 
 
 class ErrorPublic(BaseModel):

@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,14 +35,23 @@ from tasks.crashpoints import crash_point
 from transforms.clustering import ClusterParams, LanguageClusterer, paused_gc
 from transforms.features import features_from_row
 from warehouse import layout
-from warehouse.errors import NewsroomError, ObjectNotFoundError, PreconditionFailedError
+from warehouse.damage import DamagedObject, collect_damage, describe_error, record_damage
+from warehouse.errors import (
+    CorruptObjectError,
+    NewsroomError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    SchemaMismatchError,
+)
+from warehouse.integrity import parse_checkpoint
 from warehouse.maintenance import is_compacted
 from warehouse.schemas import ARTICLES_SCHEMA, STORY_CHANGES_SCHEMA
-from warehouse.state_blobs import decode_state, encode_state
+from warehouse.state_blobs import StateBlobError, decode_state, encode_state
 from warehouse.store import ObjectStore
 from warehouse.tables import (
     list_segments,
     parquet_bytes_to_table,
+    read_segment,
     read_segments,
     rows_to_table,
     write_segment,
@@ -65,12 +74,93 @@ class WriterFencedError(NewsroomError):
         self.key = key
 
 
+def _fresh_checkpoint() -> dict[str, Any]:
+    return {"offset": 0, "state_key": None, "consumed": []}
+
+
+def _has_history(store: ObjectStore, language: str) -> bool:
+    """Whether a writer of ``language`` ever committed: a state blob or a change segment exists."""
+    return bool(store.list(f"{layout.STORY_STATE_PREFIX}{language}/")) or \
+        bool(list_segments(store, f"{layout.STORY_CHANGES_PREFIX}language={language}/"))
+
+
 def _load_checkpoint(store: ObjectStore, language: str) -> tuple[dict[str, Any], str | None]:
+    """The checkpoint and its ETag; a fresh one (ETag None) before the language's first commit.
+
+    A corrupt checkpoint, or a missing one while the language has state blobs or change segments,
+    is rebuilt from them (:func:`rebuild_checkpoint`) and put back fenced, If-Match on the corrupt
+    bytes or If-None-Match; the damage is recorded (issue 16). Starting fresh instead would
+    re-cluster every article under new story ids and collide with the change log's offsets.
+
+    Raises:
+        CorruptObjectError: It is damaged and no state blob matches the change log.
+        WriterFencedError: Another writer replaced it first.
+    """
+    key = layout.story_checkpoint_key(language)
     try:
-        obj = store.get(layout.story_checkpoint_key(language))
+        obj = store.get(key)
     except ObjectNotFoundError:
-        return {"offset": 0, "state_key": None, "consumed": []}, None
-    return json.loads(obj.data), obj.etag
+        if not _has_history(store, language):
+            return _fresh_checkpoint(), None
+        problem, etag = "missing: the language has state blobs or change segments", None
+    else:
+        checkpoint = parse_checkpoint(obj.data)
+        if checkpoint is not None:
+            return checkpoint, obj.etag
+        problem, etag = "corrupt: not a checkpoint", obj.etag
+    rebuilt = rebuild_checkpoint(store, language)
+    if rebuilt is None:
+        record_damage(key, problem, "the writer stops: no state blob matches the change log (newsroom doctor)")
+        raise CorruptObjectError(f"{problem}; no state blob matches the change log to rebuild it from", key=key)
+    new_etag = put_checkpoint(store, language, rebuilt, etag)
+    record_damage(key, problem, f"rebuilt at offset {rebuilt['offset']} from {rebuilt['state_key']}")
+    return rebuilt, new_etag
+
+
+def _state_offset(key: str) -> int | None:
+    """The offset a state blob's key names (``state-<offset>[-<hash>].json.zst|.json.gz``)."""
+    digits = key.rsplit("/", 1)[-1][6:22]
+    return int(digits) if digits.isdigit() else None
+
+
+def rebuild_checkpoint(store: ObjectStore, language: str) -> dict[str, Any] | None:
+    """The checkpoint the language's last commit left, rebuilt from the change log and state blobs.
+
+    Its offset is one past the highest change offset stored (a run that died after its change
+    segment is rolled forward, as :func:`open_writer` does); its state is the blob the newest
+    change segment names, or else a readable blob stored at that offset, and its consumed segments
+    and time are those that blob holds. Segments consumed by later commits without changes are
+    read again, and hold nothing new for the language. A corrupt change segment is skipped
+    (recorded). None when no readable blob sits at that offset.
+    """
+    end, named, newest_first = 0, None, -1
+    for key in list_segments(store, f"{layout.STORY_CHANGES_PREFIX}language={language}/"):
+        try:
+            table = parquet_bytes_to_table(store.get(key).data, key)
+        except ObjectNotFoundError:
+            continue
+        except CorruptObjectError as e:
+            record_damage(key, f"corrupt: {e.reason}", "skipped while rebuilding the checkpoint")
+            continue
+        offsets = [o for o in table.column("offset").to_pylist() if o is not None]
+        if offsets:
+            end = max(end, max(offsets) + 1)
+        first = key.rsplit("/", 1)[-1].removesuffix(".parquet")
+        if first.isdigit() and int(first) > newest_first:
+            newest_first = int(first)
+            value = (table.schema.metadata or {}).get(STATE_KEY_METADATA)
+            named = value.decode() if value else None
+    blobs = [k for k in store.list(f"{layout.STORY_STATE_PREFIX}{language}/")
+             if k.rsplit("/", 1)[-1].startswith("state-") and _state_offset(k) == end]
+    for key in sorted(blobs, key=lambda k: (k != named, k)):
+        try:
+            with paused_gc():
+                blob = decode_state(store.get(key).data)
+        except (ObjectNotFoundError, StateBlobError):
+            continue
+        return {"offset": end, "state_key": key, "consumed": list(blob.get("consumed") or []),
+                "updated_at": blob.get("updated_at")}
+    return _fresh_checkpoint() if end == 0 else None
 
 
 @dataclass(slots=True)
@@ -131,17 +221,83 @@ def keep_states_in_memory() -> Iterator[KeptStates]:
         KEPT_STATES.clear()
 
 
+def rewind_writer(store: ObjectStore, language: str, now: datetime) -> dict[str, Any]:
+    """Point a language writer whose state is lost at its newest readable state blob, or a fresh one.
+
+    For ``newsroom doctor --repair`` when the state blob the checkpoint names is missing or corrupt
+    (or the checkpoint cannot be rebuilt). The offset stays past every change stored, so no
+    decision in the log is overwritten; the articles consumed after the blob's state are read again
+    and decided again, and their new rows supersede the old ones (an article's latest assignment
+    wins, as for any reassignment). A fresh state re-clusters every article in segments not yet
+    compacted. The checkpoint is put with If-Match on what was read, so a running writer is fenced.
+
+    Returns:
+        The new checkpoint.
+
+    Raises:
+        WriterFencedError: Another writer replaced the checkpoint meanwhile.
+    """
+    key = layout.story_checkpoint_key(language)
+    try:
+        obj = store.get(key)
+    except ObjectNotFoundError:
+        obj = None
+    checkpoint = parse_checkpoint(obj.data) if obj is not None else None
+    offset = max(int(checkpoint["offset"]) if checkpoint else 0, _change_log_end(store, language))
+    damaged = checkpoint.get("state_key") if checkpoint else None
+    blobs = [k for k in store.list(f"{layout.STORY_STATE_PREFIX}{language}/")
+             if k.rsplit("/", 1)[-1].startswith("state-") and k != damaged and (_state_offset(k) or 0) <= offset]
+    rewound: dict[str, Any] = {"offset": offset, "state_key": None, "consumed": [],
+                               "updated_at": now.astimezone(UTC).isoformat()}
+    for blob_key in sorted(blobs, key=lambda k: (_state_offset(k) or 0, k), reverse=True):
+        try:
+            with paused_gc():
+                blob = decode_state(store.get(blob_key).data)
+            LanguageClusterer.from_state(blob["clusterer"])
+        except (ObjectNotFoundError, StateBlobError, KeyError, TypeError, ValueError):
+            continue
+        rewound.update(state_key=blob_key, consumed=list(blob.get("consumed") or []))
+        break
+    put_checkpoint(store, language, rewound, obj.etag if obj is not None else None)
+    KEPT_STATES.forget(store, language)
+    log.warning("writer_rewound language=%s offset=%d state_key=%s", language, offset, rewound["state_key"])
+    return rewound
+
+
+def _change_log_end(store: ObjectStore, language: str) -> int:
+    """One past the highest offset in the language's readable change segments (0 when none)."""
+    end = 0
+    for key in list_segments(store, f"{layout.STORY_CHANGES_PREFIX}language={language}/"):
+        try:
+            offsets = [o for o in read_segment(store, key, STORY_CHANGES_SCHEMA).column("offset").to_pylist()
+                       if o is not None]
+        except (ObjectNotFoundError, CorruptObjectError, SchemaMismatchError):
+            continue
+        end = max([end, *(o + 1 for o in offsets)])
+    return end
+
+
 def load_writer_state(store: ObjectStore, language: str, checkpoint: dict[str, Any],
                       params: ClusterParams | None = None) -> tuple[LanguageClusterer, dict[str, str]]:
     """The writer's clusterer and seen-article map; a fresh one (with ``params``) before the first commit."""
     if checkpoint["state_key"] is None:
         return LanguageClusterer(language, params), {}
-    data = store.get(checkpoint["state_key"]).data
+    key = checkpoint["state_key"]
+    stops = "the writer of this language stops until `newsroom doctor --repair` rewinds it"
+    try:
+        data = store.get(key).data
+    except ObjectNotFoundError as e:
+        record_damage(key, "missing: the state blob the checkpoint names", stops)
+        raise ObjectNotFoundError("missing: the state blob the checkpoint names", key=key) from e
     # Parsing builds millions of small objects, none of them garbage: the cyclic collector
     # would walk them again and again (bench/writer_checkpoint.py).
-    with paused_gc():
-        blob = decode_state(data)
-    return LanguageClusterer.from_state(blob["clusterer"]), dict(blob["seen"])
+    try:
+        with paused_gc():
+            blob = decode_state(data)
+        return LanguageClusterer.from_state(blob["clusterer"]), dict(blob["seen"])
+    except (StateBlobError, KeyError, TypeError, ValueError) as e:
+        record_damage(key, f"corrupt: {describe_error(e)}", stops)
+        raise CorruptObjectError(f"unreadable writer state: {describe_error(e)}", key=key) from e
 
 
 def languages_in_log(store: ObjectStore) -> list[str]:
@@ -149,7 +305,7 @@ def languages_in_log(store: ObjectStore) -> list[str]:
     keys = list_segments(store, layout.ARTICLES_PREFIX)
     if not keys:
         return []
-    table = read_segments(store, keys, ARTICLES_SCHEMA).select(["language"])
+    table = read_segments(store, keys, ARTICLES_SCHEMA, skip_damaged=True).select(["language"])
     return sorted({v for v in table.column("language").to_pylist() if v})
 
 
@@ -157,11 +313,18 @@ def _orphan_changes(store: ObjectStore, language: str, checkpoint: dict[str, Any
     """A change segment written at the checkpoint's offset by a run that died before its checkpoint
     (its state blob was written first, so it can be rolled forward): its number of rows and the
     state blob it names (None if written before segments named their state); None if none."""
+    key = layout.story_changes_key(language, checkpoint["offset"])
     try:
-        obj = store.get(layout.story_changes_key(language, checkpoint["offset"]))
+        obj = store.get(key)
     except ObjectNotFoundError:
         return None
-    table = parquet_bytes_to_table(obj.data)
+    try:
+        table = parquet_bytes_to_table(obj.data, key)
+    except CorruptObjectError as e:
+        # No commit names it, and its rows cannot be read to roll forward: this run's own
+        # decisions replace it (``write_segment`` puts them over a corrupt segment, If-Match).
+        record_damage(key, f"corrupt: {e.reason}", "not rolled forward; this run's decisions replace it")
+        return None
     named = (table.schema.metadata or {}).get(STATE_KEY_METADATA)
     return int(table.num_rows), named.decode() if named else None
 
@@ -194,14 +357,14 @@ def open_writer(store: ObjectStore, language: str) -> tuple[dict[str, Any], str 
         rolled = {"offset": checkpoint["offset"] + rows, "state_key": state_key, "consumed": blob["consumed"],
                   "updated_at": blob["updated_at"]}
         try:
-            _put_checkpoint(store, language, rolled, etag)
+            put_checkpoint(store, language, rolled, etag)
             log.info("cluster_rolled_forward language=%s offset=%d", language, rolled["offset"])
         except WriterFencedError:
             continue  # another run moved it first; read it again
     raise WriterFencedError(f"checkpoint of {language} keeps moving", key=layout.story_checkpoint_key(language))
 
 
-def _put_checkpoint(store: ObjectStore, language: str, checkpoint: dict[str, Any], etag: str | None) -> str:
+def put_checkpoint(store: ObjectStore, language: str, checkpoint: dict[str, Any], etag: str | None) -> str:
     """Replace the checkpoint, fenced; returns its new ETag."""
     data = json.dumps(checkpoint, sort_keys=True).encode()
     try:
@@ -278,7 +441,7 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
     crash_point("cluster.after_changes")
     if kill_before_checkpoint:
         os.kill(os.getpid(), signal.SIGKILL)
-    new_etag = _put_checkpoint(store, language, {"offset": new_offset, "state_key": state_key, "consumed": consumed,
+    new_etag = put_checkpoint(store, language, {"offset": new_offset, "state_key": state_key, "consumed": consumed,
                                       "updated_at": updated_at}, etag)
     if stored:
         KEPT_STATES.put(store, language, new_etag, clusterer, seen)
@@ -310,9 +473,17 @@ def cluster_language(store: ObjectStore, language: str, now: datetime, kill_befo
         log.error("cluster_language_refused language=%r error=%s", language, e)
         return {"language": language, "articles": 0, "committed": False, "error": f"{type(e).__name__}: {e}"}
     try:
-        return _cluster_language(store, language, now, kill_before_checkpoint=kill_before_checkpoint, params=params)
+        with collect_damage() as damaged:
+            summary = _cluster_language(store, language, now, kill_before_checkpoint=kill_before_checkpoint,
+                                        params=params)
+        return with_damage(summary, damaged)
     finally:
         gc.unfreeze()
+
+
+def with_damage(summary: dict[str, Any], damaged: list[DamagedObject]) -> dict[str, Any]:
+    """``summary`` with ``damaged``: what the run could not read and did instead (when anything)."""
+    return {**summary, "damaged": [asdict(d) for d in damaged]} if damaged else summary
 
 
 def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_before_checkpoint: bool = False,
@@ -340,7 +511,15 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
     rows: list[dict[str, Any]] = []
     ready: list[str] = []
     for key in pending:
-        segment = read_segments(store, [key], ARTICLES_SCHEMA).to_pylist()
+        try:
+            segment = read_segment(store, key, ARTICLES_SCHEMA).to_pylist()
+        except ObjectNotFoundError:
+            continue  # compacted or expired since the listing
+        except (CorruptObjectError, SchemaMismatchError) as e:
+            # Not consumed: a repaired segment (restored, or rewritten by a rerun of its ingest)
+            # is read by a later run, and until then every run names it again (issue 16).
+            record_damage(key, f"corrupt: {e.reason}", "skipped; not marked consumed, so a repaired one is read later")
+            continue
         if any(r["first_seen_at"] > now for r in segment):
             continue  # written by an ingest run ahead of this clock; consumed once ``now`` reaches it
         ready.append(key)

@@ -2,7 +2,10 @@
 
 Flags: freshness lag p95 above 5 minutes; a tier-1 publisher silent for more than twice its usual
 gap; no page published for 3 cycles; the same article twice in a top 10; a language writer whose
-checkpoint stopped moving while articles wait for it.
+checkpoint stopped moving while articles wait for it; and every corrupt or missing object the site
+or the writers depend on (``corrupt_object``, ``missing_object``, issue 16): a log segment or
+registry table that cannot be read, a pointer, the version it names, a checkpoint, the state blob
+it names, the robots.txt cache, and offsets missing from a story-change log.
 """
 
 from __future__ import annotations
@@ -17,8 +20,19 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.clock import resolve_now
 from warehouse import layout
+from warehouse.damage import collect_damage
 from warehouse.duck import connect, load_sql
-from warehouse.snapshots import list_live_pages, read_live_page, read_pointer
+from warehouse.errors import ObjectNotFoundError, SnapshotNotFoundError
+from warehouse.integrity import (
+    change_log_gaps,
+    check_object,
+    check_pages,
+    check_writers,
+    finding,
+    parse_checkpoint,
+    unique,
+)
+from warehouse.snapshots import PagePointer, list_live_pages, read_live_page, read_pointer
 from warehouse.store import ObjectStore
 from warehouse.tables import list_segments
 
@@ -42,8 +56,14 @@ def check_health(store: ObjectStore, now: datetime, limits: HealthLimits | None 
     limits = limits or HealthLimits()
     stale = timedelta(seconds=limits.cycle_seconds * limits.stale_cycles)
     flags: list[HealthFlag] = []
-    con = connect(store)
+    with collect_damage() as damaged:
+        con = connect(store)
     try:
+        checkpoint_offsets, writer_findings = check_writers(store)
+        findings = [*(finding(d.key, d.problem) for d in damaged), *check_pages(store), *writer_findings,
+                    *change_log_gaps(con, checkpoint_offsets)]
+        robots = check_object(store, layout.ROBOTS_CACHE_KEY)
+        findings += [robots] if robots is not None else []
         lags = con.sql(load_sql("health_freshness"), params={"now": now}).fetchall()
         overall = [row for row in lags if row[0] is None]
         if overall and overall[0][3] is not None and overall[0][3] > limits.lag_p95_seconds:
@@ -61,7 +81,7 @@ def check_health(store: ObjectStore, now: datetime, limits: HealthLimits | None 
         con.close()
 
     pages = list_live_pages(store)
-    newest = max((p.published_at for p in (read_pointer(store, e, s) for e, s in pages) if p), default=None)
+    newest = max((p.published_at for p in (_pointer_or_none(store, e, s) for e, s in pages) if p), default=None)
     if newest is not None and now - resolve_now(newest) > stale:
         flags.append(HealthFlag("stale_snapshot", "pages", f"newest page published {newest}"))
     elif newest is None and first_seen is not None and now - first_seen > stale:
@@ -70,7 +90,10 @@ def check_health(store: ObjectStore, now: datetime, limits: HealthLimits | None 
     for edition, section in pages:
         if section != "top":
             continue
-        stories = json.loads(read_live_page(store, edition, section).data)["stories"][:10]
+        try:
+            stories = json.loads(read_live_page(store, edition, section).data)["stories"][:10]
+        except (SnapshotNotFoundError, ValueError, KeyError, TypeError):
+            continue  # flagged below as a damaged pointer or version
         seen: dict[str, str] = {}
         for story in stories:
             for source in story["sources"]:
@@ -83,13 +106,28 @@ def check_health(store: ObjectStore, now: datetime, limits: HealthLimits | None 
     for key in store.list(layout.STORY_STATE_PREFIX):
         if not key.endswith("/checkpoint.json"):
             continue
-        checkpoint = json.loads(store.get(key).data)
+        try:
+            checkpoint = parse_checkpoint(store.get(key).data)
+        except ObjectNotFoundError:
+            checkpoint = None
+        if checkpoint is None:
+            continue  # flagged below as a damaged checkpoint
         waiting = [k for k in segments - set(checkpoint.get("consumed", [])) if "/compact-" not in k]
         updated = checkpoint.get("updated_at")
         if waiting and updated and now - resolve_now(updated) > stale:
             flags.append(HealthFlag("writer_stalled", key.split("/")[2],
                                     f"checkpoint last moved {updated}; {len(waiting)} segments waiting"))
+    for f in unique(findings):
+        check = "missing_object" if f.problem.startswith("missing") else "corrupt_object"
+        flags.append(HealthFlag(check, f.key, f"{f.kind}: {f.problem} (docs/store-faults.md; newsroom doctor)"))
     return flags
+
+
+def _pointer_or_none(store: ObjectStore, edition: str, section: str) -> PagePointer | None:
+    try:
+        return read_pointer(store, edition, section)
+    except SnapshotNotFoundError:
+        return None  # flagged as a corrupt pointer
 
 
 def health_report(flags: list[HealthFlag]) -> dict[str, Any]:

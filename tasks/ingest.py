@@ -15,7 +15,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -59,6 +59,7 @@ from transforms.robots import (
 from transforms.text import snippet_from_text
 from transforms.websub import PUSH_MIN_INTERVAL_SECONDS, is_lease_live, is_push_due
 from warehouse import layout
+from warehouse.damage import collect_damage, describe_error, record_damage
 from warehouse.errors import ObjectNotFoundError, PreconditionFailedError
 from warehouse.schemas import ARTICLES_SCHEMA, FEED_STATE_SCHEMA, SNIPPET_MAX_CHARS
 from warehouse.store import ObjectStore
@@ -161,7 +162,13 @@ def load_feed_boosts(store: ObjectStore) -> dict[str, datetime]:
     """``{publisher_id: until}`` from the boosts rank writes for Breaking stories (empty if none)."""
     try:
         raw = json.loads(store.get(layout.FEED_BOOSTS_KEY).data)
-    except (ObjectNotFoundError, ValueError):
+    except ObjectNotFoundError:
+        return {}
+    except (ValueError, RecursionError) as e:
+        record_damage(layout.FEED_BOOSTS_KEY, f"corrupt: {describe_error(e)}", "read as empty")
+        return {}
+    if not isinstance(raw, dict):
+        record_damage(layout.FEED_BOOSTS_KEY, "corrupt: not a JSON object", "read as empty")
         return {}
     boosts = {}
     for publisher_id, until in raw.items():
@@ -251,15 +258,20 @@ def robots_cache_to_bytes(entries: Mapping[str, RobotsEntry]) -> bytes:
     return gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0)
 
 
-def robots_cache_from_bytes(data: bytes) -> dict[str, RobotsEntry]:
+def robots_cache_from_bytes(data: bytes, key: str | None = None) -> dict[str, RobotsEntry]:
     """Entries of a cache object. Never raises: a corrupt object reads as empty and a bad entry is
-    left out, so either only costs a fetch of that robots.txt."""
+    left out, so either only costs a fetch of that robots.txt. With ``key``, a corrupt object is
+    named in a recorded error (issue 16); the next write replaces it."""
     try:
         doc = json.loads(gzip.decompress(data))
-    except (OSError, EOFError, ValueError, RecursionError, zlib.error):
+    except (OSError, EOFError, ValueError, RecursionError, zlib.error) as e:
+        if key is not None:
+            record_damage(key, f"corrupt: {describe_error(e)}", "read as empty; the next write replaces it")
         return {}
     raw = doc.get("entries") if isinstance(doc, dict) and doc.get("version") == 1 else None
     if not isinstance(raw, dict):
+        if key is not None:
+            record_damage(key, "corrupt: not a robots.txt cache", "read as empty; the next write replaces it")
         return {}
     entries = {}
     for origin, value in raw.items():
@@ -292,7 +304,7 @@ def load_robots_cache(store: ObjectStore, now: datetime, ttl_seconds: int) -> di
         data = store.get(layout.ROBOTS_CACHE_KEY).data
     except ObjectNotFoundError:
         return {}
-    return {origin: entry for origin, entry in robots_cache_from_bytes(data).items()
+    return {origin: entry for origin, entry in robots_cache_from_bytes(data, layout.ROBOTS_CACHE_KEY).items()
             if is_robots_entry_fresh(entry, now, ttl_seconds)}
 
 
@@ -310,7 +322,7 @@ def save_robots_cache(store: ObjectStore, fetched: Mapping[str, RobotsEntry], no
     for _ in range(ROBOTS_CACHE_WRITE_ATTEMPTS):
         try:
             current = store.get(layout.ROBOTS_CACHE_KEY)
-            entries, etag = robots_cache_from_bytes(current.data), current.etag
+            entries, etag = robots_cache_from_bytes(current.data, layout.ROBOTS_CACHE_KEY), current.etag
         except ObjectNotFoundError:
             entries, etag = {}, None
         entries.update(fetched)
@@ -779,6 +791,20 @@ def _fetch_article(job: FeedJob, item: FeedItem, client: httpx.Client, robots: R
 def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime, *,
                   ingest: IngestSettings | None = None, websub: WebSubSettings | None = None) -> dict[str, Any]:
     """Write the new articles as one content-keyed segment, then the feed states, then WebSub upkeep.
+
+    ``damaged`` in the summary names the objects it could not read and what it did instead (a
+    corrupt feed state or robots.txt cache read as empty and replaced, issue 16).
+    """
+    with collect_damage() as damaged:
+        summary = _commit_ingest(store, shards, now, ingest=ingest, websub=websub)
+    if damaged:
+        summary["damaged"] = [asdict(d) for d in damaged]
+    return summary
+
+
+def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime, *,
+                   ingest: IngestSettings | None = None, websub: WebSubSettings | None = None) -> dict[str, Any]:
+    """See :func:`commit_ingest`.
 
     Order matters for crash safety: a crash after the segment and before the state makes the rerun
     fetch the same items again, and consumers drop an (article_id, content_hash) they have seen.

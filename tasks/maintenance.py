@@ -9,16 +9,29 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from warehouse.maintenance import apply_retention, compact_logs, prune_page_versions, prune_writer_states
+from warehouse.damage import collect_damage
+from warehouse.maintenance import (
+    apply_retention,
+    compact_logs,
+    delete_stale_temporaries,
+    prune_page_versions,
+    prune_writer_states,
+)
 from warehouse.store import ObjectStore
 
 
 def run_maintenance(store: ObjectStore, now: datetime, *, article_days: int = 30, click_days: int = 90,
                     keep_page_versions: int = 20, keep_page_hours: float = 48.0) -> dict[str, Any]:
-    report = compact_logs(store, now)
-    apply_retention(store, now, article_days=article_days, click_days=click_days, report=report)
-    prune_page_versions(store, now, keep=keep_page_versions, keep_for=timedelta(hours=keep_page_hours), report=report)
-    prune_writer_states(store, report=report)
+    """Compact, expire, prune, and delete what killed puts left; objects it could not read are
+    skipped (never merged or deleted on a guess) and named in ``damaged`` (issue 16)."""
+    with collect_damage() as damaged:
+        report = compact_logs(store, now)
+        apply_retention(store, now, article_days=article_days, click_days=click_days, report=report)
+        prune_page_versions(store, now, keep=keep_page_versions, keep_for=timedelta(hours=keep_page_hours),
+                            report=report)
+        prune_writer_states(store, report=report)
+        delete_stale_temporaries(store, report=report)
+    report.damaged = [{"key": d.key, "problem": d.problem, "action": d.action} for d in damaged]
     return asdict(report)
 
 

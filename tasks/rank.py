@@ -20,7 +20,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -53,8 +53,9 @@ from transforms.pages import (
 from transforms.ranking import BreakingRule, ScoreWeights, rank_editions, score_stories
 from transforms.representative import RepresentativeWeights
 from warehouse import layout
+from warehouse.damage import collect_damage, describe_error, record_damage
 from warehouse.duck import connect, load_sql
-from warehouse.errors import ObjectNotFoundError, PreconditionFailedError
+from warehouse.errors import ObjectNotFoundError, PreconditionFailedError, SnapshotNotFoundError
 from warehouse.snapshots import (
     PagePointer,
     PublishResult,
@@ -165,23 +166,51 @@ class PageHistory:
         self.pages()
         return self._versions.get((edition, section), [])
 
-    def payload(self, key: str) -> dict[str, Any]:
+    def payload(self, key: str) -> dict[str, Any] | None:
+        """A stored version's (or event's) payload; None, recorded, when it is unreadable or gone."""
         if key not in self._payloads:
-            self._payloads[key] = json.loads(self._store.get(key).data)
+            payload = _read_payload(self._store, key)
+            if payload is None:
+                return None
+            self._payloads[key] = payload
         return self._payloads[key]
 
     def pointer(self, page: tuple[str, str] | None) -> PagePointer | None:
-        """A page's pointer (None: the story snapshot's), read once."""
+        """A page's pointer (None: the story snapshot's), read once.
+
+        An unreadable pointer, or a missing one beside stored versions, is recorded and made up
+        from the stored versions (every one counts as published): the page's history goes on from
+        its newest valid version, and the publish replaces the pointer (issue 16).
+        """
         if page not in self._pointers:
-            self._pointers[page] = read_pointer(self._store, *page) if page else read_stories_pointer(self._store)
+            try:
+                pointer = read_pointer(self._store, *page) if page else read_stories_pointer(self._store)
+            except SnapshotNotFoundError as e:
+                record_damage(e.key or "", f"corrupt: {e.reason}", "history read from the stored versions")
+                pointer = self._made_up_pointer(page)
+            else:
+                if pointer is None:
+                    pointer = self._made_up_pointer(page)
+            self._pointers[page] = pointer
         return self._pointers[page]
+
+    def _made_up_pointer(self, page: tuple[str, str] | None) -> PagePointer | None:
+        versions = self.versions(*page) if page else self.story_versions()
+        if not versions:
+            return None
+        newest, key = versions[-1]
+        return PagePointer(newest, key, "", "", high_water=newest)
 
     def _rollbacks(self) -> dict[tuple[str, str], list[tuple[str, int]]]:
         if self._rollback_events is None:
             found: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
             for key in self._store.list(f"{layout.EVENTS_PREFIX}{ROLLBACK_EVENT}/"):
                 event = self.payload(key)
-                found[(event["edition"], event["section"])].append((event["at"], int(event["to"])))
+                try:
+                    assert event is not None
+                    found[(str(event["edition"]), str(event["section"]))].append((str(event["at"]), int(event["to"])))
+                except (AssertionError, KeyError, TypeError, ValueError):
+                    record_damage(key, "corrupt: not a rollback event", "skipped")
             self._rollback_events = {page: sorted(v) for page, v in found.items()}
         return self._rollback_events
 
@@ -212,8 +241,10 @@ class PageHistory:
             if not pointer.was_published(version):
                 continue
             # Older versions are read once and not cached: a snapshot of every story is large.
-            payload = self._payloads.get(key) or json.loads(self._store.get(key).data)
-            if payload["as_of"] >= limit:
+            payload = self._payloads.get(key) or _read_payload(self._store, key)
+            if payload is None or not isinstance(payload.get("stories"), dict):
+                continue
+            if str(payload.get("as_of")) >= limit:
                 continue
             searched += 1
             for sid in sorted(wanted & payload["stories"].keys()):
@@ -242,7 +273,10 @@ class PageHistory:
         for version, key in reversed(versions):
             if not pointer.was_published(version):
                 continue
-            as_of = self.payload(key)["as_of"]
+            payload = self.payload(key)
+            if payload is None:
+                continue  # unreadable: the newest valid version before it stands in
+            as_of = str(payload.get("as_of"))
             if before(as_of):
                 best = (as_of, version)
                 break
@@ -255,6 +289,23 @@ class PageHistory:
         """The payload of ``live_version_at``."""
         found = self.live_version_at(edition, section, at, strict=strict)
         return self.payload(found[1]) if found else None
+
+
+def _read_payload(store: ObjectStore, key: str) -> dict[str, Any] | None:
+    """A JSON object stored at ``key``; None when it is gone, or unreadable (recorded, skipped)."""
+    try:
+        data = store.get(key).data
+    except ObjectNotFoundError:
+        return None
+    try:
+        payload = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        record_damage(key, f"corrupt: {describe_error(e)}", "skipped")
+        return None
+    if not isinstance(payload, dict):
+        record_damage(key, "corrupt: not a JSON object", "skipped")
+        return None
+    return payload
 
 
 def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
@@ -447,9 +498,16 @@ def record_breaking(store: ObjectStore, breaking: list[dict[str, Any]], now: dat
     for _ in range(3):
         try:
             obj = store.get(layout.FEED_BOOSTS_KEY)
-            current, etag = dict(json.loads(obj.data)), obj.etag
         except ObjectNotFoundError:
             current, etag = {}, None
+        else:
+            etag = obj.etag
+            try:
+                current = {str(p): str(u) for p, u in dict(json.loads(obj.data)).items()}
+            except (ValueError, TypeError, RecursionError) as e:
+                record_damage(layout.FEED_BOOSTS_KEY, f"corrupt: {describe_error(e)}",
+                              "read as empty; replaced by this cycle's boosts")
+                current = {}
         merged = {p: u for p, u in current.items() if u > now_s}
         for p, u in wanted.items():
             if u > now_s:
@@ -471,10 +529,17 @@ def record_breaking(store: ObjectStore, breaking: list[dict[str, Any]], now: dat
 
 
 def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> dict[str, Any]:
-    """One rank & publish cycle: compute, publish what changed, record Breaking stories."""
-    output = compute_pages(store, now, settings)
-    summary = publish_computed(store, output, now, settings)
-    summary["breaking_events"] = record_breaking(store, output.breaking, now, settings)["events"]
+    """One rank & publish cycle: compute, publish what changed, record Breaking stories.
+
+    ``damaged`` in the summary names every object the cycle could not read and what it did
+    instead (docs/store-faults.md): a corrupt segment left out, a damaged pointer or live version
+    replaced by a new version, and so on; the rest of the cycle goes on (issue 16).
+    """
+    with collect_damage() as damaged:
+        output = compute_pages(store, now, settings)
+        summary = publish_computed(store, output, now, settings)
+        summary["breaking_events"] = record_breaking(store, output.breaking, now, settings)["events"]
+    summary["damaged"] = [asdict(d) for d in damaged]
     return summary
 
 
@@ -495,8 +560,9 @@ def rebuild_as_of(store: ObjectStore, at: datetime, settings: RankSettings,
     for page in candidates:
         found = (history.live_version_at(*page, at, strict=False) if page is not None
                  else history.live_story_version_at(at))
-        if found is not None:
-            as_of = history.payload(found[1])["as_of"]
+        payload = history.payload(found[1]) if found is not None else None
+        if found is not None and payload is not None:
+            as_of = payload["as_of"]
             targets[datetime.fromisoformat(as_of.replace("Z", "+00:00"))].append((page, found[0], found[1]))
     report = []
     for when, pages in sorted(targets.items()):

@@ -35,10 +35,12 @@ from tasks.cluster import (
     commit_writer,
     load_writer_state,
     open_writer,
+    with_damage,
 )
 from tasks.registry import load_registry
 from transforms.repair import RepairParams, repair_stories
 from warehouse import layout
+from warehouse.damage import collect_damage, describe_error, record_damage
 from warehouse.errors import ObjectNotFoundError
 from warehouse.snapshots import read_stories_pointer
 from warehouse.store import ObjectStore
@@ -74,10 +76,17 @@ def published_representatives(store: ObjectStore, now: datetime) -> dict[str, st
         if not pointer.was_published(version):
             continue
         searched += 1
+        key = layout.story_snapshot_key(version)
         try:
-            payload = json.loads(store.get(layout.story_snapshot_key(version)).data)
+            payload = json.loads(store.get(key).data)
         except ObjectNotFoundError:
-            break  # pruned, and every older version with it
+            continue  # pruned (every older one with it) or lost: an older one may still stand in
+        except (ValueError, RecursionError) as e:
+            record_damage(key, f"corrupt: {describe_error(e)}", "skipped; an older version stands in")
+            continue
+        if not isinstance(payload, dict) or not isinstance(payload.get("stories"), dict):
+            record_damage(key, "corrupt: not a story snapshot", "skipped; an older version stands in")
+            continue
         if str(payload.get("as_of") or "") <= limit:
             return {sid: str(story["representative_id"]) for sid, story in sorted(payload["stories"].items())
                     if story.get("representative_id")}
@@ -95,8 +104,16 @@ def repair_language(store: ObjectStore, language: str, now: datetime,
 
     A split keeps the id with the half holding the representative of the story snapshot live at
     ``now``; a story without one there falls back to the representative the snapshot would choose
-    (registry authority), then to the story's first article (see the module doc).
+    (registry authority), then to the story's first article (see the module doc). Objects it could
+    not read are named in ``damaged`` (issue 16).
     """
+    with collect_damage() as damaged:
+        summary = _repair_language(store, language, now, params)
+    return with_damage(summary, damaged)
+
+
+def _repair_language(store: ObjectStore, language: str, now: datetime,
+                     params: RepairParams | None = None) -> dict[str, Any]:
     checkpoint, etag = open_writer(store, language)
     if checkpoint["state_key"] is None:
         return {"language": language, "committed": False, "merge": 0, "split": 0}

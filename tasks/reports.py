@@ -8,6 +8,15 @@ from typing import Any
 from prefect.artifacts import create_markdown_artifact
 
 
+def damaged_markdown(damaged: Sequence[Mapping[str, Any]]) -> str:
+    """The objects a run could not read and what it did instead (issue 16); empty when none."""
+    if not damaged:
+        return ""
+    lines = ["", "### Damaged objects (docs/store-faults.md)", "", "| object | problem | done instead |", "|---|---|---|"]
+    lines += [f"| `{d['key']}` | {d['problem']} | {d['action']} |" for d in damaged]
+    return "\n".join(lines) + "\n"
+
+
 def _table(rows: Sequence[tuple[str, object]]) -> str:
     lines = ["| metric | value |", "|---|---|"]
     lines += [f"| {name} | {value} |" for name, value in rows]
@@ -31,7 +40,7 @@ def ingest_markdown(summary: Mapping[str, Any], now: str) -> str:
     more = f"\n{len(failures) - 20} more feeds with errors or warnings.\n" if len(failures) > 20 else ""
     failure_table = (f"\n### Feeds with errors or warnings\n\n| feed | kind | next poll in |\n|---|---|---|\n{listed}{more}"
                      if failures else "")
-    return f"## Ingest at {now}\n\n{_table(rows)}\n{failure_table}"
+    return f"## Ingest at {now}\n\n{_table(rows)}\n{failure_table}{damaged_markdown(summary.get('damaged') or [])}"
 
 
 def cluster_markdown(summaries: Sequence[Mapping[str, Any]], now: str) -> str:
@@ -46,7 +55,7 @@ def cluster_markdown(summaries: Sequence[Mapping[str, Any]], now: str) -> str:
             sizes[int(size)] = sizes.get(int(size), 0) + int(count)
     if sizes:
         lines += ["", "### Active stories by number of articles", "", "```", *size_chart(sizes), "```"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + damaged_markdown([d for s in summaries for d in s.get("damaged") or []])
 
 
 def size_chart(sizes: Mapping[int, int], width: int = 40) -> list[str]:
@@ -69,7 +78,7 @@ def rank_markdown(summary: Mapping[str, Any], now: str) -> str:
     ]
     for page, reason in sorted((summary.get("refused") or {}).items()):
         rows.append((f"refused: {page}", reason))
-    return f"## Rank & publish at {now}\n\n{_table(rows)}\n"
+    return f"## Rank & publish at {now}\n\n{_table(rows)}\n{damaged_markdown(summary.get('damaged') or [])}"
 
 
 def publish_artifact(key: str, markdown: str, description: str) -> None:
@@ -86,5 +95,5 @@ def health_markdown(report: Mapping[str, Any], now: str) -> str:
 
 
 def maintenance_markdown(report: Mapping[str, Any], now: str) -> str:
-    rows = [(k.replace("_", " "), v) for k, v in report.items() if k != "notes"]
-    return f"## Maintenance at {now}\n\n{_table(rows)}\n"
+    rows = [(k.replace("_", " "), v) for k, v in report.items() if k not in ("notes", "damaged")]
+    return f"## Maintenance at {now}\n\n{_table(rows)}\n{damaged_markdown(report.get('damaged') or [])}"

@@ -9,7 +9,8 @@ from typing import TextIO
 
 import duckdb
 
-from warehouse.duck import TABLE_VIEWS, connect, export_day, load_example_sql
+from warehouse.damage import collect_damage
+from warehouse.duck import TABLE_VIEWS, connect, export_day, load_example_sql, lock_down, split_queries
 from warehouse.store import ObjectStore
 
 TABLE_CELL_CHARS = 80
@@ -63,19 +64,31 @@ def run_sql(store: ObjectStore, query: str | None, out: TextIO = sys.stdout, inp
             err: TextIO = sys.stderr, fmt: str = "table") -> int:
     """Run one query, or read queries from standard input (one per ``;``) when none is given.
 
-    Returns the exit status: 1 when any query failed (each failure is written to ``err``, and the
-    queries after it still run), else 0. ``fmt``: ``table`` for people (long values cut), ``csv``
-    or ``jsonl`` for other tools (whole values, NULL told from the empty string).
+    The connection is confined to the store's views (:func:`warehouse.duck.lock_down`): no file,
+    network or extension access, configuration locked, and only queries run. A text holding several
+    statements prints every result in order; one that holds a statement that is not a query is
+    refused whole, before any of it runs (issue 16). Objects the views could not read (a corrupt
+    segment or pointer) are left out and named on ``err`` as warnings.
+
+    Returns the exit status: 1 when any query failed or was refused (each failure is written to
+    ``err`` on one line, and the queries after it still run), else 0. ``fmt``: ``table`` for
+    people (long values cut), ``csv`` or ``jsonl`` for other tools (whole values, NULL told from
+    the empty string).
     """
-    con = connect(store)
+    with collect_damage() as damaged:
+        con = connect(store)
+    for item in damaged:
+        err.write(f"warning: left out {item.key}: {item.problem}\n")
+    lock_down(con)
     failed = False
 
     def run(text: str) -> None:
         nonlocal failed
         try:
-            _print_result(con, text, out, fmt)
-        except duckdb.Error as e:
-            err.write(f"error: {e}\n")
+            for statement in split_queries(con, text):
+                _print_result(con, statement, out, fmt)
+        except (duckdb.Error, PermissionError) as e:
+            err.write("error: " + " ".join(str(e).split()) + "\n")
             failed = True
 
     try:

@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from serving.deps import CacheDep
-from serving.models import HealthPublic
+from serving.models import DegradedPublic, HealthPublic
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", response_model=HealthPublic, summary="Pages held and the story snapshot version")
-def healthz(cache: CacheDep) -> HealthPublic:
+@router.get(
+    "/healthz",
+    response_model=HealthPublic,
+    summary="Pages held, the story snapshot version, and what is degraded",
+    responses={503: {"model": HealthPublic, "description": "No page can be served (nothing valid in the store, "
+                                                           "or the store unreachable since start)."}},
+)
+def healthz(cache: CacheDep, response: Response) -> HealthPublic:
+    """200 while any page can be served, ``degraded`` naming what is served from an older valid
+    version or not at all; 503 when no page can be (issue 16), so a load balancer skips this replica.
+
+    One damaged page does not fail the check: every replica reads the same store, so taking them
+    all out would turn one bad page into an outage.
+    """
     state = cache.state
+    degraded = [DegradedPublic(what=d.what, problem=d.problem, serving_version=d.serving_version)
+                for d in state.degraded]
+    if not state.pages:
+        response.status_code = 503
+        status = "unavailable"
+    else:
+        status = "ok" if state.last_refresh_ok and not degraded else "degraded"
     return HealthPublic(
-        status="ok" if state.last_refresh_ok else "degraded",
+        status=status,
         pages=len(state.pages),
         stories_version=state.stories.version if state.stories else None,
+        degraded=degraded,
     )

@@ -173,7 +173,7 @@ def test_a_new_version_is_served_after_a_refresh(client: TestClient, store: Obje
     assert new.json()["version"] == 2
     assert client.get("/v1/stories/0196f1c2a3b40001").json()["title"] == "Sea wall plan wins final approval"
     assert client.get("/v1/stories/0196f1c2a3b40003").status_code == 404
-    assert client.get("/healthz").json() == {"status": "ok", "pages": 4, "stories_version": 2}
+    assert client.get("/healthz").json() == {"status": "ok", "pages": 4, "stories_version": 2, "degraded": []}
 
 
 def test_refresh_downloads_only_versions_whose_pointer_moved(client: TestClient, flaky: FlakyStore) -> None:
@@ -220,7 +220,10 @@ def test_last_good_pages_are_served_while_the_store_fails(client: TestClient, fl
         assert now.status_code == 200, path
         assert now.content == old.content, path
         assert now.headers["etag"] == old.headers["etag"], path
-    assert client.get("/healthz").json() == {"status": "degraded", "pages": 4, "stories_version": 1}
+    health = client.get("/healthz")
+    assert health.status_code == 200  # still serving the last good pages
+    assert health.json()["status"] == "degraded"
+    assert {d["problem"] for d in health.json()["degraded"]} == {"store unreachable"}
 
     flaky.failing = False
     assert cache_of(client).refresh() is True
@@ -246,7 +249,9 @@ def test_a_corrupt_version_keeps_the_last_good_one(client: TestClient, store: Ob
 def test_a_store_down_at_startup_serves_nothing_until_it_recovers(flaky: FlakyStore) -> None:
     flaky.failing = True
     with TestClient(create_app(flaky, QUIET)) as client:
-        assert client.get("/healthz").json() == {"status": "degraded", "pages": 0, "stories_version": None}
+        health = client.get("/healthz")
+        assert health.status_code == 503  # nothing to serve: a load balancer skips this replica
+        assert health.json()["status"] == "unavailable"
         assert client.get("/v1/editions").json() == []
         assert client.get("/v1/editions/en-US/top").status_code == 404
         assert client.get("/v1/stories/0196f1c2a3b40001").status_code == 404
@@ -282,7 +287,7 @@ def test_cookies_and_credentials_do_not_change_shared_answers(client: TestClient
 
 
 def test_healthz(client: TestClient) -> None:
-    assert client.get("/healthz").json() == {"status": "ok", "pages": 4, "stories_version": 1}
+    assert client.get("/healthz").json() == {"status": "ok", "pages": 4, "stories_version": 1, "degraded": []}
 
 
 def test_reader_page_and_its_assets_are_served_locally(client: TestClient) -> None:
