@@ -86,11 +86,11 @@ def diagnose(store: ObjectStore, *, temporaries_older_than: float = TEMPORARY_MA
 def _planned(f: Finding) -> str:
     if f.kind == "temporary":
         return "delete"
-    if f.kind in POINTER_KINDS or (f.kind in VERSION_KINDS and "names" in f.problem):
+    if f.kind in POINTER_KINDS or (f.kind in VERSION_KINDS and f.named_by):
         return "point the page at its newest valid version"
     if f.kind == "checkpoint":
         return "rebuild from the change log and state blobs"
-    if f.kind == "state_blob" and "names" in f.problem:
+    if f.kind == "state_blob" and f.named_by:
         return "rewind the writer to its newest readable state"
     if f.kind == "change_segment" and f.problem.startswith("missing"):
         return "none: restore the segment from a backup (rank goes on without these assignments)"
@@ -135,8 +135,8 @@ def _repoint(store: ObjectStore, findings: Iterable[Finding], now: datetime, don
     for f in findings:
         if f.kind in POINTER_KINDS:
             pointers.setdefault(f.key, []).append(f)
-        elif f.kind in VERSION_KINDS and "names" in f.problem:
-            pointers.setdefault(f"{f.key.rsplit('/', 1)[0]}/latest.json", []).append(f)
+        elif f.kind in VERSION_KINDS and f.named_by:
+            pointers.setdefault(f.named_by, []).append(f)
     for pointer_key, found in sorted(pointers.items()):
         result = repoint_to_newest_valid(store, pointer_key, now=now)
         if result is None:
@@ -167,7 +167,7 @@ def _repair_writers(store: ObjectStore, findings: Iterable[Finding], now: dateti
                     rewound = rewind_writer(store, language, now)
                     done[f.key] = (f"no state at the log's end: writer rewound to {rewound['state_key']} "
                                    f"at offset {rewound['offset']}", True)
-            elif f.kind == "state_blob" and "names" in f.problem:
+            elif f.kind == "state_blob" and f.named_by:
                 rewound = rewind_writer(store, language, now)
                 action = f"writer rewound to {rewound['state_key']} at offset {rewound['offset']}"
                 if f.problem.startswith("corrupt"):

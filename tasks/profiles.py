@@ -25,6 +25,7 @@ from transforms.affinity import (
     fold_weights,
 )
 from warehouse import layout
+from warehouse.damage import collect_damage
 from warehouse.errors import SnapshotNotFoundError
 from warehouse.maintenance import is_compacted
 from warehouse.profile_db import open_fold_store
@@ -104,7 +105,11 @@ def fold_clicks(store: ObjectStore, profiles_at: str, now: datetime, half_life_h
         keys = sorted(k for k in listed if k not in consumed)
         if not keys:
             return {"segments": 0, "clicks": 0, "readers": 0}
-        table = read_segments(store, keys, CLICKS_SCHEMA).sort_by([("clicked_at", "ascending"), ("click_id", "ascending")])
+        with collect_damage() as damaged:
+            table = read_segments(store, keys, CLICKS_SCHEMA, skip_damaged=True)
+        # A segment that could not be read is not marked consumed: once repaired, a later fold reads it.
+        keys = [k for k in keys if k not in {d.key for d in damaged}]
+        table = table.sort_by([("clicked_at", "ascending"), ("click_id", "ascending")])
         ids = sorted(set(table.column("click_id").to_pylist()))
         done = _legacy_folded_ids(ids, consumed) | db.folded_click_ids(ids)
         clicks = []

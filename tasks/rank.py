@@ -178,9 +178,9 @@ class PageHistory:
     def pointer(self, page: tuple[str, str] | None) -> PagePointer | None:
         """A page's pointer (None: the story snapshot's), read once.
 
-        An unreadable pointer, or a missing one beside stored versions, is recorded and made up
-        from the stored versions (every one counts as published): the page's history goes on from
-        its newest valid version, and the publish replaces the pointer (issue 16).
+        An unreadable pointer is recorded and made up from the stored versions (every one counts
+        as published): the page's history goes on from its newest valid version, and the publish
+        replaces the pointer (issue 16).
         """
         if page not in self._pointers:
             try:
@@ -188,9 +188,6 @@ class PageHistory:
             except SnapshotNotFoundError as e:
                 record_damage(e.key or "", f"corrupt: {e.reason}", "history read from the stored versions")
                 pointer = self._made_up_pointer(page)
-            else:
-                if pointer is None:
-                    pointer = self._made_up_pointer(page)
             self._pointers[page] = pointer
         return self._pointers[page]
 

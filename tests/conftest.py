@@ -7,6 +7,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pgserver import PostgresServer, find_pg_binary, run_postgres
@@ -98,3 +99,31 @@ def store_vars(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]
     if request.param == "local":
         return local_env(tmp_path / "store")
     return s3_env(request.getfixturevalue("seaweedfs"), f"flows-{uuid.uuid4().hex}")
+
+
+@pytest.fixture(
+    scope="session",
+    params=[
+        pytest.param("local", id="local"),
+        pytest.param("s3", id="s3", marks=pytest.mark.integration),
+    ],
+)
+def pipeline_world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A store holding every kind of object, built by two real pipeline cycles, once per backend for
+    the session (``tests/store_faults.py``); tests that change it work on ``world.copy()``. The
+    replay site stays up, at the built store's clock, for tests that run ingest again."""
+    from pipeline_harness import replay_site
+    from store_faults import World, build_store
+
+    tmp = tmp_path_factory.mktemp(f"world-{request.param}")
+    if request.param == "local":
+        def fresh() -> ObjectStore:
+            return LocalStore(tmp / f"copy-{uuid.uuid4().hex[:8]}")
+    else:
+        server = request.getfixturevalue("seaweedfs")
+
+        def fresh() -> ObjectStore:
+            return make_s3_store(server)
+    with replay_site(limit=90) as site:
+        source = fresh()
+        yield World(request.param, source, build_store(source, site, tmp), site, fresh)

@@ -38,15 +38,17 @@ JSON_KINDS = frozenset({"event", "feed_boosts", "subscription", "push_marker"})
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """A corrupt or missing object: its key, kind, and what is wrong (``corrupt: ...``/``missing: ...``)."""
+    """A corrupt or missing object: its key, kind, what is wrong (``corrupt: ...``/``missing: ...``),
+    and the pointer or checkpoint that names it as live, if one does."""
 
     key: str
     kind: str
     problem: str
+    named_by: str | None = None
 
 
-def finding(key: str, problem: str) -> Finding:
-    return Finding(key, kind_of_key(key), problem)
+def finding(key: str, problem: str, named_by: str | None = None) -> Finding:
+    return Finding(key, kind_of_key(key), problem, named_by)
 
 
 def parse_checkpoint(data: bytes) -> dict[str, Any] | None:
@@ -145,11 +147,11 @@ def check_pointer(store: ObjectStore, key: str) -> tuple[PagePointer | None, lis
     try:
         version = store.get(pointer.key).data
     except ObjectNotFoundError:
-        return pointer, [finding(pointer.key, f"missing: the live version {key} names")]
+        return pointer, [finding(pointer.key, f"missing: the live version {key} names", key)]
     if hashlib.sha256(version).hexdigest() != pointer.sha256:
-        return pointer, [finding(pointer.key, f"corrupt: does not match the sha256 {key} holds")]
+        return pointer, [finding(pointer.key, f"corrupt: does not match the sha256 {key} holds", key)]
     problem = _version_problem(version, pointer.key)
-    return pointer, [finding(pointer.key, problem)] if problem else []
+    return pointer, [finding(pointer.key, problem, key)] if problem else []
 
 
 def _folders(keys: Iterable[str]) -> dict[str, list[str]]:
@@ -199,12 +201,12 @@ def check_writers(store: ObjectStore, *, verify_states: bool = True) -> tuple[di
         try:
             data = store.get(state_key).data
         except ObjectNotFoundError:
-            findings.append(finding(state_key, f"missing: the state blob {key} names"))
+            findings.append(finding(state_key, f"missing: the state blob {key} names", key))
             continue
         if verify_states:
             problem = object_problem(state_key, data)
             if problem:
-                findings.append(finding(state_key, problem))
+                findings.append(finding(state_key, problem, key))
     return offsets, findings
 
 
@@ -239,8 +241,9 @@ def scan_objects(store: ObjectStore, prefixes: Iterable[str]) -> list[Finding]:
 
 
 def unique(findings: Iterable[Finding]) -> list[Finding]:
-    """One finding per key (the first), in key order."""
+    """One finding per key (the first, or the first saying what names it live), in key order."""
     by_key: dict[str, Finding] = {}
     for f in findings:
-        by_key.setdefault(f.key, f)
+        if f.key not in by_key or (f.named_by and not by_key[f.key].named_by):
+            by_key[f.key] = f
     return [by_key[k] for k in sorted(by_key)]

@@ -286,11 +286,12 @@ class _LiveState:
 def _live_state(store: ObjectStore, pointer_key: str, version_key: Callable[[int], str]) -> _LiveState:
     """Read the pointer and its live version; a damaged one is recorded and worked around (issue 16).
 
-    A missing pointer beside stored versions, or an unreadable one, is made up from the stored
-    versions (high water past every one of them); a live version that is missing or does not match
-    the pointer gives way to the newest valid one as ``previous``. Either way the publish replaces
-    what is damaged: the next version goes past every stored one and the pointer is put with
-    If-Match on the bytes read (or If-None-Match), so a rival publisher is still fenced.
+    An unreadable pointer is made up from the stored versions (high water past every one of them,
+    the newest valid one as ``previous``); a live version that is missing or does not match the
+    pointer gives way to the newest valid one as ``previous``. Either way the publish replaces what
+    is damaged: the next version goes past every stored one and the pointer is put with If-Match on
+    the bytes read, so a rival publisher is still fenced. A missing pointer is a first publish (a
+    publish that died before its first pointer leaves versions too), recorded when versions exist.
     """
     try:
         obj = store.get(pointer_key)
@@ -316,12 +317,14 @@ def _live_state(store: ObjectStore, pointer_key: str, version_key: Callable[[int
         newest = _newest_valid_version(store, version_key, at_most=pointer.version,
                                        skip=(*pointer.orphans, pointer.version))
         return _LiveState(pointer, etag, newest[3] if newest else None, True)
-    stored = _stored_versions(store, version_key)
-    if obj is None and not stored:
-        return _LiveState(None, None, None, False)  # the first publish
     if obj is None:
-        record_damage(pointer_key, "missing: versions are stored but no pointer names one",
-                      "rebuilt by this publish")
+        # As for a first publish: the version goes past every stored one (``_put_version``), which
+        # become orphans, so one left by a publish that died before its pointer never counts as live.
+        if _stored_versions(store, version_key):
+            record_damage(pointer_key, "missing: versions are stored but no pointer names one",
+                          "a new version past every stored one is published")
+        return _LiveState(None, None, None, False)
+    stored = _stored_versions(store, version_key)
     newest = _newest_valid_version(store, version_key)
     high_water = max(stored, default=0)
     made_up = PagePointer(newest[0] if newest else 0, newest[1] if newest else "", "", "", high_water=high_water)
