@@ -33,8 +33,10 @@ from tasks.doctor import run_doctor
 from tasks.health import check_health
 from warehouse import layout
 from warehouse.integrity import parse_checkpoint
+from warehouse.schemas import ARTICLES_SCHEMA, STORY_CHANGES_SCHEMA
 from warehouse.snapshots import read_live_page, read_live_stories
 from warehouse.store import ObjectStore
+from warehouse.tables import read_segment, read_segments
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -169,3 +171,22 @@ def test_every_kind_of_object_is_covered(pipeline_world: World) -> None:
     assert set(pipeline_world.built.keys) == set(KINDS)
     assert pipeline_world.built.keys["article_segment"] == pipeline_world.built.pending[0] and len(PENDING) == 2
     assert all(pipeline_world.source.head(k) is not None for k in pipeline_world.built.keys.values())
+
+
+def test_a_skipped_article_segment_is_clustered_once_repaired(pipeline_world: World) -> None:
+    """Never marked consumed, a corrupt segment is read again by every writer run and clustered once
+    it is restored (from a backup, or rewritten by a rerun of its ingest)."""
+    store, built = pipeline_world.copy(), pipeline_world.built
+    key = built.pending[0]
+    whole = store.get(key).data
+    inject(store, key, "corrupt")
+    cluster(store, AFTER)
+    assert key not in _checkpoint(store)["consumed"]
+    store.put(key, whole)
+    writers = cluster(store, AFTER)
+    assert not any("damaged" in s or "error" in s for s in writers.values()), writers
+    assert key in _checkpoint(store)["consumed"]
+    articles = set(read_segment(store, key, ARTICLES_SCHEMA).column("article_id").to_pylist())
+    changed = set(read_segments(store, store.list(layout.STORY_CHANGES_PREFIX), STORY_CHANGES_SCHEMA)
+                  .column("article_id").to_pylist())
+    assert articles and articles <= changed
