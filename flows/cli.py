@@ -431,10 +431,15 @@ def cmd_rank(args: argparse.Namespace) -> int:
 def cmd_pages_rollback(args: argparse.Namespace) -> int:
     """``newsroom pages rollback EDITION SECTION VERSION``."""
     from tasks.clock import resolve_now
+    from tasks.errors import NewsroomError
     from tasks.rank import rollback_pointer
     from tasks.storage import configured_store
 
-    result = rollback_pointer(configured_store(), args.edition, args.section, args.version, resolve_now(None))
+    try:
+        result = rollback_pointer(configured_store(), args.edition, args.section, args.version, resolve_now(None))
+    except NewsroomError as e:  # no such version, or a damaged pointer (newsroom doctor --repair)
+        sys.stderr.write(f"newsroom pages rollback: {e}\n")
+        return 1
     _say(f"{args.edition}/{args.section}: {result.reason} (live version {result.version if result.published else '-'})")
     return 0 if result.published else 1
 
