@@ -395,7 +395,7 @@ class SnapshotCache:
                         True,
                     )
                 parsed = _parse_stories(live.data, live.pointer.version, pointer_etag)
-        except (SnapshotNotFoundError, ValueError) as e:  # a damaged pointer or snapshot (issue 16)
+        except (SnapshotNotFoundError, ValueError, TypeError, AttributeError, KeyError) as e:  # damaged (issue 16)
             reason = e.reason if isinstance(e, SnapshotNotFoundError) else "unreadable version"
             logger.warning("refresh_failed what=stories error=%s", _describe(e))
             held = current or self._fallback_stories(pointer_etag or "", reason)
