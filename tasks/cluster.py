@@ -32,7 +32,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.crashpoints import crash_point
-from transforms.clustering import ClusterParams, LanguageClusterer, paused_gc
+from transforms.clustering import ClusterParams, LanguageClusterer
 from transforms.features import features_from_row
 from warehouse import layout
 from warehouse.errors import NewsroomError, ObjectNotFoundError, PreconditionFailedError
@@ -63,6 +63,24 @@ class WriterFencedError(NewsroomError):
     def __init__(self, message: str, key: str) -> None:
         super().__init__(message)
         self.key = key
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while many long-lived objects are built (a checkpoint
+    parsed and rebuilt: none of them can be garbage yet), and restore it as it was.
+
+    The collector would otherwise walk them again and again as they are allocated
+    (bench/writer_checkpoint.py). The writer's own switch, not the clustering code's:
+    :mod:`transforms.clustering` builds the objects and never touches the interpreter.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _load_checkpoint(store: ObjectStore, language: str) -> tuple[dict[str, Any], str | None]:
@@ -137,11 +155,11 @@ def load_writer_state(store: ObjectStore, language: str, checkpoint: dict[str, A
     if checkpoint["state_key"] is None:
         return LanguageClusterer(language, params), {}
     data = store.get(checkpoint["state_key"]).data
-    # Parsing builds millions of small objects, none of them garbage: the cyclic collector
-    # would walk them again and again (bench/writer_checkpoint.py).
+    # Parsing and rebuilding build millions of small objects, none of them garbage: the cyclic
+    # collector would walk them again and again (bench/writer_checkpoint.py).
     with paused_gc():
         blob = decode_state(data)
-    return LanguageClusterer.from_state(blob["clusterer"]), dict(blob["seen"])
+        return LanguageClusterer.from_state(blob["clusterer"]), dict(blob["seen"])
 
 
 def languages_in_log(store: ObjectStore) -> list[str]:

@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from transforms.clustering import Assignment, ClusterParams, LanguageClusterer, Member, _years
+from transforms.clustering.clusterer import LanguageClusterer
+from transforms.clustering.params import ClusterParams
+from transforms.clustering.story import Assignment, Member, story_years
 from transforms.features import DATE_TERM_PREFIX, ArticleFeatures
 from transforms.pages import choose_representative
 
@@ -202,7 +204,7 @@ def story_representative(
 
 
 def _dates(members: Sequence[Member]) -> set[str]:
-    return {y for y in _years(t for m in members for t in m.terms) if y.startswith(DATE_TERM_PREFIX)}
+    return {y for y in story_years(t for m in members for t in m.terms) if y.startswith(DATE_TERM_PREFIX)}
 
 
 def _cooling(repaired_ms: int | None, now_ms: int, params: RepairParams) -> bool:
