@@ -16,29 +16,31 @@ DF_FLOOR = 0.05
 IDF_FLOOR = 0.1
 
 
-class Idf:
+class Idf(dict[str, float]):
     """Smoothed online IDF at one moment: ``ln((N + prior + 1) / (df + 1))``, at least ``IDF_FLOOR``.
 
-    Values are memoised: build a new one whenever the frequencies change.
+    Called as a function of a term. Values are memoised in the mapping itself, so a term met
+    again costs one C-level dict lookup (``__call__`` is ``dict.__getitem__``; a miss computes it
+    in ``__missing__``): a writer asks for ~180 weights per article (issue 15). Build a new one
+    whenever the frequencies change.
 
     >>> idf = Idf({"bridge": 9.0}, 0.0, 10.0)
     >>> round(idf("bridge"), 4), round(idf("unseen"), 4)
     (0.1, 2.3979)
     """
 
-    __slots__ = ("_df", "_n", "_cache")
+    __slots__ = ("_df", "_n")
 
     def __init__(self, df: Mapping[str, float], n_docs: float, prior_docs: float) -> None:
+        super().__init__()
         self._df = df
         self._n = n_docs + prior_docs
-        self._cache: dict[str, float] = {}
 
-    def __call__(self, term: str) -> float:
-        value = self._cache.get(term)
-        if value is None:
-            value = max(math.log((self._n + 1.0) / (self._df.get(term, 0.0) + 1.0)), IDF_FLOOR)
-            self._cache[term] = value
+    def __missing__(self, term: str) -> float:
+        value = self[term] = max(math.log((self._n + 1.0) / (self._df.get(term, 0.0) + 1.0)), IDF_FLOOR)
         return value
+
+    __call__ = dict.__getitem__
 
 
 class OnlineIdf:

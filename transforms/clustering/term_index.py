@@ -49,6 +49,30 @@ class Postings:
         return slots, weights
 
 
+def sum_by_slot(slots: npt.NDArray[np.int64], values: npt.NDArray[np.float64]
+                ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The distinct ``slots``, ascending, and the sum of the ``values`` of each, added in input
+    order (as a loop over the terms would add them, so the sums are exactly those of such a loop).
+
+    ``np.unique(slots, return_inverse=True)`` gives the same, at nearly three times the CPU time
+    for a few thousand postings (its generic path: a hash-table attempt, an unstable sort, and
+    reshaping the inverse); this is one stable sort and a mask (issue 15).
+
+    >>> u, s = sum_by_slot(np.array([3, 1, 3]), np.array([0.5, 1.0, 0.25]))
+    >>> u.tolist(), s.tolist()
+    ([1, 3], [1.0, 0.75])
+    """
+    order = np.argsort(slots, kind="stable")
+    ordered = slots[order]
+    first = np.empty(ordered.size, dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    unique = ordered[first]
+    inverse = np.empty(slots.size, dtype=np.int64)
+    inverse[order] = np.cumsum(first) - 1
+    return unique, np.bincount(inverse, weights=values, minlength=unique.size)
+
+
 class TermIndex:
     """Term → postings of (story slot, the term's weight in the story's centroid).
 
@@ -221,9 +245,7 @@ class TermIndex:
             value_parts.append(values * scaled)
         if not slot_parts:
             return {}, rest
-        # Sums per story in term order (as a loop over the terms would add them).
-        unique, inverse = np.unique(np.concatenate(slot_parts), return_inverse=True)
-        sums = np.bincount(inverse, weights=np.concatenate(value_parts), minlength=unique.size)
+        unique, sums = sum_by_slot(np.concatenate(slot_parts), np.concatenate(value_parts))
         if unique.size > keep:  # the shortlist and every story tied with its last place
             cut = np.partition(sums, unique.size - keep)[unique.size - keep]
             chosen = np.flatnonzero(sums >= cut)
