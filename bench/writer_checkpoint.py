@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cluster_speed import _Synth, build_state  # noqa: E402
 
-from transforms.clustering import ClusterParams, LanguageClusterer, paused_gc  # noqa: E402
+from tasks.cluster import paused_gc  # noqa: E402
+from transforms.clustering import ClusterParams, LanguageClusterer  # noqa: E402
 from warehouse.state_blobs import decode_state, encode_state  # noqa: E402
 
 
@@ -54,11 +55,11 @@ def _timed(label: str, clusterer: LanguageClusterer, save: Callable[[dict[str, A
     del state
     gc.collect()
     start_load = time.perf_counter()
-    with paused_gc():  # as tasks.cluster.load_writer_state parses it
+    with paused_gc():  # as tasks.cluster.load_writer_state parses and rebuilds it
         loaded = load(blob)
-    parsed = time.perf_counter()
-    LanguageClusterer.from_state(loaded["clusterer"])
-    rebuilt = time.perf_counter()
+        parsed = time.perf_counter()
+        LanguageClusterer.from_state(loaded["clusterer"])
+        rebuilt = time.perf_counter()
     print(f"{label:30} {len(blob) / 1e6:6.1f} MB | to_state {built - start:5.1f} s | encode {saved - built:5.1f} s | "
           f"decode {parsed - start_load:5.1f} s | from_state {rebuilt - parsed:5.1f} s | "
           f"save {saved - start:5.1f} s | load {rebuilt - start_load:5.1f} s")
@@ -70,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stories", type=int, default=50_000)
     args = parser.parse_args(argv)
     state, _, _ = build_state(_Synth(7), args.stories, ClusterParams())
-    clusterer = LanguageClusterer.from_state(state)
+    with paused_gc():
+        clusterer = LanguageClusterer.from_state(state)
     del state
     base_save, base_load = _timed("before: json + gzip 9", clusterer, _gzip_json, _gunzip_json)
     save, load = _timed("now: orjson + zstd 1", clusterer, encode_state, decode_state)

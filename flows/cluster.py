@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -18,7 +18,7 @@ from tasks.cluster import (
 )
 from tasks.repair import repair_language_task
 from tasks.reports import cluster_markdown, publish_artifact
-from tasks.storage import configured_store
+from tasks.storage import ObjectStore, configured_store
 
 
 def run_each_language(languages: Sequence[str], run: Callable[[str], dict[str, Any]], job: str
@@ -52,6 +52,34 @@ def raise_for_failed_languages(summaries: Sequence[dict[str, Any]], job: str) ->
                            + "; ".join(f"{s['language']!r}: {s['error']}" for s in failed))
 
 
+def run_language_writers(job: str, language_task: Callable[[ObjectStore, str, datetime], dict[str, Any]],
+                         now: str | None, languages: list[str] | None,
+                         report: Callable[[list[dict[str, Any]], datetime], None] | None = None
+                         ) -> list[dict[str, Any]]:
+    """The body of the per-language writer flows (cluster and repair): run ``language_task`` for
+    each language (all languages in the log by default) at one stream time, through the writer's
+    fence, and log one ``<job>_done`` line per language.
+
+    One language's failure does not stop the others: its summary carries the ``error``, and the
+    flow run fails once every language has run (after ``report``, if given, has the summaries).
+    """
+    logger = get_run_logger()
+    at = resolve_now(now)
+    store = configured_store()
+    targets = languages or languages_in_log_task(store)
+    summaries = run_each_language(targets, lambda language: language_task(store, language, at), job)
+    for s in summaries:
+        logger.info("%s_done %s", job, " ".join(f"{k}={v}" for k, v in s.items()))
+    if report is not None:
+        report(summaries, at)
+    raise_for_failed_languages(summaries, job)
+    return summaries
+
+
+def _publish_cluster_summary(summaries: list[dict[str, Any]], at: datetime) -> None:
+    publish_artifact("cluster-summary", cluster_markdown(summaries, at.isoformat()), "cluster run summary")
+
+
 @flow(name="cluster_stories")
 def cluster_stories(now: str | None = None, languages: list[str] | None = None) -> list[dict[str, Any]]:
     """Run the writer of each language (all languages in the log by default).
@@ -59,16 +87,7 @@ def cluster_stories(now: str | None = None, languages: list[str] | None = None) 
     One language's failure does not stop the others: its summary carries the ``error``, and the
     flow run fails once every language has run (after its summary artifact is published).
     """
-    logger = get_run_logger()
-    at = resolve_now(now)
-    store = configured_store()
-    targets = languages or languages_in_log_task(store)
-    summaries = run_each_language(targets, lambda language: cluster_language_task(store, language, at), "cluster")
-    for s in summaries:
-        logger.info("cluster_done %s", " ".join(f"{k}={v}" for k, v in s.items()))
-    publish_artifact("cluster-summary", cluster_markdown(summaries, at.isoformat()), "cluster run summary")
-    raise_for_failed_languages(summaries, "cluster")
-    return summaries
+    return run_language_writers("cluster", cluster_language_task, now, languages, _publish_cluster_summary)
 
 
 @flow(name="cluster_writer_session")

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow
 
-from flows.cluster import raise_for_failed_languages, run_each_language
-from tasks.clock import resolve_now
-from tasks.cluster import languages_in_log_task
+from flows.cluster import run_language_writers
 from tasks.repair import repair_language_task
-from tasks.storage import configured_store
 
 
 @flow(name="repair_stories")
@@ -20,12 +17,4 @@ def repair_stories(now: str | None = None, languages: list[str] | None = None) -
     One language's failure does not stop the others: its summary carries the ``error``, and the
     flow run fails once every language has run.
     """
-    logger = get_run_logger()
-    at = resolve_now(now)
-    store = configured_store()
-    targets = languages or languages_in_log_task(store)
-    summaries = run_each_language(targets, lambda language: repair_language_task(store, language, at), "repair")
-    for s in summaries:
-        logger.info("repair_done %s", " ".join(f"{k}={v}" for k, v in s.items()))
-    raise_for_failed_languages(summaries, "repair")
-    return summaries
+    return run_language_writers("repair", repair_language_task, now, languages)

@@ -32,7 +32,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.crashpoints import crash_point
-from transforms.clustering import ClusterParams, LanguageClusterer, paused_gc
+from transforms.clustering import ClusterParams, LanguageClusterer
 from transforms.features import features_from_row
 from warehouse import layout
 from warehouse.damage import DamagedObject, collect_damage, describe_error, record_damage
@@ -82,6 +82,24 @@ def _has_history(store: ObjectStore, language: str) -> bool:
     """Whether a writer of ``language`` ever committed: a state blob or a change segment exists."""
     return bool(store.list(f"{layout.STORY_STATE_PREFIX}{language}/")) or \
         bool(list_segments(store, f"{layout.STORY_CHANGES_PREFIX}language={language}/"))
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while many long-lived objects are built (a checkpoint
+    parsed and rebuilt: none of them can be garbage yet), and restore it as it was.
+
+    The collector would otherwise walk them again and again as they are allocated
+    (bench/writer_checkpoint.py). The writer's own switch, not the clustering code's:
+    :mod:`transforms.clustering` builds the objects and never touches the interpreter.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _load_checkpoint(store: ObjectStore, language: str) -> tuple[dict[str, Any], str | None]:
@@ -294,7 +312,7 @@ def load_writer_state(store: ObjectStore, language: str, checkpoint: dict[str, A
     try:
         with paused_gc():
             blob = decode_state(data)
-        return LanguageClusterer.from_state(blob["clusterer"]), dict(blob["seen"])
+            return LanguageClusterer.from_state(blob["clusterer"]), dict(blob["seen"])
     except (StateBlobError, KeyError, TypeError, ValueError) as e:
         record_damage(key, f"corrupt: {describe_error(e)}", stops)
         raise CorruptObjectError(f"unreadable writer state: {describe_error(e)}", key=key) from e

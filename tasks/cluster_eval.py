@@ -19,10 +19,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from transforms.clustering import ClusterParams, link_languages
+from transforms.clustering import ClusterParams, RepairParams, cluster_and_repair, link_languages
 from transforms.embedding import embed_articles
 from transforms.features import ArticleFeatures, features_from_text
-from transforms.repair import RepairParams, cluster_and_repair
 
 SYNTHETIC_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 

@@ -1,7 +1,7 @@
 """The repair writer: merges and splits through the same fenced checkpoint as the cluster writer.
 
 A repair run loads the language writer's checkpoint and state, runs
-:func:`transforms.repair.repair_stories` over the stories active in the last six hours, appends
+:func:`transforms.clustering.repair.repair_stories` over the stories active in the last six hours, appends
 one ``log/story_changes`` row per moved article (kind ``merge``: ``story_id`` is the survivor and
 ``other_story_id`` the merged-away story, which becomes an alias; kind ``split``: ``story_id`` is
 the new half and ``other_story_id`` the story it left), and commits with the cluster writer's
@@ -14,7 +14,7 @@ pages show: the ``representative_id`` of the story snapshot that was live at the
 never on a page) falls back to the representative the story snapshot would choose, from the
 registry's publisher authorities; with no registered publisher among its members, to its first
 article (the rule before representatives were passed). See
-:func:`transforms.repair.story_representative`.
+:func:`transforms.clustering.repair.story_representative`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from tasks.cluster import (
     with_damage,
 )
 from tasks.registry import load_registry
-from transforms.repair import RepairParams, repair_stories
+from transforms.clustering import RepairParams, repair_stories
 from warehouse import layout
 from warehouse.damage import collect_damage, describe_error, record_damage
 from warehouse.errors import ObjectNotFoundError

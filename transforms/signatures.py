@@ -36,6 +36,7 @@ still signed: the bar is a length, it does not know boilerplate.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -392,7 +393,30 @@ def lsh_bands(
     Raises:
         ValueError: If ``bands`` or ``rows`` < 1 or ``bands * rows`` > the signature length.
     """
-    return lsh_bands_many(np.asarray(signature, dtype=np.uint32).reshape(1, -1), bands, rows)[0]
+    # The keys of lsh_band_keys for one row, without its many-row set-up: the writer computes
+    # them for every article it assigns (issue 15).
+    values = np.asarray(signature, dtype=np.uint32).astype(np.uint64)
+    if values.ndim != 1:
+        raise ValueError(f"a signature must be a 1-d array, got shape {values.shape}")
+    if bands < 1 or rows < 1:
+        raise ValueError(f"bands and rows must be >= 1, got {bands}x{rows}")
+    if bands * rows > values.shape[0]:
+        raise ValueError(f"{bands}x{rows} bands need {bands * rows} values, signature has {values.shape[0]}")
+    if np.all(values == _MAX_HASH32):
+        return []
+    keys = _band_seeds(bands)
+    grid = values[: bands * rows].reshape(bands, rows)
+    for r in range(rows):
+        keys = _splitmix64(keys ^ grid[:, r])
+    return (keys >> np.uint64(1)).astype(np.int64).tolist()  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _band_seeds(bands: int) -> npt.NDArray[np.uint64]:
+    """The starting key of each band (its number through splitmix64), as lsh_band_keys starts them."""
+    seeds = _splitmix64(np.arange(bands, dtype=np.uint64))
+    seeds.flags.writeable = False
+    return seeds
 
 
 def simhash_blocks(fingerprint: int, blocks: int = 4) -> list[int]:

@@ -16,6 +16,7 @@ from transforms.clustering import (
     cluster_articles,
     make_story_id,
 )
+from transforms.clustering.term_index import TermIndex
 from transforms.features import ArticleFeatures, features_from_text
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "articles"
@@ -197,10 +198,10 @@ def test_index_stays_compact_and_frees_slots_of_expired_stories() -> None:
     clusterer = LanguageClusterer("en", ClusterParams(join_threshold=0.0, copy_jaccard=1.0))
     for i in range(40):
         clusterer.assign(_article(f"u-{i}", f"{UNRELATED}\nUpdate {i}.", i))
-    postings = clusterer._term_index  # noqa: SLF001 - the memory bound is the behaviour under test
+    postings = clusterer.term_index.postings  # the memory bound is the behaviour under test
     assert postings and all(len(p.slots) <= 2 * p.live + 16 for p in postings.values())
     assert clusterer.expire(T0 + timedelta(hours=100)) == 1
-    assert clusterer._term_index == {} and clusterer._free_slots == [0]  # noqa: SLF001
+    assert clusterer.term_index.postings == {} and clusterer.term_index.free_slots == [0]
 
 
 def test_state_without_norm_cache_still_loads() -> None:
@@ -235,17 +236,17 @@ def test_a_loaded_state_is_indexed_as_if_its_stories_had_been_indexed_one_by_one
         uninterrupted.assign(f)
     state = json.loads(json.dumps(uninterrupted.to_state()))
     bulk = LanguageClusterer.from_state(state)
-    assert len(bulk._stories) > 1_024
-    one_by_one = LanguageClusterer("en", ClusterParams())
-    for sid, story in bulk._stories.items():
-        one_by_one._stories[sid] = story
-        one_by_one._index_story(story)
-    assert bulk._story_of_slot == one_by_one._story_of_slot and bulk._slot_of == one_by_one._slot_of
-    assert bulk._next_stamp == one_by_one._next_stamp
-    assert np.array_equal(bulk._slot_stamp, one_by_one._slot_stamp)
-    assert list(bulk._term_index) == list(one_by_one._term_index)
-    for term, postings in bulk._term_index.items():
-        other = one_by_one._term_index[term]
+    assert len(bulk.stories) > 1_024
+    one_by_one = TermIndex()
+    for sid, story in bulk.stories.items():
+        one_by_one.add(sid, story.centroid)
+    index = bulk.term_index
+    assert index.story_of_slot == one_by_one.story_of_slot and index.slot_of == one_by_one.slot_of
+    assert index.next_stamp == one_by_one.next_stamp
+    assert np.array_equal(index.slot_stamp, one_by_one.slot_stamp)
+    assert list(index.postings) == list(one_by_one.postings)
+    for term, postings in index.postings.items():
+        other = one_by_one.postings[term]
         assert (postings.slots, postings.weights, postings.stamps, postings.live) == (
             other.slots, other.weights, other.stamps, other.live), term
     # And it decides the rest of the stream exactly as the writer that never stopped.
@@ -258,12 +259,12 @@ def test_a_new_version_of_an_article_leaves_no_trace_of_the_old_in_the_copy_inde
     clusterer.assign(_article("a", ORIGINAL, 0))
     clusterer.assign(_article("a", UNRELATED, 5))  # the same article id, its text rewritten
     rebuilt = LanguageClusterer.from_state(json.loads(json.dumps(clusterer.to_state())))
-    in_memory = {k: sorted(v) for k, v in clusterer._lsh.items()}
-    assert in_memory == {k: sorted(v) for k, v in rebuilt._lsh.items()}
-    assert all(ids.count("a") == 1 for ids in clusterer._lsh.values())
+    in_memory = {k: sorted(v) for k, v in clusterer.copies.buckets.items()}
+    assert in_memory == {k: sorted(v) for k, v in rebuilt.copies.buckets.items()}
+    assert all(ids.count("a") == 1 for ids in clusterer.copies.buckets.values())
     # Once it leaves the window nothing names it, so a later copy check cannot trip over it.
     clusterer.expire(T0 + timedelta(hours=60))
-    assert not clusterer._lsh
+    assert not clusterer.copies.buckets
     later = _article("c", ORIGINAL, 60 * 60)
     assert clusterer.assign(later).copy_of is None
 

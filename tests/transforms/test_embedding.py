@@ -63,7 +63,7 @@ def test_stories_without_embeddings_fall_back_to_shared_names_and_numbers() -> N
 
 
 def test_mutual_best_pairs_do_not_depend_on_the_chunk_size() -> None:
-    from transforms.clustering import _mutual_best_pairs
+    from transforms.clustering.linking import _mutual_best_pairs
 
     rng = np.random.default_rng(3)
     left, right = rng.normal(size=(300, 16)), rng.normal(size=(120, 16))

@@ -6,9 +6,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from repair_corpus import bern, mannheim
 
-from transforms.clustering import ClusterParams, LanguageClusterer
+from transforms.clustering import (
+    ClusterParams,
+    LanguageClusterer,
+    RepairParams,
+    cluster_and_repair,
+    repair_stories,
+    split_members,
+)
 from transforms.features import ArticleFeatures, features_from_text
-from transforms.repair import RepairParams, cluster_and_repair, repair_stories, split_members
 
 T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
 # An online pass that joins everything: a story fed two events.

@@ -6,9 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 from repair_corpus import bern, mannheim
 
-from transforms.clustering import ClusterParams, LanguageClusterer, Member
+from transforms.clustering import (
+    ClusterParams,
+    LanguageClusterer,
+    Member,
+    repair_stories,
+    story_representative,
+)
 from transforms.features import ArticleFeatures, features_from_text
-from transforms.repair import repair_stories, story_representative
 
 T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
 MIXING = ClusterParams(join_threshold=0.0, date_conflict_penalty=0.0, year_conflict_penalty=0.0)

@@ -150,3 +150,16 @@ def test_minhash_from_hashes_is_minhash_signature_of_the_shingle_hashes() -> Non
     assert np.array_equal(minhash_from_hashes(np.concatenate([hashes[::-1], hashes[:3]])), minhash_signature(shingles))
     with pytest.raises(ValueError):
         minhash_from_hashes(hashes, num_perm=0)
+
+
+@pytest.mark.parametrize(("bands", "rows"), [(LSH_BANDS, LSH_ROWS), (16, 8), (1, 1), (9, 13)],
+                         ids=["default", "16x8", "1x1", "9x13"])
+def test_one_signature_gets_the_keys_of_the_many_signature_path(bands: int, rows: int) -> None:
+    from transforms.signatures import lsh_bands_many
+
+    rng = np.random.default_rng(bands * 100 + rows)
+    signatures = rng.integers(0, 2**32, size=(20, NUM_PERM), dtype=np.uint64).astype(np.uint32)
+    signatures[3] = 2**32 - 1  # the empty-set signature: no keys either way
+    many = lsh_bands_many(signatures, bands, rows)
+    assert [lsh_bands(tuple(int(v) for v in row), bands, rows) for row in signatures] == many
+    assert many[3] == [] and all(len(keys) == bands for i, keys in enumerate(many) if i != 3)

@@ -11,10 +11,9 @@ from repair_corpus import _BERN, _MANNHEIM, T0, changes_of, final_story, mannhei
 
 from tasks.cluster import cluster_language, load_writer_state, open_writer
 from tasks.repair import repair_language
-from transforms.clustering import LanguageClusterer, make_story_id
+from transforms.clustering import LanguageClusterer, RepairParams, make_story_id
 from transforms.features import ArticleFeatures, features_from_text
 from transforms.pages import resolve_aliases
-from transforms.repair import RepairParams
 from warehouse.duck import connect, load_sql
 from warehouse.store import LocalStore
 

@@ -24,13 +24,15 @@ argument, candidates and ties are ordered by story id.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from transforms.clustering import Assignment, ClusterParams, LanguageClusterer, Member, _years
+from transforms.clustering.clusterer import LanguageClusterer
+from transforms.clustering.params import ClusterParams
+from transforms.clustering.scoring import weighted_vector
+from transforms.clustering.story import Assignment, Member, story_years
 from transforms.features import DATE_TERM_PREFIX, ArticleFeatures
 from transforms.pages import choose_representative
 
@@ -97,9 +99,7 @@ def member_vector(member: Member, idf: Callable[[str], float]) -> dict[str, floa
     >>> member_vector(Member("a", 0, None, None, ("x", "y"), (3.0, 4.0), ()), lambda t: 1.0)
     {'x': 0.6, 'y': 0.8}
     """
-    raw = {t: w * idf(t) for t, w in zip(member.terms, member.weights, strict=True)}
-    norm = math.sqrt(sum(v * v for v in raw.values()))
-    return {t: v / norm for t, v in raw.items()} if norm > 0 else {}
+    return weighted_vector(member.terms, member.weights, idf)
 
 
 def _cosine(a: Mapping[str, float], b: Mapping[str, float]) -> float:
@@ -202,7 +202,7 @@ def story_representative(
 
 
 def _dates(members: Sequence[Member]) -> set[str]:
-    return {y for y in _years(t for m in members for t in m.terms) if y.startswith(DATE_TERM_PREFIX)}
+    return {y for y in story_years(t for m in members for t in m.terms) if y.startswith(DATE_TERM_PREFIX)}
 
 
 def _cooling(repaired_ms: int | None, now_ms: int, params: RepairParams) -> bool:

@@ -1,0 +1,87 @@
+"""CPU time of ``LanguageClusterer.assign`` alone, for A/B runs of two checkouts (issue 15).
+
+    taskset -c 0,1 .venv/bin/python bench/assign_cpu.py write --stories 50000 --articles 5000 STREAM
+    taskset -c 0,1 .venv/bin/python bench/assign_cpu.py time --code-root A STREAM   # then B, A, B ...
+
+``write`` builds ``bench/cluster_speed.py``'s synthetic checkpoint and stream (seeded, so every
+checkout writes the same) and pickles them, once: on a busy 2-core machine the generation alone
+takes minutes. ``time`` loads that checkpoint with the code under ``--code-root`` (a checkout,
+or a ``git archive`` of one), fills the story norms, freezes the loaded objects out of the garbage
+collector as the writer does, and assigns the stream, printing wall and CPU (``process_time``)
+rates and a hash of every decision (ids, copies, new-story flags, scores), so two checkouts can be
+compared for speed and checked for the same decisions in one run. CPU time is the figure to
+compare on a shared machine: wall time there measures the share of a core the run was given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import importlib.util
+import pickle
+import sys
+import time
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+
+
+def _write(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(_HERE.parent))
+    spec = importlib.util.spec_from_file_location("cluster_speed", _HERE / "cluster_speed.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    from transforms.clustering import ClusterParams
+
+    synth = bench._Synth(args.seed)
+    state, topics, prebuilt = bench.build_state(synth, args.stories, ClusterParams())
+    stream = bench.build_stream(synth, args.articles, topics, prebuilt, len(prebuilt) / 48.0)
+    with args.stream.open("wb") as fh:
+        pickle.dump((state, [features for features, _, _ in stream]), fh, protocol=5)
+
+
+def _time(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(args.code_root.resolve()))
+    import transforms.clustering as clustering
+
+    gc.disable()
+    with args.stream.open("rb") as fh:
+        state, stream = pickle.load(fh)
+    clusterer = clustering.LanguageClusterer.from_state(state)
+    if hasattr(clusterer, "warm_story_norms"):
+        clusterer.warm_story_norms()
+    else:  # a checkout from before transforms/clustering/ was a package
+        idf = clusterer.idf()
+        for sid in clusterer.story_ids():
+            clusterer._story_norms(clusterer._stories[sid], idf)  # noqa: SLF001
+    gc.enable()
+    gc.collect()
+    gc.freeze()
+    start, cpu = time.perf_counter(), time.process_time()
+    out = [clusterer.assign(features) for features in stream]
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    decisions = repr([(a.article_id, a.story_id, a.copy_of, a.is_new_story, a.score) for a in out]).encode()
+    print(f"{clustering.__file__}: {len(out)} articles, wall {wall:.2f} s = {len(out) / wall:.1f}/s, "  # noqa: T201
+          f"CPU {cpu:.2f} s = {len(out) / cpu:.1f}/s, decisions {hashlib.sha1(decisions).hexdigest()[:12]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    write = sub.add_parser("write", help="build and pickle the checkpoint and stream")
+    write.add_argument("--stories", type=int, default=50_000)
+    write.add_argument("--articles", type=int, default=5_000)
+    write.add_argument("--seed", type=int, default=7)
+    write.add_argument("stream", type=Path)
+    timed = sub.add_parser("time", help="time assign over a pickled stream with one checkout's code")
+    timed.add_argument("--code-root", type=Path, default=_HERE.parent)
+    timed.add_argument("stream", type=Path)
+    args = parser.parse_args(argv)
+    _write(args) if args.command == "write" else _time(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""The online clusterer's thresholds and weights (:class:`ClusterParams`), checked up front."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transforms.signatures import LSH_BANDS, LSH_ROWS, NUM_PERM
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterParams:
+    """Thresholds and weights of the online clusterer; the defaults are the tuned values.
+
+    Attributes:
+        join_threshold: Least score for an article to join an existing story.
+        copy_jaccard: Least estimated MinHash Jaccard for an article to be a copy.
+        copy_chain_jaccard: Least estimated Jaccard with the first article of a chain of copies
+            for a new copy to name that article rather than the one it matched (see
+            :meth:`LanguageClusterer.find_copy`).
+        entity_bonus: Weight of the IDF-weighted share of the article's entities that the
+            story has already seen.
+        year_conflict_penalty: Subtracted when the article names years and none of them is a
+            year the story names (and the story names some): same kind of event, other year.
+        date_conflict_penalty: Subtracted when the article's dateline year (the pseudo-term
+            ``date:<year>``) is not among the dateline years of the story's articles.
+        time_penalty_per_hour: Subtracted per hour since the story's last article.
+        active_window_hours: Stories idle longer than this are dropped; articles older than
+            this are no longer copy candidates.
+        centroid_min_weight: The newest article's weight in the centroid is
+            ``max(1 / originals, centroid_min_weight)``, ``originals`` counting the story's
+            members that are no copies (a copy leaves the centroid as it is): a plain mean for
+            small stories, an exponential moving average for large ones, so a story follows its
+            latest news.
+        centroid_terms: Most terms kept in a centroid.
+        max_candidates: Most stories scored in full per article.
+        idf_half_life_hours: Half-life of the document frequencies of the online IDF.
+        idf_prior_docs: Pseudo-documents of the IDF, so that early on every term weighs alike.
+        lsh_bands: MinHash LSH bands.
+        lsh_rows: MinHash LSH rows per band.
+        link_threshold: Least IDF-weighted cosine of the language-neutral profiles (names,
+            acronyms, numbers) of two stories of different languages for them to be linked.
+        link_embedding_threshold: Least cosine of the mean sentence embeddings of two stories of
+            different languages, each the other's best match, for them to be linked.
+        link_min_shared: Least number of shared language-neutral tokens for a link.
+        link_same_language_threshold: If set, stories of one language are also linked at this
+            cosine (a merge the online pass missed); off by default, it did not help on dev.
+        member_weight: Share of the score that comes from the article's mean cosine to the
+            story's latest members (the rest from the centroid cosine). A second-order check:
+            a centroid mixed by one stray article still looks close to both events, the
+            members of the right event do not (issue 4).
+        member_sample: Most recent original members compared in full per candidate story.
+        young_story_size: Stories with at most this many members are "young".
+        young_story_margin: Added to ``join_threshold`` for young stories: the 2nd and 3rd
+            article decide what a story is about, so they must clear a stricter bar.
+        member_terms: Terms kept per member (for the member check and the repair pass).
+        max_postings: Most term-index postings read per article to find candidate stories.
+        norm_tolerance: A story's cached IDF-weighted norms are recomputed when the IDF's
+            document count has moved by more than this share since they were computed (0:
+            recomputed for every article, as exact as before the cache).
+    """
+
+    join_threshold: float = 0.30
+    copy_jaccard: float = 0.5
+    copy_chain_jaccard: float = 0.6
+    entity_bonus: float = 0.10
+    year_conflict_penalty: float = 0.10
+    date_conflict_penalty: float = 0.30
+    time_penalty_per_hour: float = 0.002
+    active_window_hours: float = 48.0
+    centroid_min_weight: float = 0.1
+    centroid_terms: int = 100
+    max_candidates: int = 15
+    idf_half_life_hours: float = 24.0 * 7
+    idf_prior_docs: float = 10.0
+    lsh_bands: int = LSH_BANDS
+    lsh_rows: int = LSH_ROWS
+    link_threshold: float = 0.15
+    link_embedding_threshold: float = 0.5
+    link_min_shared: int = 2
+    link_same_language_threshold: float | None = None
+    member_weight: float = 0.0
+    member_sample: int = 16
+    young_story_size: int = 2
+    young_story_margin: float = 0.0
+    member_terms: int = 40
+    norm_tolerance: float = 0.02
+    max_postings: int = 3000
+
+    def __post_init__(self) -> None:
+        for name in ("join_threshold", "copy_jaccard", "copy_chain_jaccard", "centroid_min_weight", "link_threshold", "member_weight", "link_embedding_threshold"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
+        for name in ("norm_tolerance", "entity_bonus", "year_conflict_penalty", "date_conflict_penalty", "time_penalty_per_hour", "idf_prior_docs"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.active_window_hours <= 0 or self.idf_half_life_hours <= 0:
+            raise ValueError("active_window_hours and idf_half_life_hours must be > 0")
+        if min(self.centroid_terms, self.max_candidates, self.member_sample, self.member_terms, self.max_postings) < 1:
+            raise ValueError("centroid_terms, max_candidates, member_sample, member_terms, max_postings must be >= 1")
+        if self.lsh_bands < 1 or self.lsh_rows < 1 or self.lsh_bands * self.lsh_rows > NUM_PERM:
+            raise ValueError(f"lsh {self.lsh_bands}x{self.lsh_rows} does not fit {NUM_PERM} permutations")

@@ -1,0 +1,164 @@
+"""How well an article fits a candidate story: the score the join decision compares.
+
+``cosine(article, centroid) + entity_bonus × shared-entity share − year/date conflict penalties
+− time_penalty_per_hour × hours since the story's last article`` (plus, when ``member_weight`` is
+set, a share from the article's mean cosine to the story's latest members, and a margin for
+young stories). Everything the score reads arrives as an argument: the candidates' dots from the
+term index, the IDF, the stream time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+from transforms.clustering.idf import ENTITY_PREFIX
+from transforms.clustering.params import ClusterParams
+from transforms.clustering.story import Story, story_years
+from transforms.features import DATE_TERM_PREFIX
+
+Weights = Callable[[str], float]
+
+
+def weighted_vector(terms: Sequence[str], weights: Sequence[float], idf: Weights) -> dict[str, float]:
+    """Terms weighted by ``idf``, L2-normalised (empty if all weights are zero).
+
+    >>> weighted_vector(("x", "y"), (3.0, 4.0), lambda t: 1.0)
+    {'x': 0.6, 'y': 0.8}
+    """
+    raw = {t: w * idf(t) for t, w in zip(terms, weights, strict=True)}
+    norm = math.sqrt(sum(v * v for v in raw.values()))
+    return {t: v / norm for t, v in raw.items()} if norm > 0 else {}
+
+
+def least_joinable_cosine(params: ClusterParams) -> float:
+    """Least centroid cosine with which a story could still reach ``join_threshold``.
+
+    >>> least_joinable_cosine(ClusterParams(join_threshold=0.3, entity_bonus=0.1))
+    0.19999999999999998
+    """
+    if params.member_weight >= 1.0:
+        return 0.0
+    return (params.join_threshold - params.entity_bonus - params.member_weight) / (1.0 - params.member_weight)
+
+
+def story_norms(story: Story, idf: Weights, n_docs: float, tolerance: float) -> tuple[float, float]:
+    """IDF-weighted norms of a story's centroid and entity counts, cached on the story.
+
+    Recomputing them for every candidate of every article costs more than the rest of an
+    assignment; they are kept until the centroid changes or the IDF's document count
+    (``n_docs``) has moved by more than ``tolerance`` (relative), so they are at most that
+    stale. The cache is part of the checkpoint, so a resumed writer decides exactly as before.
+    """
+    cached = story.norms
+    if cached is not None and abs(n_docs - cached[2]) <= tolerance * cached[2]:
+        return cached[0], cached[1]
+    norm = math.sqrt(sum((w * idf(t)) ** 2 for t, w in story.centroid.items()))
+    entity_norm = math.sqrt(sum((c * idf(ENTITY_PREFIX + e)) ** 2 for e, c in story.entities.items()))
+    story.norms = (norm, entity_norm, n_docs)
+    return norm, entity_norm
+
+
+def member_mean(story: Story, vector: Mapping[str, float], idf: Weights, sample: int) -> float:
+    """Mean IDF-weighted cosine of the article to the story's latest ``sample`` original members."""
+    originals = [m for m in story.members if m.copy_of is None][-sample:]
+    if not originals:
+        return 0.0
+    total = 0.0
+    for member in originals:
+        dot = 0.0
+        norm = 0.0
+        for term, weight in zip(member.terms, member.weights, strict=True):
+            value = weight * idf(term)
+            norm += value * value
+            dot += value * vector.get(term, 0.0)
+        if norm > 0:
+            total += dot / math.sqrt(norm)
+    return total / len(originals)
+
+
+def shortlist(dots: Mapping[str, float], keep: int) -> list[str]:
+    """The ``keep`` stories of the highest dots, best first (ties by story id).
+
+    >>> shortlist({"b": 0.5, "a": 0.5, "c": 0.1}, 2)
+    ['a', 'b']
+    """
+    if len(dots) > keep:
+        cut = heapq.nlargest(keep, dots.values())[-1]
+        return sorted((s for s, v in dots.items() if v >= cut), key=lambda s: (-dots[s], s))[:keep]
+    return sorted(dots, key=lambda s: (-dots[s], s))
+
+
+def complete_dots(dots: dict[str, float], stories: Mapping[str, Story], candidates: Sequence[str],
+                  rest: Sequence[tuple[str, float]]) -> None:
+    """Add to ``dots`` of ``candidates`` the terms the postings search left unread (``rest``)."""
+    if not rest:
+        return
+    rest_weights = dict(rest)
+    for sid in candidates:
+        centroid = stories[sid].centroid
+        # Only the shared terms count (a C-level key intersection); fsum is exact, so
+        # the set's iteration order cannot change the result.
+        shared_terms = rest_weights.keys() & centroid.keys()
+        if shared_terms:
+            dots[sid] += math.fsum([rest_weights[t] * centroid[t] for t in shared_terms])
+
+
+def best_candidate(
+    candidates: Sequence[Story],
+    dots: Mapping[str, float],
+    terms: Sequence[str],
+    vector: Mapping[str, float],
+    entity_weights: Mapping[str, float],
+    idf: Weights,
+    n_docs: float,
+    now_ms: int,
+    params: ClusterParams,
+) -> tuple[Story, float]:
+    """Score each candidate story for an article and return the best (ties by story id).
+
+    Args:
+        candidates: The shortlisted stories (at least one).
+        dots: Story id → the article's IDF-weighted dot with the story's centroid.
+        terms: The article's terms (for its years and dateline years).
+        vector: The article's unit-length IDF-weighted term vector.
+        entity_weights: The article's entity words → their IDF.
+        idf: Term weights.
+        n_docs: The IDF's document count (for the stories' cached norms).
+        now_ms: Stream time of the article.
+        params: Weights and penalties.
+
+    Returns:
+        ``(story, score)``.
+    """
+    all_years = set(story_years(terms))
+    article_dates = {y for y in all_years if y.startswith(DATE_TERM_PREFIX)}
+    article_years = all_years - article_dates
+    entity_norm = math.sqrt(sum(w * w for w in entity_weights.values()))
+    scored: list[tuple[float, str]] = []
+    by_id: dict[str, Story] = {}
+    for story in candidates:
+        sid = story.story_id
+        by_id[sid] = story
+        norm, story_norm = story_norms(story, idf, n_docs, params.norm_tolerance)
+        cosine = dots[sid] / norm if norm > 0 else 0.0
+        score = cosine
+        if entity_norm > 0 and story_norm > 0:
+            shared = sum(w * story.entities.get(e, 0.0) * w for e, w in entity_weights.items())
+            score += params.entity_bonus * shared / (entity_norm * story_norm)
+        story_dates = {y for y in story.years if y.startswith(DATE_TERM_PREFIX)}
+        story_years_ = set(story.years) - story_dates
+        if article_years and story_years_ and not article_years & story_years_:
+            score -= params.year_conflict_penalty
+        if article_dates and story_dates and not article_dates & story_dates:
+            score -= params.date_conflict_penalty
+        hours = max(0, now_ms - story.last_seen_ms) / 3_600_000
+        score -= params.time_penalty_per_hour * hours
+        if params.member_weight > 0:
+            score += params.member_weight * (member_mean(story, vector, idf, params.member_sample) - cosine)
+        if story.size <= params.young_story_size:
+            score -= params.young_story_margin
+        scored.append((score, sid))
+    score, sid = min(scored, key=lambda x: (-x[0], x[1]))
+    return by_id[sid], score

@@ -1,0 +1,222 @@
+"""The story and member records, and how a story's centroid follows its members.
+
+A story's centroid is the mean of its original members' term weights (a copy counts for
+coverage only). Three paths change it and must agree: the running mean as articles join
+(:func:`add_original`), a new version of a member swapping its share (:func:`replace_version`),
+and the plain mean recomputed from the member rows by a merge or split (:func:`rebuild_story`).
+They live here together; the indexes that point at a story are the clusterer's business.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from transforms.features import DATE_TERM_PREFIX, ArticleFeatures
+
+ENTITY_LIMIT = 20
+_YEAR_RE = re.compile(r"^(1[89]\d\d|20\d\d)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """The clusterer's decision for one article.
+
+    ``is_new_version`` marks a new version of an article the clusterer already holds: it stays
+    the same member of the same story (``story_id``, ``copy_of`` as before) with its features
+    replaced, and ``score`` is the estimated Jaccard of the new text with the previous one (0.0
+    when the previous signature has left the copy window).
+    """
+
+    article_id: str
+    story_id: str
+    copy_of: str | None
+    is_new_story: bool
+    score: float
+    is_new_version: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """What a story keeps of each of its articles: enough to re-score, split and merge it."""
+
+    article_id: str
+    seen_ms: int
+    publisher_id: str | None
+    copy_of: str | None
+    terms: tuple[str, ...]
+    weights: tuple[float, ...]
+    entities: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class Story:
+    """An active story: its centroid, entity counts and years, and its members.
+
+    ``norms`` caches the IDF-weighted norms of the centroid and of the entity counts, and the
+    IDF's document count they were computed at (see :func:`transforms.clustering.scoring.story_norms`);
+    None until the story is next scored (computed then, lazily, so a resumed writer computes them
+    at the same point).
+    """
+
+    story_id: str
+    first_article_id: str
+    first_seen_ms: int
+    last_seen_ms: int
+    size: int
+    centroid: dict[str, float]
+    entities: dict[str, float]
+    years: list[str]
+    members: list[Member] = field(default_factory=list)
+    repaired_ms: int | None = None
+    norms: tuple[float, float, float] | None = None
+
+
+def story_years(terms: Iterable[str]) -> list[str]:
+    """Years named in the text, and dateline years as ``date:<year>``.
+
+    >>> story_years(["2024", "bridge", "date:2023", "1066"])
+    ['2024', 'date:2023']
+    """
+    return sorted({t for t in terms if _YEAR_RE.match(t) or t.startswith(DATE_TERM_PREFIX)})
+
+
+def entity_words(entities: Sequence[str], limit: int = ENTITY_LIMIT) -> list[str]:
+    """Distinct words of the article's leading entities: "tara reid" and "reid" meet on "reid".
+
+    >>> entity_words(["tara reid", "reid", "a b"])
+    ['tara', 'reid']
+    """
+    out: dict[str, None] = {}
+    for name in entities[:limit]:
+        for word in name.split():
+            if len(word) > 1:
+                out[word] = None
+    return list(out)
+
+
+def make_member(features: ArticleFeatures, now_ms: int, copy_of: str | None, member_terms: int) -> Member:
+    """The member row a story keeps of an article (its leading ``member_terms`` terms)."""
+    return Member(
+        article_id=features.article_id,
+        seen_ms=now_ms,
+        publisher_id=features.publisher_id,
+        copy_of=copy_of,
+        terms=features.terms[:member_terms],
+        weights=features.term_weights[:member_terms],
+        entities=tuple(entity_words(features.entities)),
+    )
+
+
+def _top(weights: Iterable[tuple[str, float]], limit: int) -> dict[str, float]:
+    """The ``limit`` heaviest terms, ties by term."""
+    return dict(sorted(weights, key=lambda kv: (-kv[1], kv[0]))[:limit])
+
+
+def start_story(story_id: str, features: ArticleFeatures, member: Member, now_ms: int) -> Story:
+    """A story of one article."""
+    return Story(
+        story_id=story_id,
+        first_article_id=features.article_id,
+        first_seen_ms=now_ms,
+        last_seen_ms=now_ms,
+        size=1,
+        centroid=dict(zip(features.terms, features.term_weights, strict=True)),
+        entities={e: 1.0 for e in entity_words(features.entities)},
+        years=story_years(features.terms),
+        members=[member],
+    )
+
+
+def add_copy(story: Story, member: Member, now_ms: int) -> None:
+    """A copy joins: it counts for coverage and leaves the centroid as it is."""
+    story.last_seen_ms = max(story.last_seen_ms, now_ms)
+    story.size += 1
+    story.members.append(member)
+
+
+def add_original(story: Story, features: ArticleFeatures, member: Member, now_ms: int,
+                 centroid_min_weight: float, centroid_terms: int) -> None:
+    """An original article joins: the running mean over the original members (copies count for
+    coverage only), as :func:`rebuild_story` recomputes it from them, with the newest article
+    weighing at least ``centroid_min_weight``."""
+    story.size += 1
+    originals = 1 + sum(1 for m in story.members if m.copy_of is None)
+    alpha = max(1.0 / originals, centroid_min_weight)
+    merged = {t: (1.0 - alpha) * w for t, w in story.centroid.items()}
+    for term, weight in zip(features.terms, features.term_weights, strict=True):
+        merged[term] = merged.get(term, 0.0) + alpha * weight
+    story.centroid = _top(merged.items(), centroid_terms)
+    story.norms = None
+    for word in entity_words(features.entities):
+        story.entities[word] = story.entities.get(word, 0.0) + 1.0
+    story.years = sorted(set(story.years) | set(story_years(features.terms)))
+    story.last_seen_ms = max(story.last_seen_ms, now_ms)
+    story.members.append(member)
+
+
+def replace_version(story: Story, index: int, new: Member, features: ArticleFeatures, centroid_terms: int) -> Member:
+    """Put ``new`` (a member's next version, with ``features``) in place of member ``index``.
+
+    An original member's share of the centroid (``1 / originals``, its weight in the plain mean
+    :func:`rebuild_story` recomputes) moves from its old terms to its new ones, and its entities
+    and years are swapped; a copy never weighed in the centroid.
+
+    Returns:
+        The replaced member.
+    """
+    old = story.members[index]
+    story.members[index] = new
+    if old.copy_of is not None:
+        return old
+    originals = [m for m in story.members if m.copy_of is None]
+    if len(originals) == 1:
+        centroid = dict(zip(features.terms, features.term_weights, strict=True))
+    else:
+        share = 1.0 / len(originals)
+        centroid = dict(story.centroid)
+        for term, weight in zip(old.terms, old.weights, strict=True):
+            centroid[term] = centroid.get(term, 0.0) - share * weight
+        for term, weight in zip(features.terms, features.term_weights, strict=True):
+            centroid[term] = centroid.get(term, 0.0) + share * weight
+    story.centroid = _top(((t, w) for t, w in centroid.items() if w > 1e-12), centroid_terms)
+    story.norms = None
+    for word in old.entities:
+        count = story.entities.get(word, 0.0) - 1.0
+        if count > 0:
+            story.entities[word] = count
+        else:
+            story.entities.pop(word, None)
+    for word in new.entities:
+        story.entities[word] = story.entities.get(word, 0.0) + 1.0
+    others = set(story_years(t for m in originals if m is not new for t in m.terms))
+    gone = set(story_years(old.terms)) - others
+    story.years = sorted((set(story.years) - gone) | set(story_years(features.terms)))
+    return old
+
+
+def rebuild_story(story: Story, members: Sequence[Member], now_ms: int, centroid_terms: int) -> None:
+    """Recompute a story from its member rows (a merge or split): centroid (the plain mean of the
+    originals), entities, years, counters; marks it repaired at ``now_ms``."""
+    members = sorted(members, key=lambda m: (m.seen_ms, m.article_id))
+    originals = [m for m in members if m.copy_of is None] or members
+    summed: dict[str, float] = defaultdict(float)
+    for member in originals:
+        for term, weight in zip(member.terms, member.weights, strict=True):
+            summed[term] += weight / len(originals)
+    story.centroid = _top(summed.items(), centroid_terms)
+    story.norms = None
+    entities: dict[str, float] = defaultdict(float)
+    for member in originals:
+        for word in member.entities:
+            entities[word] += 1.0
+    story.entities = dict(entities)
+    story.years = story_years(t for m in originals for t in m.terms)
+    story.members = members
+    story.size = len(members)
+    story.first_seen_ms = members[0].seen_ms
+    story.last_seen_ms = max(m.seen_ms for m in members)
+    story.first_article_id = members[0].article_id
+    story.repaired_ms = now_ms
