@@ -15,6 +15,7 @@ from serving.clicks import BufferedClickLog, ClickLog
 from serving.deps import InFlightLimit
 from serving.errors import install_error_handlers
 from serving.feed import PoolCache
+from serving.head import HeadAsGetMiddleware
 from serving.profiles import ProfileStore, open_profile_store
 from serving.routes import api_router
 from serving.routes.reader import STATIC_DIR
@@ -108,4 +109,5 @@ def create_app(
     install_error_handlers(app)
     app.include_router(api_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.add_middleware(HeadAsGetMiddleware)  # HEAD on every GET route (RFC 9110 section 9.3.2)
     return app
