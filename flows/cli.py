@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import shutil
 import signal
 import socket
@@ -14,6 +13,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from flows import lifeline
 
 DEFAULT_CORPORA = ("clustering/ecbplus-dev.jsonl", "clustering/mmds-dev.jsonl")
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -42,13 +43,14 @@ class ReplayProcess:
     """The replay publisher site, run as a child process on loopback."""
 
     def __init__(self, corpora: list[Path], start: datetime, seed: int, limit: int | None) -> None:
-        cmd = [sys.executable, "-m", "replay", "--port", "0", "--seed", str(seed),
-               "--start", start.strftime("%Y-%m-%dT%H:%M:%SZ")]
+        args = ["--port", "0", "--seed", str(seed), "--start", start.strftime("%Y-%m-%dT%H:%M:%SZ")]
         for corpus in corpora:
-            cmd += ["--corpus", str(corpus)]
+            args += ["--corpus", str(corpus)]
         if limit:
-            cmd += ["--limit", str(limit)]
-        self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
+            args += ["--limit", str(limit)]
+        # Tied to this process (flows.lifeline): it goes even if the demo is killed with SIGKILL.
+        self.process = subprocess.Popen(lifeline.command("replay", *args), stdout=subprocess.PIPE, text=True,
+                                        start_new_session=True)
         assert self.process.stdout is not None
         line = self.process.stdout.readline().strip()
         if "control=" not in line:
@@ -97,32 +99,45 @@ def _interrupt(signum: int, frame: object) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     if not args.no_serve and not _port_free(args.host, args.port):
         raise SystemExit(f"{args.host}:{args.port} is in use: stop what holds it, or pass --port")
-    # A SIGTERM (a supervisor, `timeout`, `kill`) stops the demo like Ctrl-C: its children go too.
-    signal.signal(signal.SIGTERM, _interrupt)
-    _quiet_prefect_defaults()
-    os.environ["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"  # the replay site is on loopback
-    store_dir = Path(args.store).resolve()
-    if store_dir.exists() and not args.keep:
-        shutil.rmtree(store_dir)
-    os.environ["NEWSROOM_WAREHOUSE_ROOT"] = str(store_dir)
-
-    from flows.cycle import pipeline_cycle
-    from tasks.registry import import_publishers
-    from tasks.replay_control import download_publishers_csv, set_replay_clock
-    from tasks.storage import configured_store, reset_configured_store
-
-    reset_configured_store()
     corpus_dir = Path(args.corpus_dir) if args.corpus_dir else default_corpus_dir()
     corpora = [Path(c) for c in args.corpus] if args.corpus else [corpus_dir / c for c in DEFAULT_CORPORA]
     for corpus in corpora:
         if not corpus.exists():
             raise SystemExit(f"corpus not found: {corpus} (set NEWSROOM_CORPUS_DIR or pass --corpus)")
+    store_dir = Path(args.store).resolve()
+    if store_dir.exists() and not args.keep:
+        shutil.rmtree(store_dir)
     step = timedelta(minutes=args.step_minutes)
     end = datetime.now(UTC).replace(second=0, microsecond=0)
     start = end - step * args.cycles
+    if not args.no_serve:
+        from flows.demo import LiveDemoPlan, run_live_demo
+
+        return run_live_demo(LiveDemoPlan(
+            corpora=corpora, store_dir=store_dir, start=start, cycles=args.cycles, step_minutes=args.step_minutes,
+            seed=args.seed, limit=args.limit, host=args.host, port=args.port, prefect_ui=args.prefect_ui))
+    return _batch_demo(args, corpora, store_dir, start, step)
+
+
+def _batch_demo(args: argparse.Namespace, corpora: list[Path], store_dir: Path, start: datetime,
+                step: timedelta) -> int:
+    """``newsroom demo --no-serve``: every cycle in this process, one plain line each, then exit (tests
+    and benchmarks)."""
+    # A SIGTERM (a supervisor, `timeout`, `kill`) stops the demo like Ctrl-C: its children go too.
+    signal.signal(signal.SIGTERM, _interrupt)
+    _quiet_prefect_defaults()
+    os.environ["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"  # the replay site is on loopback
+    os.environ["NEWSROOM_WAREHOUSE_ROOT"] = str(store_dir)
+
+    from flows.cycle import pipeline_cycle
+    from flows.demo_pipeline import cycle_counts
+    from tasks.registry import import_publishers
+    from tasks.replay_control import download_publishers_csv, set_replay_clock
+    from tasks.storage import configured_store, reset_configured_store
+
+    reset_configured_store()
     _say(f"[1/4] starting the replay publisher site ({', '.join(c.name for c in corpora)}) ...")
     replay = ReplayProcess(corpora, start, args.seed, args.limit)
-    api: subprocess.Popen[bytes] | None = None
     try:
         _say(f"      {replay.banner}")
         csv_path = store_dir.parent / "replay-publishers.csv"
@@ -136,40 +151,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
             now = start + step * i
             set_replay_clock(replay.control_url, now)
             summary = pipeline_cycle(now=now.isoformat())
-            ingest, rank = summary["ingest"], summary["rank"]
-            clustered = sum(s.get("articles", 0) for s in summary["cluster"])
-            repaired = sum(s.get("merge", 0) + s.get("split", 0) for s in summary["repair"])
-            _say(f"      cycle {i:>2}/{args.cycles} {now:%H:%M}Z  polled={ingest['feeds_polled']} "
-                 f"new_articles={ingest['new_articles']} clustered={clustered} repaired={repaired} "
-                 f"pages={rank['pages']} published={len(rank['published'])} stories={rank['stories']}")
+            counts = cycle_counts(summary)
+            _say(f"      cycle {i:>2}/{args.cycles} {now:%H:%M}Z  " + " ".join(f"{k}={v}" for k, v in counts.items()))
         if not summary or summary["rank"]["pages"] == 0:
             _say("no page was published")
             return 1
-        if args.no_serve:
-            _say(f"[4/4] pages written under {store_dir}/pages")
-            return 0
-        # Readers' sessions and click tokens are signed; the demo makes a key for this run.
-        os.environ.setdefault("NEWSROOM_SERVING_HMAC_KEY", secrets.token_urlsafe(32))
-        os.environ.setdefault("NEWSROOM_SERVING_PROFILES_PATH", str(store_dir.parent / "profiles.sqlite3"))
-        api = serve_api(args.host, args.port)
-        base = f"http://{args.host}:{args.port}"
-        _say(f"[4/4] serving\n      reader page: {base}/\n      edition API: {base}/v1/editions\n"
-             f"      e.g.         {base}/v1/editions/en-US/top\n"
-             "      the profiles flow folds readers' clicks every minute (Ctrl-C to stop)")
-        from flows.profiles import fold_profiles
-
-        next_fold = time.monotonic() + 60
-        while api.poll() is None:
-            time.sleep(0.5)
-            if time.monotonic() >= next_fold:
-                fold_profiles()
-                next_fold = time.monotonic() + 60
-        return api.returncode or 0
+        _say(f"[4/4] pages written under {store_dir}/pages")
+        return 0
     except KeyboardInterrupt:
         return 0
     finally:
-        if api is not None:
-            _stop_group(api)
         replay.stop()
 
 
@@ -484,7 +475,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="newsroom", description="A news aggregator as a micro-batch pipeline.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="replay publishers -> flows -> pages -> API and reader page")
+    demo = sub.add_parser("demo", help="replay publishers -> flows -> pages -> API and reader page, served "
+                                       "from the first published cycle on")
     demo.add_argument("--cycles", type=int, default=18, help="pipeline cycles to run (default 18)")
     demo.add_argument("--step-minutes", type=int, default=20, help="simulated minutes between cycles")
     demo.add_argument("--corpus", action="append", help="a JSONL corpus (repeatable; default: the dev corpora)")
@@ -495,7 +487,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--keep", action="store_true", help="keep the store from an earlier demo")
     demo.add_argument("--host", default="127.0.0.1")
     demo.add_argument("--port", type=int, default=8000)
-    demo.add_argument("--no-serve", action="store_true", help="stop after publishing")
+    demo.add_argument("--no-serve", action="store_true",
+                      help="run every cycle in this process, then stop without serving (tests, benchmarks)")
+    demo.add_argument("--no-prefect-ui", dest="prefect_ui", action="store_false",
+                      help="run the temporary Prefect server without its UI (a few background services fewer)")
     demo.set_defaults(func=cmd_demo)
 
     ce = sub.add_parser("cluster-eval", help="run dedup + clustering over a JSONL file of articles")
