@@ -275,8 +275,10 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 def cmd_cluster_eval(args: argparse.Namespace) -> int:
     from tasks.cluster_eval import run_cluster_eval
+    from tasks.progress import terminal_progress
 
-    count = run_cluster_eval(Path(args.input), Path(args.output))
+    with terminal_progress() as progress:
+        count = run_cluster_eval(Path(args.input), Path(args.output), progress=progress)
     _say(f"clustered {count} articles -> {args.output}")
     return 0
 
@@ -291,8 +293,10 @@ def cmd_classify_sections(args: argparse.Namespace) -> int:
 
 def cmd_extract(args: argparse.Namespace) -> int:
     from tasks.extract_pages import extract_directory
+    from tasks.progress import terminal_progress
 
-    count = extract_directory(Path(args.input_dir), Path(args.output))
+    with terminal_progress() as progress:
+        count = extract_directory(Path(args.input_dir), Path(args.output), progress=progress)
     _say(f"extracted {count} pages -> {args.output}")
     return 0
 
@@ -305,10 +309,12 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from tasks.progress import terminal_progress
     from tasks.sql import export_tables
     from tasks.storage import configured_store
 
-    counts = export_tables(configured_store(), args.date, Path(args.output))
+    with terminal_progress() as progress:
+        counts = export_tables(configured_store(), args.date, Path(args.output), progress=progress)
     _say(" ".join(f"{name}={rows}" for name, rows in counts.items()) + f" -> {args.output}")
     return 0
 
@@ -407,12 +413,15 @@ def cmd_rank(args: argparse.Namespace) -> int:
     if not args.as_of:
         return cmd_flow(args)
     from tasks.clock import resolve_now
+    from tasks.progress import terminal_progress
     from tasks.rank import rebuild_as_of
     from tasks.settings import get_rank_settings
     from tasks.storage import configured_store
 
     output = Path(args.output) if args.output else None
-    report = rebuild_as_of(configured_store(), resolve_now(args.as_of), get_rank_settings(), output)
+    with terminal_progress() as progress:
+        report = rebuild_as_of(configured_store(), resolve_now(args.as_of), get_rank_settings(), output,
+                               progress=progress)
     for row in report:
         _say(f"{row['key']} as_of={row['as_of']} version={row['version']} "
              f"{'identical' if row['identical'] else 'DIFFERENT'} sha256={row['sha256'][:16]}")

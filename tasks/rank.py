@@ -32,6 +32,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.crashpoints import crash_point
+from tasks.progress import NO_PROGRESS, Progress, counted
 from tasks.settings import RankSettings
 from transforms.clustering import ClusterParams, link_story_profiles, neutral_tokens
 from transforms.diversity import DiversityRule
@@ -541,14 +542,15 @@ def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> di
 
 
 def rebuild_as_of(store: ObjectStore, at: datetime, settings: RankSettings,
-                  output_dir: Path | None = None) -> list[dict[str, Any]]:
+                  output_dir: Path | None = None, progress: Progress = NO_PROGRESS) -> list[dict[str, Any]]:
     """Rebuild every page (and story snapshot) version that was live at ``at`` from the logs, and
     compare the bytes.
 
     For each page, the version live at ``at`` is the newest published one (never an orphan: see
     :class:`PageHistory`) with ``as_of <= at``, or a later rollback's target; it is recomputed
     at its own ``as_of`` with its own version number. Nothing in the store is written; with
-    ``output_dir`` the rebuilt bytes go there under the same keys.
+    ``output_dir`` the rebuilt bytes go there under the same keys. ``progress`` counts the cycles
+    recomputed (one per distinct ``as_of``).
     """
     history = PageHistory(store)
     targets: dict[datetime, list[tuple[tuple[str, str] | None, int, str]]] = defaultdict(list)
@@ -562,7 +564,8 @@ def rebuild_as_of(store: ObjectStore, at: datetime, settings: RankSettings,
             as_of = payload["as_of"]
             targets[datetime.fromisoformat(as_of.replace("Z", "+00:00"))].append((page, found[0], found[1]))
     report = []
-    for when, pages in sorted(targets.items()):
+    advance = progress.stage("recomputing cycles", len(targets))
+    for when, pages in counted(sorted(targets.items()), advance):
         output = compute_pages(store, when, settings, history)
         for page, version, key in pages:
             rebuilt = output.stories if page is None else output.pages.get(page)
