@@ -368,7 +368,6 @@ def _run(plan: LiveDemoPlan, display: Display, supervisor: Supervisor,
 
     display.activity("starting the replay site, the Prefect server and the API")
     control_url, publishers = _await_replay(replay, supervisor, display)
-    display.step("replay publishers", f"{publishers} publishers on 127.0.1.x; clock and control at {control_url}")
 
     events_read, events_write = os.pipe()
     os.set_blocking(events_read, False)
@@ -380,6 +379,7 @@ def _run(plan: LiveDemoPlan, display: Display, supervisor: Supervisor,
         "--cycles", str(plan.cycles), "--csv", str(plan.store_dir.parent / "replay-publishers.csv"),
     ], pipeline_env, pass_fds=(events_write,))
     os.close(events_write)
+    display.step("replay publishers", f"{publishers} publishers on 127.0.1.x; clock and control at {control_url}")
     events = _Events(events_read)
     selector = selectors.DefaultSelector()
     selector.register(events_read, selectors.EVENT_READ)

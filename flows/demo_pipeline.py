@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     from tasks.replay_control import download_publishers_csv, set_replay_clock
     from tasks.storage import configured_store
 
-    registry = import_publishers(configured_store(), download_publishers_csv(args.control_url, Path(args.csv)))
+    registry = import_publishers(configured_store(), download_publishers_csv(args.control_url, Path(args.csv))).registry
     events.emit("registered", publishers=len(registry.publishers), feeds=len(registry.feeds))
 
     # The heavy imports and the sentence-embedding model load while the Prefect server starts.
