@@ -61,7 +61,7 @@ from transforms.websub import PUSH_MIN_INTERVAL_SECONDS, is_lease_live, is_push_
 from warehouse import layout
 from warehouse.damage import collect_damage, describe_error, record_damage
 from warehouse.errors import ObjectNotFoundError, PreconditionFailedError
-from warehouse.schemas import ARTICLES_SCHEMA, FEED_STATE_SCHEMA, SNIPPET_MAX_CHARS
+from warehouse.schemas import ARTICLES_SCHEMA, FEED_STATE_SCHEMA, FETCHES_SCHEMA, SNIPPET_MAX_CHARS
 from warehouse.store import ObjectStore
 from warehouse.tables import content_segment_id, read_table, rows_to_table, write_segment, write_table
 
@@ -115,6 +115,8 @@ class FeedReport:
     is_parked: bool = False
     hub_url: str | None = None
     topic_url: str | None = None
+    sent_validators: bool = False
+    """The poll sent If-None-Match or If-Modified-Since (a conditional GET, RFC 9110 section 13)."""
 
 
 @dataclass(slots=True)
@@ -594,7 +596,8 @@ def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now:
     # A 304 (or an error) says nothing new of rel=hub or rel=self: the ones last read stand.
     report = FeedReport(job.feed_id, job.url, status, len(new), error_kind, error, decision.next_poll_at, elapsed,
                         decision.interval_seconds, decision.reason, warning_kind, warning, decision.is_parked,
-                        hub_url=state.get("hub_url"), topic_url=state.get("topic_url") or job.url)
+                        hub_url=state.get("hub_url"), topic_url=state.get("topic_url") or job.url,
+                        sent_validators=bool(headers))
     return state, new, report
 
 
@@ -833,6 +836,7 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
     state_rows = [states[k] for k in sorted(states)]
     table = rows_to_table(state_rows, FEED_STATE_SCHEMA)
     write_table(store, layout.FEED_STATE_KEY, table, FEED_STATE_SCHEMA, if_match=etag, if_none_match=etag is None)
+    record_fetches(store, shards, now)
     pushed = delete_push_markers(store, [k for s in shards for k in s.push_keys])
     robots_fetched = {origin: entry for s in shards for origin, entry in s.robots.items()}
     save_robots_cache(store, robots_fetched, now)
@@ -877,6 +881,51 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
             for r in sorted(reports, key=lambda r: r.feed_id) if r.error_kind or r.warning_kind
         ],
     }
+
+
+def _fetch_id(now: datetime, kind: str, url: str, feed_id: str) -> str:
+    return hashlib.blake2b(f"{now.isoformat()}|{kind}|{feed_id}|{url}".encode(), digest_size=12).hexdigest()
+
+
+def fetch_rows(shards: list[ShardResult], now: datetime, publisher_of: Mapping[str, str]) -> list[dict[str, Any]]:
+    """One ``FETCHES_SCHEMA`` row per feed poll and per article page of a run (successes and failures).
+
+    ``publisher_of`` maps feed ids to publishers. A page that was never requested (no link, robots.txt
+    said no, the host was backing off) is recorded with its error kind and no status.
+    """
+    rows: list[dict[str, Any]] = []
+    for shard in shards:
+        for r in shard.reports:
+            rows.append({"fetch_id": _fetch_id(now, "feed", r.url, r.feed_id), "fetched_at": now, "kind": "feed",
+                         "feed_id": r.feed_id, "publisher_id": publisher_of.get(r.feed_id), "host": host_of_url(r.url),
+                         "url": r.url, "status": r.status, "is_conditional": r.sent_validators,
+                         "error_kind": r.error_kind, "elapsed_ms": r.elapsed_ms, "interval_seconds": r.interval_seconds,
+                         "poll_reason": r.poll_reason})
+        pages = [(row["url"], row["feed_id"], None, 200) for row in shard.articles]
+        pages += [(e.get("url") or "", e["feed_id"], e["error_kind"], e.get("status")) for e in shard.page_errors]
+        for url, feed_id, error_kind, status in pages:
+            rows.append({"fetch_id": _fetch_id(now, "page", url, feed_id), "fetched_at": now, "kind": "page",
+                         "feed_id": feed_id, "publisher_id": publisher_of.get(feed_id),
+                         "host": host_of_url(url) if url else None, "url": url, "status": status,
+                         "is_conditional": False, "error_kind": error_kind, "elapsed_ms": None,
+                         "interval_seconds": None, "poll_reason": None})
+    return sorted(rows, key=lambda r: (r["kind"], r["feed_id"], r["url"], r["fetch_id"]))
+
+
+def record_fetches(store: ObjectStore, shards: list[ShardResult], now: datetime) -> int:
+    """Append the run's fetches to ``log/fetches/`` (one content-keyed segment); returns the rows written.
+
+    Metrics for the dashboards, written after the feed states: a crash before it loses one run's
+    metrics, never an article; a rerun at the same instant writes the same ``fetch_id`` again,
+    which the ``fetches`` view counts once.
+    """
+    publisher_of = {f["feed_id"]: f["publisher_id"] for f in load_registry(store).feeds}
+    rows = fetch_rows(shards, now, publisher_of)
+    if not rows:
+        return 0
+    table = rows_to_table(rows, FETCHES_SCHEMA)
+    write_segment(store, layout.fetch_segment_key(now, content_segment_id(table)), table, FETCHES_SCHEMA)
+    return len(rows)
 
 
 def discovery_lag_by_tier(store: ObjectStore, rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

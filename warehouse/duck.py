@@ -20,6 +20,8 @@ from warehouse.schemas import (
     CLICKS_SCHEMA,
     FEED_STATE_SCHEMA,
     FEEDS_SCHEMA,
+    FETCHES_SCHEMA,
+    LISTINGS_SCHEMA,
     PAGES_SCHEMA,
     PUBLISHERS_SCHEMA,
     STORY_CHANGES_SCHEMA,
@@ -29,7 +31,8 @@ from warehouse.tables import list_segments, read_segments, read_table
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 """The SQL files ship inside the package (package data), next to this module."""
-TABLE_VIEWS = ("articles", "stories", "story_changes", "feeds", "publishers", "pages", "clicks", "article_links")
+TABLE_VIEWS = ("articles", "stories", "story_changes", "feeds", "publishers", "pages", "clicks", "article_links",
+               "fetches", "listings")
 EXAMPLE_QUERIES = ("first_reporter", "originality_rate", "syndication_chains", "story_lineage",
                    "coverage_by_region")
 """Documented analyst queries in ``warehouse/sql/examples`` (docs/queries.md), each tested."""
@@ -139,6 +142,8 @@ def read_raw_tables(store: ObjectStore) -> dict[str, pa.Table]:
         "feed_state": feed_state,
         "clicks_log": log_table(layout.CLICKS_PREFIX, CLICKS_SCHEMA),
         "article_links_log": log_table("log/article_links/", ARTICLE_LINKS_SCHEMA),
+        "fetches_log": log_table(layout.FETCHES_PREFIX, FETCHES_SCHEMA),
+        "listings_log": log_table(layout.LISTINGS_PREFIX, LISTINGS_SCHEMA),
         "pages_raw": _pages_table(store),
     }
 
