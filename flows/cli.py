@@ -428,6 +428,26 @@ def cmd_rank(args: argparse.Namespace) -> int:
     return 0 if report and all(r["identical"] for r in report) else 1
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    """``newsroom explain STORY_ID [--edition E]``: the score parts, the representative's choice and
+    the story's lineage (issue 18)."""
+    import json
+
+    from tasks.explain import StoryNotListedError, explain_story, render_explanation
+    from tasks.settings import get_rank_settings
+    from tasks.storage import configured_store
+
+    try:
+        explanation = explain_story(configured_store(), args.story_id, args.edition, get_rank_settings())
+    except StoryNotListedError as e:
+        raise SystemExit(f"newsroom explain: {e}") from e
+    if args.json:
+        sys.stdout.write(json.dumps(explanation, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write(render_explanation(explanation))
+    return 0
+
+
 def cmd_pages_rollback(args: argparse.Namespace) -> int:
     """``newsroom pages rollback EDITION SECTION VERSION``."""
     from tasks.clock import resolve_now
@@ -548,6 +568,12 @@ def build_parser() -> argparse.ArgumentParser:
                            help="rebuild the pages live at this past instant from the logs; writes nothing to the store")
             p.add_argument("--output", default=None, help="with --as-of: a folder for the rebuilt page files")
             p.set_defaults(func=cmd_rank)
+
+    explain = sub.add_parser("explain", help="why a story is where it is: score parts, representative, lineage")
+    explain.add_argument("story_id")
+    explain.add_argument("--edition", default=None, help="the edition to explain it on (default: its first top page)")
+    explain.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    explain.set_defaults(func=cmd_explain)
 
     pages = sub.add_parser("pages", help="page pointers: roll a page back to an earlier version")
     pages_sub = pages.add_subparsers(dest="pages_action", required=True)

@@ -15,10 +15,11 @@ from typing import Any
 
 from transforms.diversity import DiversityRule, diversify, stabilize_order
 from transforms.representative import (
+    RepresentativeChoice,
     RepresentativeWeights,
     centroid,
-    choose_edition_representative,
     cosine,
+    explain_edition_representative,
     has_title,
     supporting_links,
     term_vector,
@@ -310,6 +311,7 @@ def build_ranked_pages(
     previous: Mapping[tuple[str, str], list[str]],
     impressions: Mapping[str, Mapping[str, float]],
     regions: Mapping[str, str],
+    choices: dict[tuple[str, str], RepresentativeChoice] | None = None,
 ) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, set[str]], dict[str, list[Mapping[str, Any]]]]:
     """Pages (and each edition's pool) from ``rank_editions`` rows.
 
@@ -321,6 +323,8 @@ def build_ranked_pages(
         previous: Story ids of each page's previous version, in order (stability).
         impressions: Per edition, representative impressions per publisher so far today.
         regions: Region per edition.
+        choices: When given, filled with how each (edition, story id)'s representative was chosen
+            (``newsroom explain``); each page card carries its compact summary either way.
 
     Returns:
         Pages keyed by (edition, section), the editions listing each story, members per story.
@@ -351,6 +355,7 @@ def build_ranked_pages(
     pool_cards: dict[str, dict[str, Any]] = {}
     for edition in sorted({e for e, _ in rows_by_page}):
         chosen_rep: dict[str, Mapping[str, Any]] = {}
+        chosen_why: dict[str, RepresentativeChoice] = {}
         counts = dict(impressions.get(edition, {}))
         page_ids: dict[str, list[str]] = {}
         page_sections = sorted((s for e, s in rows_by_page if e == edition), key=lambda s: (s != TOP_SECTION, s))
@@ -377,11 +382,15 @@ def build_ranked_pages(
                     continue
                 ms = by_story[sid]
                 shares = Counter(m["region"] for m in ms if not m["is_copy"])
-                rep = choose_edition_representative(
+                why = explain_edition_representative(
                     sid, ms, story_centroid(sid), edition=edition, region=regions[edition],
                     is_local_story=shares[regions[edition]] * 2 > sum(shares.values()), now=now,
                     impressions=counts, weights=rules.representative)
+                rep = why.chosen
                 chosen_rep[sid] = rep
+                chosen_why[sid] = why
+                if choices is not None:
+                    choices[(edition, sid)] = why
                 if section == TOP_SECTION:
                     counts[rep["publisher_id"]] = (counts.get(rep["publisher_id"], 0.0)
                                                    + rules.representative.impression_minutes)
@@ -401,6 +410,7 @@ def build_ranked_pages(
                     "sources": [_source(m) for m in [rep, *support][:PAGE_SOURCES]],
                     "rank": rank, "score": round(float(r["score"]), 4), "score_parts": _parts(r),
                     "is_breaking": bool(r["is_breaking"]), "breaking_since": iso(r["breaking_since"]),
+                    "representative_choice": chosen_why[sid].summary(),
                 })
                 stories.append(card)
                 listed[sid].add(edition)

@@ -222,6 +222,10 @@ def test_no_process_of_the_live_demo_outlives_it(tmp_path: Path, prefect_home: P
         left = _marked(marker)
         print(f"stop-time phase={phase} signal={sig.name} demo_exit_s={exited:.2f} all_gone_s={all_gone:.2f}")
         assert not left, [_cmdline(Path(f"/proc/{pid}")) for pid in left]
+        # A process on its way out has no readable environment any more but may still be closing
+        # its sockets: the port is polled too.
+        while not _port_bindable(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert _port_bindable(port), "the API port is still held"
         if sig != signal.SIGKILL:
             assert demo.returncode == 0
