@@ -138,6 +138,36 @@ def _source(
     }
 
 
+RANKING = {"coverage_weight": 1.0, "velocity_weight": 0.5, "freshness_weight": 1.0, "regional_weight": 0.5,
+           "smoothing_cycles": 5, "freshness_half_life_hours": 4.0, "coverage_window_hours": 6.0,
+           "breaking_hours": 2.0, "publisher_daily_share_cap": 0.1, "representative_tie_margin": 0.05}
+"""The ranking weights a page carries (docs/snapshots.md), as rank & publish writes them by default."""
+
+# Per story (by rank): velocity, regional share, Breaking, the publishers that stepped aside for
+# the daily cap, near-ties, as rank & publish writes them (score_parts, representative_choice).
+_WHY: list[tuple[float, float, bool, list[str], int]] = [
+    (0.6931, 0.8, True, [], 1), (0.0, 0.5, False, ["daily-ledger"], 2), (0.1823, 1.0, False, [], 1),
+    (0.0, 0.0, False, [], 3),
+]
+
+
+def _why(score: float, rank: int, rows: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
+    """``score_parts`` consistent with ``score`` under ``RANKING``: the coverage is what makes them agree."""
+    velocity, share, breaking, aside, ties = _WHY[(rank - 1) % len(_WHY)]
+    latest = max(datetime.fromisoformat(r["first_seen_at"].replace("Z", "+00:00")) for r in rows if not r["is_copy"])
+    freshness = 0.5 ** ((now - latest).total_seconds() / 3600 / RANKING["freshness_half_life_hours"])
+    factor = 1 - RANKING["regional_weight"] + RANKING["regional_weight"] * share
+    coverage = (score / factor) / freshness - RANKING["velocity_weight"] * velocity
+    originals = [r for r in rows if not r["is_copy"]]
+    return {
+        "score_parts": {"coverage": round(coverage, 4), "velocity": velocity, "freshness": round(freshness, 4),
+                        "regional_share": share},
+        "is_breaking": breaking, "breaking_since": _iso(now - timedelta(minutes=50)) if breaking else None,
+        "representative_choice": {"candidates": len(originals), "stepped_aside": aside,
+                                  "near_ties": [r["article_id"] for r in originals[:ties]]},
+    }
+
+
 def make_stories(now: datetime, image_base: str | None = None, url_base: str | None = None) -> list[dict[str, Any]]:
     """Page story objects (representative source first), ranked in list order."""
     stories = []
@@ -153,7 +183,7 @@ def make_stories(now: datetime, image_base: str | None = None, url_base: str | N
                 "story_id": story_id,
                 "rank": rank,
                 "score": round(3.0 - rank * 0.4, 2),
-                "score_parts": {"coverage": 1.5, "freshness": 0.9},
+                **_why(round(3.0 - rank * 0.4, 2), rank, rows, now),
                 "title": title,
                 "snippet": snippet,
                 "image_url": f"{base}/{story_id}.svg" if has_image else None,
@@ -176,6 +206,7 @@ def page_payload(edition: str, section: str, stories: list[dict[str, Any]], now:
         "section": section,
         "version": 0,
         "as_of": _iso(now),
+        "ranking": RANKING,
         "stories": stories,
     }
 
