@@ -32,7 +32,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -63,6 +63,8 @@ class ChildFailed(Exception):  # noqa: N818 - named for what the reader sees
 
 
 def _raise_stop(signum: int, frame: object) -> None:
+    for sig in STOP_SIGNALS:  # a second signal must not interrupt the stop that this one starts
+        signal.signal(sig, signal.SIG_IGN)
     raise DemoStopped(signum)
 
 
@@ -312,33 +314,31 @@ def _cycle_detail(event: dict[str, Any]) -> str:
             f"{event['published']}/{event['pages']} pages published  ({event['seconds']:.1f} s)")
 
 
-def run_live_demo(plan: LiveDemoPlan, display: Display | None = None,
-                  on_serving: Callable[[str], None] | None = None) -> int:
-    """Run the live demo until a stop signal; returns the exit status (0 after Ctrl-C)."""
+def run_live_demo(plan: LiveDemoPlan, display: Display | None = None) -> int:
+    """Run the live demo until a stop signal; returns the exit status (0 after a stop signal)."""
     display = display or make_display()
     previous = {sig: signal.signal(sig, _raise_stop) for sig in STOP_SIGNALS}
     supervisor = Supervisor(plan.store_dir.parent / "logs")
-    status = 0
+    status, why = 0, "stopped"
     try:
-        status = _run(plan, display, supervisor, on_serving)
+        status = _run(plan, display, supervisor)
     except DemoStopped as stop:
-        display.activity(f"stopping ({stop.signum and signal.Signals(stop.signum).name})")
+        why = str(stop)
     except ChildFailed as e:
         display.error(str(e))
-        status = 1
+        status, why = 1, "a process failed"
     finally:
         for sig in STOP_SIGNALS:  # nothing interrupts the stop itself
             signal.signal(sig, signal.SIG_IGN)
         seconds = supervisor.stop_all()
         display.close()
-        display.line(f"newsroom demo: stopped every process in {seconds:.1f} s")
+        display.line(f"newsroom demo: stopped every process in {seconds:.1f} s ({why})")
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return status
 
 
-def _run(plan: LiveDemoPlan, display: Display, supervisor: Supervisor,
-         on_serving: Callable[[str], None] | None) -> int:
+def _run(plan: LiveDemoPlan, display: Display, supervisor: Supervisor) -> int:
     env = _base_env(plan)
     plan.store_dir.mkdir(parents=True, exist_ok=True)
     names = ", ".join(c.name for c in plan.corpora)
@@ -436,8 +436,6 @@ def _run(plan: LiveDemoPlan, display: Display, supervisor: Supervisor,
                         ("", f"{stories} stories on {served}/top now; the cycles go on behind it, so the page "
                              "fills and changes. Ctrl-C stops everything."),
                     ])
-                    if on_serving is not None:
-                        on_serving(served)
         if current_cycle:
             display.activity(f"cycle {current_cycle}/{plan.cycles}: ingest, cluster, repair, rank"
                              + ("" if served else " (the reader page opens once it has published)"))

@@ -198,11 +198,11 @@ def render_explanation(e: dict[str, Any]) -> str:
                      f"; the score uses its average over the last {s['smoothing_cycles']} cycles"))
     age = s["latest_original_age_hours"]
     lines += [
-        f"  coverage        {s['coverage']:.4f}  log(1 + summed authority of its publishers) : authority "
-        f"{s['authority_sum']:.2f}",
+        f"  coverage        {s['coverage']:.4f}  log(1 + {s['authority_sum']:.2f}, the summed authority of the "
+        "publishers with an original in the window)",
         f"  velocity        {s['velocity']:.4f}  originals in the last 30 min against its own earlier rate",
         f"  freshness       {s['freshness']:.4f}  latest original "
-        + (f"{age * 60:.0f} min old" if age is not None else "older than the window")
+        + (f"{max(age, 0.0) * 60:.0f} min old" if age is not None else "older than the window")
         + f" (half-life {s['half_life_hours']:g} h)",
         f"  regional share  {s['regional_share']:.4f}  of that authority from publishers in the edition's region",
         f"  Breaking        {'yes, since ' + str(s['breaking_since']) if s['is_breaking'] else 'no'}",
