@@ -19,6 +19,8 @@ MUTED = "#6b6b6b"
 RULE = "#d9d6cf"
 CARD = "#fbfaf7"
 PALETTE = ("#14487a", "#5f8fb4", "#c08a4a", "#8a6d1f", "#6fa37c", "#c76b86")
+ERROR = "#b8455f"
+SHARE_LINE = "#c08a4a"
 FONT = "font-family=\"system-ui, -apple-system, 'Segoe UI', Roboto, Arial, sans-serif\""
 
 
@@ -82,7 +84,7 @@ class RangeBar:
 def range_chart(title: str, rows: Sequence[RangeBar], *, width: int = 760, unit: str = "seconds") -> str:
     """Horizontal p50 / p95 bars, grouped (a group name heads its rows), on a shared linear axis."""
     top = max((r.high or r.low or 0.0 for r in rows), default=0.0) or 1.0
-    label_w, right = 170, 110
+    label_w, right = 170, 170
     plot = width - label_w - right - 16
     groups = [g for i, g in enumerate(r.group for r in rows) if g and g not in [r.group for r in rows][:i]]
     height = 48 + 24 * len(rows) + 22 * len(groups) + 30
@@ -118,7 +120,7 @@ def range_chart(title: str, rows: Sequence[RangeBar], *, width: int = 760, unit:
 
 def stacked_columns(title: str, labels: Sequence[str], series: Sequence[tuple[str, Sequence[float]]],
                     *, share: Sequence[float | None] | None = None, share_label: str = "",
-                    width: int = 760, height: int = 260) -> str:
+                    colors: Sequence[str] = PALETTE, width: int = 760, height: int = 260) -> str:
     """Columns stacked from ``series`` (name, values per label), with an optional share line (0..1)."""
     left, right, top_pad, bottom = 48, 48 if share is not None else 16, 44, 40
     plot_w, plot_h = width - left - right, height - top_pad - bottom
@@ -138,7 +140,7 @@ def stacked_columns(title: str, labels: Sequence[str], series: Sequence[tuple[st
             h = plot_h * values[i] / top
             if h > 0:
                 body.append(f'<rect x="{left + i * step + step * 0.15:.1f}" y="{base - h:.1f}" '
-                            f'width="{step * 0.7:.1f}" height="{h:.1f}" fill="{PALETTE[k % len(PALETTE)]}"/>')
+                            f'width="{step * 0.7:.1f}" height="{h:.1f}" fill="{colors[k % len(colors)]}"/>')
             base -= h
         if len(labels) <= 12 or i % max(1, len(labels) // 12) == 0:
             body.append(_text(left + i * step + step / 2, top_pad + plot_h + 16, label, size=10, fill=MUTED,
@@ -148,11 +150,11 @@ def stacked_columns(title: str, labels: Sequence[str], series: Sequence[tuple[st
                   if s is not None]
         if points:
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
-            body.append(f'<polyline points="{path}" fill="none" stroke="{PALETTE[2]}" stroke-width="2.5"/>')
-            body += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{PALETTE[2]}"/>' for x, y in points]
-    legend = [(name, PALETTE[k % len(PALETTE)]) for k, (name, _) in enumerate(series)]
+            body.append(f'<polyline points="{path}" fill="none" stroke="{SHARE_LINE}" stroke-width="2.5"/>')
+            body += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{SHARE_LINE}"/>' for x, y in points]
+    legend = [(name, colors[k % len(colors)]) for k, (name, _) in enumerate(series)]
     if share is not None:
-        legend.append((share_label, PALETTE[2]))
+        legend.append((share_label, SHARE_LINE))
     return _frame(width, height, title, body, legend=legend)
 
 

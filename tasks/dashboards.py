@@ -27,7 +27,16 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from tasks.charts import RangeBar, bar_list, format_seconds, markdown_image, range_chart, stacked_columns
+from tasks.charts import (
+    ERROR,
+    PALETTE,
+    RangeBar,
+    bar_list,
+    format_seconds,
+    markdown_image,
+    range_chart,
+    stacked_columns,
+)
 from warehouse.duck import connect, load_sql
 from warehouse.store import ObjectStore
 
@@ -91,7 +100,8 @@ def fetches_dashboard(rows: Sequence[Mapping[str, Any]], now: datetime) -> Dashb
         "Feed polls per hour, last 24 h", [f"{h:%H}" for h in hours],
         [("200 OK", [p.get("ok", 0) for p in picked]), ("304 Not Modified", [p.get("not_modified", 0) for p in picked]),
          ("errors", [p.get("errors", 0) for p in picked])],
-        share=[p.get("not_modified_share") for p in picked], share_label="304 share"), "feed polls per hour")
+        share=[p.get("not_modified_share") for p in picked], share_label="304 share",
+        colors=(PALETTE[0], PALETTE[1], ERROR)), "feed polls per hour")
     summary = (f"{polls} polls; {_share(not_modified / polls if polls else None)} answered 304 Not Modified; "
                f"{_share(conditional / polls if polls else None)} sent a validator (ETag or Last-Modified).")
     table = [{"hour": f"{r['hour']:%Y-%m-%d %H:00}", "polls": r["polls"], "200": r["ok"],
@@ -110,7 +120,7 @@ def errors_dashboard(rows: Sequence[Mapping[str, Any]], now: datetime) -> Dashbo
     kinds = sorted(by_kind.items(), key=lambda kv: (-kv[1], kv[0]))
     hosts = sorted(by_host.items(), key=lambda kv: (-kv[1], kv[0]))[:12]
     charts = (markdown_image(bar_list("Fetch errors by kind, last 24 h", [(k, v, str(v)) for k, v in kinds],
-                                      color="#c76b86"), "errors by kind") + "\n\n"
+                                      color=ERROR), "errors by kind") + "\n\n"
               + markdown_image(bar_list("Fetch errors by host (top 12), last 24 h",
                                         [(h, v, str(v)) for h, v in hosts], color="#c08a4a"), "errors by host"))
     total = sum(by_kind.values())
