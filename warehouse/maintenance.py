@@ -194,7 +194,8 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
 
     An article segment is merged once the writer of every language it holds, and every writer with
     a checkpoint, has consumed it (writers never read compacted segments; a language whose writer
-    has not committed yet has consumed nothing). Click, fetch and listing segments of days before ``now``'s day, and
+    has not committed yet has consumed nothing). Fetch and listing segments are merged whenever there are
+    enough; click segments of days before ``now``'s day, and
     story-change segments whose changes all precede ``now``'s day and that their language writer
     has committed (below its checkpoint's offset), are merged per folder.
     """
@@ -228,18 +229,18 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
             continue
         _compact(store, folder, _read_each(store, small, CLICKS_SCHEMA), compacted, CLICKS_SCHEMA, ["click_id"],
                  ["clicked_at", "click_id"], min_segments, report)
-    # Fetches and listings (the dashboards' logs, issue 18): one segment per run, merged per day
-    # once the day is over, like clicks.
+    # Fetches and listings (the dashboards' logs, issue 18): one segment per run, complete once
+    # written, so merged at every maintenance run, today's too (every rank and health run reads
+    # them through warehouse.duck.connect, and a day holds one segment per minute).
     for prefix, schema, identity, order in [
         (layout.FETCHES_PREFIX, FETCHES_SCHEMA, ["fetch_id"], ["fetched_at", "fetch_id"]),
         (layout.LISTINGS_PREFIX, LISTINGS_SCHEMA, ["article_id", "story_id", "listed_at"],
          ["listed_at", "article_id", "story_id"]),
     ]:
         for folder, keys in sorted(_by_folder(list_segments(store, prefix)).items()):
-            day = layout.partition_day(folder)
             compacted = [k for k in keys if is_compacted(k)]
             small = [k for k in keys if not is_compacted(k)]
-            if day is None or day >= today or not _worth_compacting(small, compacted, min_segments):
+            if layout.partition_day(folder) is None or not _worth_compacting(small, compacted, min_segments):
                 continue
             _compact(store, folder, _read_each(store, small, schema), compacted, schema, identity, order,
                      min_segments, report)
