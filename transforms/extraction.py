@@ -26,8 +26,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -39,6 +38,7 @@ from transforms.canonical_url import choose_canonical_url
 from transforms.errors import ExtractionError
 from transforms.feeds import author_name, extract_mime_type, normalize_language, truncate_title
 from transforms.text import normalize_whitespace
+from transforms.times import parse_stated_datetime
 
 MAX_HTML_BYTES = 5_000_000
 # Below this many characters trafilatura's precision output is treated as "found nothing".
@@ -397,26 +397,10 @@ def parse_datetime_utc(value: str) -> datetime | None:
     value = value.strip()
     if not value or len(value) > 64:
         return None
-    parsed: datetime | None = None
-    candidate = value.replace(" ", "T", 1) if re.match(r"^\d{4}-\d{2}-\d{2} \d", value) else value
-    # "+0000" offsets and a trailing "Z" are accepted by fromisoformat on 3.11.
-    try:
-        parsed = datetime.fromisoformat(candidate)
-    except ValueError:
-        # Drop fractional seconds fromisoformat cannot read (e.g. 7 digits) and retry.
-        trimmed = re.sub(r"(\d{2}:\d{2}:\d{2})\.\d+", r"\1", candidate)
-        try:
-            parsed = datetime.fromisoformat(trimmed)
-        except ValueError:
-            try:
-                parsed = parsedate_to_datetime(value)
-            except (TypeError, ValueError, IndexError):
-                return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    if not 1990 <= parsed.year <= 2100:
+    parsed = parse_stated_datetime(value)
+    if parsed is None or not 1990 <= parsed.year <= 2100:
         return None
-    return parsed.astimezone(UTC)
+    return parsed
 
 
 def _published_at(

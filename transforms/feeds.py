@@ -37,7 +37,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -49,6 +48,7 @@ from defusedxml import DefusedXmlException
 
 from transforms.errors import FeedRejectedError
 from transforms.text import normalize_whitespace
+from transforms.times import parse_stated_datetime
 
 FEED_MAX_BYTES = 10 * 1024 * 1024
 FEED_MAX_ITEMS = 500
@@ -631,8 +631,8 @@ def _parse_news_sitemap(body: bytes, url: str, max_items: int) -> ParsedFeed:
                 link=loc,
                 title=_plain_line(_child_text(news, "title")),
                 summary="",
-                published_at=_parse_iso_datetime(_child_text(news, "publication_date")),
-                updated_at=_parse_iso_datetime(_child_text(entry, "lastmod")),
+                published_at=parse_stated_datetime(_child_text(news, "publication_date")),
+                updated_at=parse_stated_datetime(_child_text(entry, "lastmod")),
                 categories=_unique(truncate_title(normalize_whitespace(k)) for k in keywords),
                 author=None,
                 image_url=_absolute_http_url(_child_text(image, "loc"), url) if image is not None else None,
@@ -719,7 +719,7 @@ def _json_item_to_item(raw: dict[str, Any], base: str, feed_language: str | None
     summary = (_json_text(raw.get("summary")) or _json_text(raw.get("content_text"))
                or _plain_text(_str_or_none(raw.get("content_html"))))
     published = _str_or_none(raw.get("date_published"))
-    updated_at = _parse_iso_datetime(_str_or_none(raw.get("date_modified")))
+    updated_at = parse_stated_datetime(_str_or_none(raw.get("date_modified")))
     raw_id = raw.get("id")  # a string in the spec, but numbers are common
     tags = raw.get("tags")
     return FeedItem(
@@ -727,7 +727,7 @@ def _json_item_to_item(raw: dict[str, Any], base: str, feed_language: str | None
         link=link,
         title=truncate_title(full_title),
         summary=_truncate(summary, SUMMARY_MAX_CHARS),
-        published_at=_parse_iso_datetime(published) or updated_at,
+        published_at=parse_stated_datetime(published) or updated_at,
         updated_at=updated_at,
         categories=_unique(
             _plain_line(t) for t in (tags if isinstance(tags, list) else []) if isinstance(t, str)
@@ -986,36 +986,6 @@ def _struct_to_datetime(value: object) -> datetime | None:
         seconds = calendar.timegm(value)
         return datetime.fromtimestamp(seconds, tz=UTC)
     except (OverflowError, ValueError, OSError):
-        return None
-
-
-def _parse_iso_datetime(value: str | None) -> datetime | None:
-    """W3C/RFC 3339 datetime (or RFC 822 as a fallback) to UTC; ``None`` if unparseable.
-
-    A date without a time is midnight UTC; a time without an offset is taken as UTC.
-
-    >>> _parse_iso_datetime("2024-05-01T10:00:00+02:00")
-    datetime.datetime(2024, 5, 1, 8, 0, tzinfo=datetime.timezone.utc)
-    >>> _parse_iso_datetime("yesterday") is None
-    True
-    """
-    if not value or not value.strip():
-        return None
-    text = value.strip()
-    if text[-1:] in "Zz":
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        try:
-            parsed = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    try:
-        return parsed.astimezone(UTC)
-    except (OverflowError, ValueError):
         return None
 
 
