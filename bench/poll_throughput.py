@@ -9,7 +9,7 @@ and counts, per host, the peak number of requests in flight: politeness is check
 server's side. Both pollers start from the steady state of a previous cycle (stored ETags and guids),
 so unchanged feeds answer 304 and changed ones 200 with one new item.
 
-* ours: ``tasks.ingest.poll_shard`` (conditional GET, parse_feed, interval decision, per-host
+* ours: ``tasks.ingest.poll.poll_shard`` (conditional GET, parse_feed, interval decision, per-host
   queues with 2 requests in flight and a token bucket per host) over every feed;
 * ``--parser fastfeedparser`` (a what-if, not the product): the same run with ``parse_feed`` swapped
   for a bench-only fastfeedparser adapter (no safety gate, fewer fields), to show how much of our
@@ -37,8 +37,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tasks.ingest import FeedJob, empty_state, poll_shard  # noqa: E402
+from tasks.ingest.plan import FeedJob  # noqa: E402
+from tasks.ingest.poll import poll_shard  # noqa: E402
 from tasks.settings import IngestSettings  # noqa: E402
+from transforms.records import FeedState  # noqa: E402
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
@@ -53,17 +55,14 @@ def _start_farm(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
     return proc, line.split("control=")[1].split()[0]
 
 
-def _steady_state(url: str, items_per_feed: int) -> dict[str, object]:
+def _steady_state(url: str, items_per_feed: int) -> FeedState:
     """The state a previous cycle left: the feed's validator and its guids."""
     parts = urlsplit(url)
     octets = parts.hostname.split(".")  # type: ignore[union-attr]
     host = (int(octets[2]) - 1) * 100 + int(octets[3]) - 1
     feed = int(parts.path.rsplit("/", 1)[-1].removesuffix(".xml"))
-    state = empty_state(url)
-    state["etag"] = f'"s{host}-{feed}"'  # changed feeds have moved on from any old tag
-    state["recent_guids"] = [f"h{host}-f{feed}-i{k}" for k in range(1, items_per_feed)]
-    state["last_polled_at"] = NOW
-    return state
+    return FeedState(url, etag=f'"s{host}-{feed}"',  # changed feeds have moved on from any old tag
+                     recent_guids=tuple(f"h{host}-f{feed}-i{k}" for k in range(1, items_per_feed)), last_polled_at=NOW)
 
 
 def _fast_parse_feed(body: bytes, url: str, **_: object) -> object:
@@ -101,7 +100,7 @@ def _ours(urls: list[str], args: argparse.Namespace) -> tuple[float, Counter[int
 
 
 def _baseline(urls: list[str], args: argparse.Namespace) -> tuple[float, Counter[int | None]]:
-    etags = {u: str(_steady_state(u, args.items_per_feed)["etag"]) for u in urls}
+    etags = {u: str(_steady_state(u, args.items_per_feed).etag) for u in urls}
     statuses: Counter[int | None] = Counter()
     with httpx.Client(trust_env=False, timeout=10) as client:
         started = time.perf_counter()
@@ -128,9 +127,9 @@ def main() -> int:
                         help="fastfeedparser: bench-only what-if adapter in place of parse_feed")
     args = parser.parse_args()
     if args.parser == "fastfeedparser":
-        import tasks.ingest
+        import tasks.ingest.poll
 
-        tasks.ingest.parse_feed = _fast_parse_feed  # type: ignore[assignment]
+        tasks.ingest.poll.parse_feed = _fast_parse_feed  # type: ignore[assignment]
     proc, control = _start_farm(args)
     try:
         with httpx.Client(trust_env=False, timeout=30) as client:

@@ -27,10 +27,13 @@ from pydantic import SecretStr
 
 from tasks.errors import FetchError
 from tasks.http import fetch_url, is_public_address, make_client
-from tasks.ingest import FeedJob, RobotsCache, _fetch_article, empty_state
+from tasks.ingest.pages import PageError, fetch_article
+from tasks.ingest.plan import FeedJob
+from tasks.ingest.robots import RobotsCache
 from tasks.settings import IngestSettings, WebSubSettings
 from tasks.websub import request_subscription
 from transforms.feeds import FeedItem
+from transforms.records import ArticleRow, FeedState
 from warehouse.store import LocalStore
 
 Handler = Callable[[socket.socket, bytes], None]
@@ -469,12 +472,12 @@ def _site(conn: socket.socket, request: bytes) -> None:
         _respond(conn, "200 OK", PAGE, {"Content-Type": "text/html; charset=utf-8"})
 
 
-def _fetch_page(base: str, path: str, settings: IngestSettings) -> dict[str, Any]:
+def _fetch_page(base: str, path: str, settings: IngestSettings) -> ArticleRow | PageError:
     link = base + path
-    job = FeedJob("f1", base + "/feed", "p1", "en", "us", "", empty_state("f1"))
+    job = FeedJob("f1", base + "/feed", "p1", "en", "us", "", FeedState("f1"))
     item = FeedItem(link, link, "", "", None, None, (), None, None, None)
     with make_client(settings) as client:
-        return _fetch_article(job, item, client, RobotsCache(client, settings), settings, datetime.now(UTC))
+        return fetch_article(job, item, client, RobotsCache(client, settings), settings, datetime.now(UTC))
 
 
 @pytest.mark.parametrize(
@@ -485,8 +488,8 @@ def _fetch_page(base: str, path: str, settings: IngestSettings) -> dict[str, Any
 def test_robots_is_checked_on_every_hop_as_sent(serve: Callable[..., RawServer], path: str) -> None:
     server = serve(_site)
     row = _fetch_page(f"http://127.0.0.1:{server.port}", path, _settings())
-    assert row.get("error_kind") == "robots_disallowed", row
-    assert "article_id" not in row
+    assert getattr(row, "error_kind", None) == "robots_disallowed", row
+    assert isinstance(row, PageError)
     fetched = [line.split(" ")[1] for line in server.request_lines if "/robots.txt" not in line]
     assert all("/private/" not in p and "%D0%BF" not in p.upper() for p in fetched), fetched
 
@@ -494,8 +497,8 @@ def test_robots_is_checked_on_every_hop_as_sent(serve: Callable[..., RawServer],
 def test_an_allowed_page_is_still_fetched(serve: Callable[..., RawServer]) -> None:
     server = serve(_site)
     row = _fetch_page(f"http://127.0.0.1:{server.port}", "/public/doc", _settings())
-    assert "error_kind" not in row, row
-    assert row["title"] == "A page title long enough"
+    assert isinstance(row, ArticleRow), row
+    assert row.title == "A page title long enough"
 
 
 def test_the_hop_hook_sees_each_url_as_sent(serve: Callable[..., RawServer]) -> None:
@@ -662,7 +665,7 @@ def test_a_redirect_is_refused_with_its_own_kind(serve: Callable[..., RawServer]
                                                 caplog: pytest.LogCaptureFixture, target: str, kind: str) -> None:
     server = serve(_redirect_to(target))
     row = _fetch_page(f"http://127.0.0.1:{server.port}", "/story", _settings())
-    assert row.get("error_kind") == kind, row
+    assert getattr(row, "error_kind", None) == kind, row
     assert not [r for r in caplog.records if r.exc_info], "an expected refusal is logged with a traceback"
 
 
@@ -670,9 +673,9 @@ def test_a_refused_robots_fetch_is_not_kept_as_the_publishers_verdict(serve: Cal
     server = serve(_redirect_to("http://10.0.0.1/admin"))
     settings = _settings()
     link = f"http://127.0.0.1:{server.port}/story"
-    job = FeedJob("f1", link, "p1", "en", "us", "", empty_state("f1"))
+    job = FeedJob("f1", link, "p1", "en", "us", "", FeedState("f1"))
     with make_client(settings) as client:
         robots = RobotsCache(client, settings)
-        _fetch_article(job, FeedItem(link, link, "", "", None, None, (), None, None, None), client, robots, settings,
+        fetch_article(job, FeedItem(link, link, "", "", None, None, (), None, None, None), client, robots, settings,
                        datetime.now(UTC))
     assert "http://10.0.0.1" not in robots.fetched  # not stored as a disallow-all for later runs

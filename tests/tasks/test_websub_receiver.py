@@ -18,7 +18,8 @@ import pytest
 from loopback import serve
 
 from tasks.http import make_client
-from tasks.ingest import FeedJob, empty_state, load_feed_states, poll_feed
+from tasks.ingest.plan import FeedJob, load_feed_states
+from tasks.ingest.poll import poll_feed
 from tasks.settings import IngestSettings, WebSubSettings
 from tasks.websub import (
     SubscriptionTarget,
@@ -27,6 +28,7 @@ from tasks.websub import (
     maintain_subscriptions,
     save_subscription,
 )
+from transforms.records import FeedState
 from transforms.websub import Subscription
 from warehouse import layout
 from warehouse.schemas import FEED_STATE_SCHEMA
@@ -167,13 +169,14 @@ def site() -> Iterator[str]:
 def test_a_304_poll_reports_the_topic_and_hub_last_read(store: LocalStore, site: str) -> None:
     settings = _ingest()
     with make_client(settings) as client:
-        job = FeedJob(FEED_ID, f"{site}/feed", "p", "en", "US", "", empty_state(FEED_ID), 2)
-        state, _, first = poll_feed(job, client, settings, NOW)
+        job = FeedJob(FEED_ID, f"{site}/feed", "p", "en", "US", "", FeedState(FEED_ID), 2)
+        polled = poll_feed(job, client, settings, NOW)
+        state, first = polled.state, polled.report
         # The next run reads the state back from the store, as ingest does.
-        write_table(store, layout.FEED_STATE_KEY, rows_to_table([state], FEED_STATE_SCHEMA), FEED_STATE_SCHEMA)
+        write_table(store, layout.FEED_STATE_KEY, rows_to_table([state.to_row()], FEED_STATE_SCHEMA), FEED_STATE_SCHEMA)
         state = load_feed_states(store)[0][FEED_ID]
         again = FeedJob(FEED_ID, f"{site}/feed", "p", "en", "US", "", state, 2)
-        _, _, second = poll_feed(again, client, settings, NOW + timedelta(minutes=15))
+        second = poll_feed(again, client, settings, NOW + timedelta(minutes=15)).report
     assert (first.status, first.topic_url, first.hub_url) == (200, f"{site}/canonical.atom", f"{site}/hub")
     assert (second.status, second.topic_url, second.hub_url) == (304, f"{site}/canonical.atom", f"{site}/hub")
 
@@ -183,10 +186,11 @@ def test_a_304_poll_does_not_resubscribe_a_live_lease_under_another_topic(store:
     hub or topic, was dropped and asked for again under the wrong topic."""
     settings = _ingest()
     with make_client(settings) as client:
-        job = FeedJob(FEED_ID, f"{site}/feed", "p", "en", "US", "", empty_state(FEED_ID), 2)
-        state, _, first = poll_feed(job, client, settings, NOW)
+        job = FeedJob(FEED_ID, f"{site}/feed", "p", "en", "US", "", FeedState(FEED_ID), 2)
+        polled = poll_feed(job, client, settings, NOW)
+        state, first = polled.state, polled.report
         again = FeedJob(FEED_ID, f"{site}/feed", "p", "en", "US", "", state, 2)
-        _, _, second = poll_feed(again, client, settings, NOW + timedelta(minutes=15))
+        second = poll_feed(again, client, settings, NOW + timedelta(minutes=15)).report
     assert second.status == 304
     live = _live(topic=first.topic_url or "", hub=f"{site}/hub")
     save_subscription(store, live, None)
