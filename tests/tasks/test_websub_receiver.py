@@ -198,3 +198,69 @@ def test_a_304_poll_does_not_resubscribe_a_live_lease_under_another_topic(store:
     counts = maintain_subscriptions(store, [target], settings, _websub(), NOW + timedelta(minutes=15))
     assert counts == {} and _SiteWithHub.hub_requests == []
     assert load_subscription(store, FEED_ID)[0] == live
+
+
+@pytest.fixture
+def served(store: LocalStore) -> Iterator[tuple[WebSubReceiver, str]]:
+    """The receiver as it runs in ``newsroom websub``: the ASGI app under uvicorn on loopback."""
+    receiver = _receiver(store, max_body_bytes=1000)
+    url = receiver.start("127.0.0.1", 0)
+    try:
+        yield receiver, url
+    finally:
+        receiver.stop()
+
+
+def _raw(url: str, request: bytes) -> bytes:
+    """Send ``request`` as is on one connection; the answer up to the server's close (or 5 s)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=5) as conn:
+        conn.sendall(request)
+        answer = b""
+        try:
+            while chunk := conn.recv(65536):
+                answer += chunk
+        except TimeoutError:
+            pass
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"200"),
+        (b"GET /elsewhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"404"),
+        (b"GET /websub/..%2Fetc HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"404"),
+        (b"POST /websub/feed0001 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n",
+         b"411"),
+        (b"POST /ping/p HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n", b"413"),
+        (b"GET /websub/feed0001?hub.mode=subscribe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"400"),
+    ],
+    ids=["healthz", "unknown-path", "unsafe-feed-id", "no-content-length", "body-over-cap", "no-challenge"],
+)
+def test_the_receiver_over_http(served: tuple[WebSubReceiver, str], request_bytes: bytes, status: bytes) -> None:
+    """The HTTP edge of the ASGI receiver: routes, the declared-length rule and the body cap. A body
+    over the cap is answered before it is sent and the connection is closed, so the unread body is
+    never parsed as a next request."""
+    answer = _raw(served[1], request_bytes)
+    assert answer.split(b" ", 2)[1] == status, answer[:200]
+    if status in (b"411", b"413"):
+        assert b"connection: close" in answer.lower()
+
+
+def test_a_challenge_is_echoed_over_http(served: tuple[WebSubReceiver, str], store: LocalStore) -> None:
+    receiver, url = served
+    pending = Subscription(feed_id=FEED_ID, topic_url=TOPIC, hub_url=HUB, mode="subscribe", status="pending",
+                           requested_at=NOW)
+    save_subscription(store, pending, None)
+    import httpx
+
+    with httpx.Client(base_url=url, trust_env=False, timeout=10) as http:
+        answer = http.get(f"/websub/{FEED_ID}", params=[("hub.mode", "subscribe"), ("hub.topic", TOPIC),
+                                                        ("hub.challenge", "first"), ("hub.challenge", "second"),
+                                                        ("hub.lease_seconds", "3600")])
+    assert (answer.status_code, answer.text) == (200, "first")
+    assert receiver.stats["intent_subscribe"] == 1
