@@ -9,6 +9,8 @@ Two halves share the store and nothing else:
   only for a request of ours still pending, verifies every delivery's ``X-Hub-Signature``, and turns an authentic
   delivery, or an authenticated publisher ping, into push markers under ``state/push/``. It never
   keeps pushed content: the ingest takes pushed feeds first and fetches the feed and pages itself.
+  It is an ASGI app served by uvicorn, like the API: CPython's documentation does not
+  recommend ``http.server`` for production (issue 17).
 """
 
 from __future__ import annotations
@@ -27,11 +29,8 @@ from datetime import UTC, datetime
 
 import httpx
 import uvicorn
-from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
+from fastapi import FastAPI, Request, Response
+from fastapi.concurrency import run_in_threadpool
 
 from tasks.errors import FetchError
 from tasks.http import FetchResult, make_client, post_form
@@ -398,15 +397,16 @@ class WebSubReceiver:
             self._thread.join(timeout=5)
         self._server = self._thread = None
 
-    def app(self) -> Starlette:
+    def app(self) -> FastAPI:
         """The receiver as an ASGI app: ``GET``/``POST /websub/{feed_id}``, ``POST /ping/{publisher_id}``,
         ``GET /healthz``. Store work runs in the thread pool, off the event loop."""
-        return Starlette(routes=[
-            Route("/healthz", self._healthz, methods=["GET"]),
-            Route("/websub/{feed_id}", self._websub_get, methods=["GET"]),
-            Route("/websub/{feed_id}", self._websub_post, methods=["POST"]),
-            Route("/ping/{publisher_id}", self._ping_post, methods=["POST"]),
-        ], exception_handlers={404: _not_found, 405: _not_found})
+        app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None,
+                      exception_handlers={404: _not_found, 405: _not_found})
+        app.add_route("/healthz", self._healthz, methods=["GET"])
+        app.add_route("/websub/{feed_id}", self._websub_get, methods=["GET"])
+        app.add_route("/websub/{feed_id}", self._websub_post, methods=["POST"])
+        app.add_route("/ping/{publisher_id}", self._ping_post, methods=["POST"])
+        return app
 
     async def _healthz(self, request: Request) -> Response:
         return _response(Reply(200, b"ok\n"))
