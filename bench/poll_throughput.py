@@ -159,7 +159,8 @@ def main() -> int:
                   f"statuses={dict(sorted(statuses.items(), key=str))}  parser={args.parser} workers={args.workers} "
                   f"per-host limit=2 in flight, {args.host_rate:g} req/s (burst {args.host_burst:g})")
             print(f"          max in flight per host: server-side {server['max_in_flight_per_host']}, "
-                  f"client-side {client_peak}; server saw {server['requests']} requests; "
+                  f"client-side {client_peak}; server saw {server['requests']} requests on "
+                  f"{server['connections']} connections; "
                   f"rate ceiling hosts x rate = {args.hosts * args.host_rate:.0f}/s")
             print(f"          CPU per poll: {1000 * cpu / len(urls):.2f} ms here (every thread), "
                   f"{1000 * farm_cpu / len(urls):.2f} ms in the farm")
@@ -179,6 +180,7 @@ def main() -> int:
                               "farm_cpu_ms_per_poll": [round(1000 * farm_cpu / len(urls), 3),
                                                        round(1000 * base_farm_cpu / len(sample), 3)],
                               "max_in_flight_per_host": server["max_in_flight_per_host"],
+                              "ours_connections": server["connections"],
                               "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)]}))
     finally:
         proc.terminate()
