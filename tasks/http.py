@@ -221,8 +221,10 @@ class _CheckedBackend(httpcore.NetworkBackend):
 
 ORIGINS_KEPT = 256
 """Origins whose idle connections a client keeps (LRU). Round-robin polling revisits each host
-once a round, so a farm of this many hosts reuses every connection; past it, the least recently
-used origin's idle connections are closed (at most ``2 * ORIGINS_KEPT`` idle sockets)."""
+once a round, so a shard of up to this many hosts reuses every connection; past it, the least
+recently used origin's idle connections are closed, as are those idle longer than the keep-alive
+expiry (5 s). A client holds at most ``host_max_concurrency`` idle sockets per origin kept (512 at
+the defaults), which the file-descriptor limit of a process running several shards must allow."""
 
 _OriginKey = tuple[bytes, bytes, int | None]
 
