@@ -372,7 +372,6 @@ class WebSubReceiver:
         config = uvicorn.Config(self.app(), host=host, port=port, log_level="warning", lifespan="off",
                                 access_log=False, timeout_keep_alive=15, server_header=False)
         server = uvicorn.Server(config)
-        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # the caller's thread owns signals
         thread = threading.Thread(target=server.run, name="websub-receiver", daemon=True)
         thread.start()
         deadline = time.monotonic() + 30

@@ -71,7 +71,7 @@ class FeedState:
         >>> FeedState.from_row({"feed_id": "f", "recent_guids": ["a"], "error_streak": None})
         FeedState(feed_id='f', next_poll_at=None, last_polled_at=None, last_status=None, etag=None, last_modified=None, recent_guids=('a',), interval_seconds=None, poll_reason=None, error_streak=0, last_error=None, last_error_kind=None, last_error_at=None, last_new_items=0, rate_counts=(), rate_observed_seconds=0.0, validator_miss_streak=0, is_validators_useless=False, is_parked=False, parked_reason=None, hub_url=None, topic_url=None, lease_expires_at=None)
         """
-        values = {}
+        values: dict[str, Any] = {}
         for f in fields(cls):
             value = row.get(f.name)
             if value is None:

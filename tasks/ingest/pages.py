@@ -118,7 +118,7 @@ def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: st
     return ArticleRow(
         article_id=features.article_id, version=1, content_hash=content_hash,
         url=item.link or fetched_url, canonical_url=canonical, feed_id=job.feed_id,
-        publisher_id=features.publisher_id, language=features.language, region=job.region, title=features.title,
+        publisher_id=job.publisher_id, language=features.language, region=job.region, title=features.title,
         snippet=snippet_from_text(body, page.description or item.summary, SNIPPET_MAX_CHARS, title=title),
         image_url=page.image_url or item.image_url, author=page.author or item.author,
         section=page.section or job.section_hint or None, categories=tuple(item.categories),
