@@ -632,6 +632,6 @@ def rollback_pointer(store: ObjectStore, edition: str, section: str, version: in
     return result
 
 
-@task(name="publish_snapshot", retries=2, retry_delay_seconds=2, timeout_seconds=600, cache_policy=NO_CACHE)
+@task(name="publish_all", retries=2, retry_delay_seconds=2, timeout_seconds=600, cache_policy=NO_CACHE)
 def publish_all_task(store: ObjectStore, now: datetime, settings: RankSettings) -> dict[str, Any]:
     return publish_all(store, now, settings)

@@ -25,6 +25,7 @@ from transforms.representative import (
     term_vector,
 )
 from transforms.sections import article_section_votes, story_sections_from_votes
+from transforms.times import parse_iso_datetime
 
 TOP_SECTION = "top"
 PAGE_SOURCES = 6
@@ -295,7 +296,10 @@ def carry_impressions(previous_pool: Mapping[str, Any] | None, now: datetime) ->
 
 
 def _parse_iso(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    parsed = parse_iso_datetime(value)
+    if parsed is None:
+        raise ValueError(f"not an ISO 8601 instant with an offset: {value!r}")
+    return parsed
 
 
 def _parts(r: Mapping[str, Any]) -> dict[str, float]:

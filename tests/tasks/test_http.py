@@ -124,3 +124,53 @@ def test_every_redirect_is_rechecked(server: str) -> None:
         fetch_url(client, f"{server}/to-metadata", settings, max_bytes=1000)
     assert err.value.kind == "blocked_address"
     assert "169.254.169.254" in str(err.value)
+
+
+class _CountingServer(ThreadingHTTPServer):
+    """Counts the TCP connections it accepts (one handler instance per connection)."""
+
+    daemon_threads = True
+    connections = 0
+
+    def process_request(self, request: object, client_address: object) -> None:
+        type(self).connections += 1
+        super().process_request(request, client_address)  # type: ignore[arg-type]
+
+
+class _KeepAliveHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (stdlib name)
+        self.send_response(304)
+        self.send_header("ETag", '"v1"')
+        self.end_headers()
+
+
+def test_polls_in_round_robin_over_more_hosts_than_workers_reuse_each_hosts_connection() -> None:
+    """Issue 20: one pool held every host's connections and closed idle ones beyond its keep-alive
+    count (the worker count), so polling more hosts than workers in round robin opened a new,
+    address-checked connection for nearly every 304. Each host's connection now stays open."""
+    hosts = [f"127.0.3.{i}" for i in range(1, 7)]
+    servers = []
+    for host in hosts:
+        server_class = type(f"_Counting{host.replace('.', '_')}", (_CountingServer,), {})
+        httpd = server_class((host, 0), _KeepAliveHandler)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        servers.append(httpd)
+    settings = _settings(max_workers=2)
+    try:
+        with make_client(settings) as client:
+            for _ in range(5):
+                for httpd in servers:
+                    host, port = httpd.server_address[:2]
+                    result = fetch_url(client, f"http://{host}:{port}/feed", settings, max_bytes=1000,
+                                       headers={"If-None-Match": '"v1"'})
+                    assert result.status == 304
+    finally:
+        for httpd in servers:
+            httpd.shutdown()
+            httpd.server_close()
+    assert [type(s).connections for s in servers] == [1] * len(servers)

@@ -27,10 +27,13 @@ from pydantic import SecretStr
 
 from tasks.errors import FetchError
 from tasks.http import fetch_url, is_public_address, make_client
-from tasks.ingest import FeedJob, RobotsCache, _fetch_article, empty_state
+from tasks.ingest.pages import PageError, fetch_article
+from tasks.ingest.plan import FeedJob
+from tasks.ingest.robots import RobotsCache
 from tasks.settings import IngestSettings, WebSubSettings
 from tasks.websub import request_subscription
 from transforms.feeds import FeedItem
+from transforms.records import ArticleRow, FeedState
 from warehouse.store import LocalStore
 
 Handler = Callable[[socket.socket, bytes], None]
@@ -398,9 +401,13 @@ def test_a_corrupt_gzip_body_is_a_protocol_error(serve: Callable[..., RawServer]
 # --- the wall-clock cap holds before the body too ----------------------------------------------------
 
 
+DRIBBLE_SECONDS = 20.0
+"""How long ``_dribble`` takes to send its headers: a cut far before it is the cap's doing."""
+
+
 def _dribble(conn: socket.socket, _: bytes) -> None:
-    """The status line and headers one byte every 0.2 s (well under the read timeout), for ~10 s."""
-    for byte in b"HTTP/1.1 200 OK\r\nX-Pad: " + b"a" * 40:
+    """The status line and headers one byte every 0.2 s (well under the read timeout), for 20 s."""
+    for byte in b"HTTP/1.1 200 OK\r\nX-Pad: " + b"a" * (int(DRIBBLE_SECONDS / 0.2) - 24):
         conn.sendall(bytes([byte]))
         time.sleep(0.2)
     conn.sendall(b"\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
@@ -414,7 +421,8 @@ def test_a_server_dribbling_its_headers_is_cut_at_the_wall_clock_cap(serve: Call
         fetch_url(client, f"http://127.0.0.1:{server.port}/feed", settings, max_bytes=1000)
     elapsed = time.monotonic() - started
     assert err.value.kind == "timeout"
-    assert 1.4 < elapsed < 2.2, elapsed
+    # Bounds that hold on a loaded machine: never before the cap, and far before the headers end.
+    assert 1.5 <= elapsed < DRIBBLE_SECONDS / 2, elapsed
 
 
 def test_the_wall_clock_cap_covers_every_redirect_hop(serve: Callable[..., RawServer]) -> None:
@@ -430,8 +438,8 @@ def test_the_wall_clock_cap_covers_every_redirect_hop(serve: Callable[..., RawSe
         fetch_url(client, f"http://127.0.0.1:{server.port}/hop/0", settings, max_bytes=1000)
     elapsed = time.monotonic() - started
     assert err.value.kind == "timeout"
-    assert elapsed < 2.2, elapsed
-    assert len(server.request_lines) <= 3
+    # A count, not a time: each hop takes 0.6 s of the server's, so the 1.5 s cap allows 3 of the 11.
+    assert len(server.request_lines) <= 3, (elapsed, server.request_lines)
 
 
 def test_a_dribbled_body_is_cut_too(serve: Callable[..., RawServer]) -> None:
@@ -447,7 +455,7 @@ def test_a_dribbled_body_is_cut_too(serve: Callable[..., RawServer]) -> None:
     with make_client(settings) as client, pytest.raises(FetchError) as err:
         fetch_url(client, f"http://127.0.0.1:{server.port}/feed", settings, max_bytes=1000)
     assert err.value.kind == "timeout"
-    assert time.monotonic() - started < 1.6
+    assert time.monotonic() - started < 5.0  # the body takes 10 s: cut at half of it, at the latest
 
 
 # --- robots.txt on every hop, matched on the URL as sent --------------------------------------------
@@ -469,12 +477,12 @@ def _site(conn: socket.socket, request: bytes) -> None:
         _respond(conn, "200 OK", PAGE, {"Content-Type": "text/html; charset=utf-8"})
 
 
-def _fetch_page(base: str, path: str, settings: IngestSettings) -> dict[str, Any]:
+def _fetch_page(base: str, path: str, settings: IngestSettings) -> ArticleRow | PageError:
     link = base + path
-    job = FeedJob("f1", base + "/feed", "p1", "en", "us", "", empty_state("f1"))
+    job = FeedJob("f1", base + "/feed", "p1", "en", "us", "", FeedState("f1"))
     item = FeedItem(link, link, "", "", None, None, (), None, None, None)
     with make_client(settings) as client:
-        return _fetch_article(job, item, client, RobotsCache(client, settings), settings, datetime.now(UTC))
+        return fetch_article(job, item, client, RobotsCache(client, settings), settings, datetime.now(UTC))
 
 
 @pytest.mark.parametrize(
@@ -485,8 +493,8 @@ def _fetch_page(base: str, path: str, settings: IngestSettings) -> dict[str, Any
 def test_robots_is_checked_on_every_hop_as_sent(serve: Callable[..., RawServer], path: str) -> None:
     server = serve(_site)
     row = _fetch_page(f"http://127.0.0.1:{server.port}", path, _settings())
-    assert row.get("error_kind") == "robots_disallowed", row
-    assert "article_id" not in row
+    assert getattr(row, "error_kind", None) == "robots_disallowed", row
+    assert isinstance(row, PageError)
     fetched = [line.split(" ")[1] for line in server.request_lines if "/robots.txt" not in line]
     assert all("/private/" not in p and "%D0%BF" not in p.upper() for p in fetched), fetched
 
@@ -494,8 +502,8 @@ def test_robots_is_checked_on_every_hop_as_sent(serve: Callable[..., RawServer],
 def test_an_allowed_page_is_still_fetched(serve: Callable[..., RawServer]) -> None:
     server = serve(_site)
     row = _fetch_page(f"http://127.0.0.1:{server.port}", "/public/doc", _settings())
-    assert "error_kind" not in row, row
-    assert row["title"] == "A page title long enough"
+    assert isinstance(row, ArticleRow), row
+    assert row.title == "A page title long enough"
 
 
 def test_the_hop_hook_sees_each_url_as_sent(serve: Callable[..., RawServer]) -> None:
@@ -557,7 +565,7 @@ def test_a_dribbling_hub_is_cut_at_the_hub_timeout(serve: Callable[..., RawServe
     record = _subscribe(f"http://127.0.0.1:{hub.port}/hub", _settings(read_timeout_seconds=1), tmp_path,
                         hub_timeout=1.0)
     assert record.status == "failed" and record.last_error.startswith("timeout")
-    assert time.monotonic() - started < 1.8
+    assert time.monotonic() - started < DRIBBLE_SECONDS / 2
 
 
 def test_a_hub_address_is_checked_when_connecting(
@@ -662,7 +670,7 @@ def test_a_redirect_is_refused_with_its_own_kind(serve: Callable[..., RawServer]
                                                 caplog: pytest.LogCaptureFixture, target: str, kind: str) -> None:
     server = serve(_redirect_to(target))
     row = _fetch_page(f"http://127.0.0.1:{server.port}", "/story", _settings())
-    assert row.get("error_kind") == kind, row
+    assert getattr(row, "error_kind", None) == kind, row
     assert not [r for r in caplog.records if r.exc_info], "an expected refusal is logged with a traceback"
 
 
@@ -670,9 +678,9 @@ def test_a_refused_robots_fetch_is_not_kept_as_the_publishers_verdict(serve: Cal
     server = serve(_redirect_to("http://10.0.0.1/admin"))
     settings = _settings()
     link = f"http://127.0.0.1:{server.port}/story"
-    job = FeedJob("f1", link, "p1", "en", "us", "", empty_state("f1"))
+    job = FeedJob("f1", link, "p1", "en", "us", "", FeedState("f1"))
     with make_client(settings) as client:
         robots = RobotsCache(client, settings)
-        _fetch_article(job, FeedItem(link, link, "", "", None, None, (), None, None, None), client, robots, settings,
+        fetch_article(job, FeedItem(link, link, "", "", None, None, (), None, None, None), client, robots, settings,
                        datetime.now(UTC))
     assert "http://10.0.0.1" not in robots.fetched  # not stored as a disallow-all for later runs

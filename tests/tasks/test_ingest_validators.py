@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 from loopback import serve
 
 from tasks.http import make_client
-from tasks.ingest import VALIDATOR_MAX_CHARS, FeedJob, clean_validator, empty_state, poll_feed, poll_shard
+from tasks.ingest.plan import FeedJob
+from tasks.ingest.poll import poll_feed, poll_shard
 from tasks.settings import IngestSettings
+from transforms.polling import VALIDATOR_MAX_CHARS, FeedReport, clean_validator
+from transforms.records import FeedState
 
 pytestmark = pytest.mark.integration
 
@@ -74,11 +78,11 @@ def _settings() -> IngestSettings:
     )
 
 
-def _poll(url: str, state: dict[str, Any], now: datetime) -> tuple[dict[str, Any], Any]:
+def _poll(url: str, state: FeedState, now: datetime) -> tuple[FeedState, FeedReport]:
     settings = _settings()
     with make_client(settings) as client:
-        state, _, report = poll_feed(FeedJob("f", url, "p", "en", "US", "", state, 1), client, settings, now)
-    return state, report
+        outcome = poll_feed(FeedJob("f", url, "p", "en", "US", "", state, 1), client, settings, now)
+    return outcome.state, outcome.report
 
 
 @pytest.mark.parametrize(
@@ -93,9 +97,9 @@ def _poll(url: str, state: dict[str, Any], now: datetime) -> tuple[dict[str, Any
 )
 def test_unusable_validator_is_not_stored_and_the_feed_recovers(feed_url: str, validators: dict[str, str]) -> None:
     _Feed.validators = validators
-    state, report = _poll(feed_url, empty_state("f"), NOW)
+    state, report = _poll(feed_url, FeedState("f"), NOW)
     assert report.status == 200 and report.error_kind is None
-    assert state["etag"] is None and state["last_modified"] is None
+    assert state.etag is None and state.last_modified is None
 
     state, report = _poll(feed_url, state, NOW + timedelta(minutes=10))
     assert report.error_kind is None, report.error
@@ -104,7 +108,7 @@ def test_unusable_validator_is_not_stored_and_the_feed_recovers(feed_url: str, v
     # The server is fixed: its validators are stored, sent back, and answered with 304.
     _Feed.validators = {"ETag": GOOD_ETAG, "Last-Modified": GOOD_LAST_MODIFIED}
     state, report = _poll(feed_url, state, NOW + timedelta(minutes=20))
-    assert (state["etag"], state["last_modified"]) == (GOOD_ETAG, GOOD_LAST_MODIFIED)
+    assert (state.etag, state.last_modified) == (GOOD_ETAG, GOOD_LAST_MODIFIED)
     state, report = _poll(feed_url, state, NOW + timedelta(minutes=30))
     assert _Feed.requests[-1]["if-none-match"] == GOOD_ETAG
     assert report.status == 304 and report.error_kind is None
@@ -123,12 +127,12 @@ def test_unusable_validator_is_not_stored_and_the_feed_recovers(feed_url: str, v
 def test_a_stored_bad_validator_is_dropped_on_the_next_poll(feed_url: str, field: str, value: str) -> None:
     # A state written before validators were checked: polling it must neither crash nor keep it.
     _Feed.validators = {"ETag": GOOD_ETAG}
-    state = {**empty_state("f"), field: value, "last_polled_at": NOW - timedelta(hours=1)}
+    state = replace(FeedState("f"), **{field: value}, last_polled_at=NOW - timedelta(hours=1))
     state, report = _poll(feed_url, state, NOW)
     assert report.status == 200 and report.error_kind is None, report.error
     assert "if-none-match" not in _Feed.requests[-1] and "if-modified-since" not in _Feed.requests[-1]
-    assert state[field] != value
-    assert state["etag"] == GOOD_ETAG
+    assert getattr(state, field) != value
+    assert state.etag == GOOD_ETAG
 
 
 def test_a_stored_bad_validator_is_dropped_even_when_the_poll_fails() -> None:
@@ -137,29 +141,30 @@ def test_a_stored_bad_validator_is_dropped_even_when_the_poll_fails() -> None:
         closed.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{closed.getsockname()[1]}/feed"
     settings = _settings()
-    state = {**empty_state("f"), "etag": '"caf\u00e9"', "last_modified": GOOD_LAST_MODIFIED}
+    state = FeedState("f", etag='"caf\u00e9"', last_modified=GOOD_LAST_MODIFIED)
     with make_client(settings) as client:
-        state, _, report = poll_feed(FeedJob("f", url, "p", "en", "US", "", state, 1), client, settings, NOW)
+        outcome = poll_feed(FeedJob("f", url, "p", "en", "US", "", state, 1), client, settings, NOW)
+    state, report = outcome.state, outcome.report
     assert report.error_kind == "connect"
-    assert state["etag"] is None and state["last_modified"] == GOOD_LAST_MODIFIED
+    assert state.etag is None and state.last_modified == GOOD_LAST_MODIFIED
 
 
 def test_a_new_unusable_etag_replaces_the_old_one(feed_url: str) -> None:
     # The old ETag names an older representation; keeping it would only cost a full 200 later, but
     # the state should say what the server said: no usable validator now.
     _Feed.validators = {"ETag": _wire('"caf\u00e9"')}
-    state = {**empty_state("f"), "etag": '"old"'}
+    state = FeedState("f", etag='"old"')
     state, report = _poll(feed_url, state, NOW)
-    assert report.status == 200 and state["etag"] is None
+    assert report.status == 200 and state.etag is None
 
 
 def test_shard_with_a_wedged_state_is_not_an_internal_error(feed_url: str) -> None:
     _Feed.validators = {"ETag": GOOD_ETAG}
-    state = {**empty_state("f"), "etag": '"caf\u00e9"'}
+    state = FeedState("f", etag='"caf\u00e9"')
     result = poll_shard([FeedJob("f", feed_url, "p", "en", "US", "", state, 1)], _settings(), NOW)
     (report,) = result.reports
     assert report.error_kind != "internal", report.error
-    assert result.states[0]["etag"] == GOOD_ETAG
+    assert result.states[0].etag == GOOD_ETAG
 
 
 @pytest.mark.parametrize(

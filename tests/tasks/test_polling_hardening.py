@@ -8,9 +8,10 @@ from http.server import BaseHTTPRequestHandler
 from loopback import serve
 
 from tasks.http import make_client
-from tasks.ingest import FeedJob, empty_state
+from tasks.ingest.plan import FeedJob
 from tasks.settings import IngestSettings
 from transforms.polling import PollResponse, PollState, decide_next_poll
+from transforms.records import FeedState
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -51,12 +52,13 @@ class _FeedWithOddRetryAfter(BaseHTTPRequestHandler):
 def test_a_strange_retry_after_on_a_200_does_not_fail_the_poll() -> None:
     """A Retry-After on a 200 is not read, and one that only looks numeric never raises: such a
     header made every poll an 'internal' failure (items never ingested, the feed parked)."""
-    from tasks.ingest import _poll_feed_safely
+    from tasks.ingest.poll import poll_feed_safely
 
     settings = _settings()
     with serve(_FeedWithOddRetryAfter) as base, make_client(settings) as client:
-        job = FeedJob("f", f"{base}/feed", "p", "en", "US", "", empty_state("f"), 2)
-        state, items, report = _poll_feed_safely(job, client, settings, NOW)
+        job = FeedJob("f", f"{base}/feed", "p", "en", "US", "", FeedState("f"), 2)
+        outcome = poll_feed_safely(job, client, settings, NOW)
+    items, report = outcome.new_items, outcome.report
     assert report.error_kind is None, report.error
     assert len(items) == 1
 

@@ -28,7 +28,9 @@ from corpus_paths import CLUSTERING_CORPORA
 
 from replay.site import ReplaySite
 from tasks.http import make_client
-from tasks.ingest import commit_ingest, load_feed_states, plan_due_feeds, poll_shard
+from tasks.ingest.commit import commit_ingest
+from tasks.ingest.plan import load_feed_states, plan_due_feeds
+from tasks.ingest.poll import poll_shard
 from tasks.registry import feed_id_for, import_publishers
 from tasks.replay_control import download_publishers_csv
 from tasks.settings import IngestSettings, WebSubSettings
@@ -124,15 +126,15 @@ def test_the_whole_handshake_over_http(world: World) -> None:
 
     # The feed state records the hub at once, and the lease from the next poll on.
     states, _ = load_feed_states(store)
-    assert {s["hub_url"] for s in states.values()} == {site.hub_url}
-    t2 = max(s["next_poll_at"] for s in states.values())
+    assert {s.hub_url for s in states.values()} == {site.hub_url}
+    t2 = max(s.next_poll_at for s in states.values())
     site.set_clock(t2)
     world.cycle(t2)
     states, _ = load_feed_states(store)
     for state in states.values():
-        assert state["lease_expires_at"] == t1 + timedelta(seconds=world.websub.lease_seconds)
-        if state["last_polled_at"] == t2 and state["last_error_kind"] is None:
-            assert state["interval_seconds"] >= world.websub.backstop_seconds, state["poll_reason"]
+        assert state.lease_expires_at == t1 + timedelta(seconds=world.websub.lease_seconds)
+        if state.last_polled_at == t2 and state.last_error_kind is None:
+            assert state.interval_seconds >= world.websub.backstop_seconds, state.poll_reason
 
     # An intent check we did not ask for is refused: unknown feed, other topic, unasked unsubscribe,
     # a re-check or a denial of a live subscription.
@@ -170,20 +172,20 @@ def test_a_pushed_item_is_in_the_articles_log_within_one_cycle(world: World) -> 
     t1 = START + timedelta(minutes=20)
     _subscribed(world, t1)
     states, _ = load_feed_states(store)
-    t2 = max(s["next_poll_at"] for s in states.values())
+    t2 = max(s.next_poll_at for s in states.values())
     site.set_clock(t2)
     world.cycle(t2)  # every feed polled with a live lease: each next poll is a backstop away
     states, _ = load_feed_states(store)
     candidates = sorted(
         (a for a in site.articles
          if t2 < a.published_at < states[feed_id_for(next(p.rss_url for p in site.publishers
-                                                          if p.publisher_id == a.publisher_id))]["next_poll_at"]),
+                                                          if p.publisher_id == a.publisher_id))].next_poll_at),
         key=lambda a: a.published_at)
     assert candidates, "some article is published while its feed is not due"
     article = candidates[0]
     publisher = next(p for p in site.publishers if p.publisher_id == article.publisher_id)
     feed_id = feed_id_for(publisher.rss_url)
-    due_at = states[feed_id]["next_poll_at"]
+    due_at = states[feed_id].next_poll_at
     assert article.url not in _ingested_urls(store)
 
     t3 = article.published_at
@@ -277,12 +279,12 @@ def test_publisher_pings_are_authenticated_and_rate_limited(world: World) -> Non
 
     # The ingest honours the same limit: a feed polled 10 s ago waits; 30 s after, it is taken first.
     states, _ = load_feed_states(store)
-    assert states[feed_id]["last_polled_at"] == t1
+    assert states[feed_id].last_polled_at == t1
     soon = t1 + timedelta(seconds=10)
     assert feed_id not in {j.feed_id for jobs in plan_due_feeds(store, soon, shards=4) for j in jobs}
     later = t1 + timedelta(seconds=30)
     planned = {j.feed_id: j for jobs in plan_due_feeds(store, later, shards=4) for j in jobs}
-    assert planned[feed_id].push_keys and states[feed_id]["next_poll_at"] > later
+    assert planned[feed_id].push_keys and states[feed_id].next_poll_at > later
 
 
 def test_leases_are_renewed_before_they_end_and_expire_on_the_hub(world: World) -> None:

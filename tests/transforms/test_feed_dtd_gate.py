@@ -60,7 +60,8 @@ def test_entity_declarations_are_refused_wherever_they_hide(body: bytes, reason:
     started = time.perf_counter()
     with pytest.raises(FeedRejectedError, match=re.escape(reason)) as info:
         parse_feed(body, FEED_URL)
-    assert time.perf_counter() - started < 1.0, "the gate must refuse before any parser expands anything"
+    # A wide bound (an expansion would run for minutes or exhaust memory), not a benchmark.
+    assert time.perf_counter() - started < 10.0, "the gate must refuse before any parser expands anything"
     assert info.value.url == FEED_URL
 
 
@@ -71,7 +72,7 @@ def test_padded_bomb_is_refused_before_parsing() -> None:
     started = time.perf_counter()
     with pytest.raises(FeedRejectedError, match="refusing entity expansion"):
         parse_feed(body, FEED_URL)
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 10.0
 
 
 @pytest.mark.parametrize(

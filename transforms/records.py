@@ -1,0 +1,125 @@
+"""The typed rows of an article's path through ingest: a feed's state and an article's log row.
+
+Each record is one row of a table whose Arrow schema ``warehouse/schemas.py`` declares
+(``FeedState``: ``FEED_STATE_SCHEMA``; ``ArticleRow``: ``ARTICLES_SCHEMA``), field for field and in
+the same order; ``tests/transforms/test_records.py`` checks names and types against those schemas.
+They live here, the lowest layer that computes them, so ``transforms`` (the poll decision, the
+article build) and ``tasks`` (fetching, committing) share one type; ``warehouse`` may not import
+``transforms``, so a task hands it the plain row (``to_row``) and reads rows back with ``from_row``.
+
+Frozen, with tuples for list columns: a state or row is replaced (``dataclasses.replace``), never
+changed in place, so what a shard returns is what the commit writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+
+def _row_of(record: object) -> dict[str, object]:
+    """``{column: value}`` with tuples as lists, for ``pyarrow.Table.from_pylist``."""
+    row: dict[str, object] = {}
+    for f in fields(record):  # type: ignore[arg-type]
+        value = getattr(record, f.name)
+        row[f.name] = list(value) if isinstance(value, tuple) else value
+    return row
+
+
+@dataclass(frozen=True, slots=True)
+class FeedState:
+    """One row of ``state/feeds/``: when to poll a feed next and what its last polls left.
+
+    A feed never polled is ``FeedState(feed_id)``: every other field neutral.
+    """
+
+    feed_id: str
+    next_poll_at: datetime | None = None
+    last_polled_at: datetime | None = None
+    last_status: int | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    recent_guids: tuple[str, ...] = ()
+    """The last 200 guids seen, newest first."""
+    interval_seconds: int | None = None
+    poll_reason: str | None = None
+    """The rule that set ``next_poll_at`` (``rate``, ``retry_after``, ``backoff``, ...)."""
+    error_streak: int = 0
+    last_error: str | None = None
+    last_error_kind: str | None = None
+    last_error_at: datetime | None = None
+    last_new_items: int = 0
+    rate_counts: tuple[float, ...] = ()
+    """168 decayed item counts, one per UTC hour of the week (empty: unknown)."""
+    rate_observed_seconds: float = 0.0
+    validator_miss_streak: int = 0
+    is_validators_useless: bool = False
+    is_parked: bool = False
+    parked_reason: str | None = None
+    hub_url: str | None = None
+    """The feed's WebSub hub (``link rel=hub``), as last read."""
+    topic_url: str | None = None
+    """The feed's ``rel=self`` (its WebSub topic), kept for 304 polls."""
+    lease_expires_at: datetime | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> FeedState:
+        """A state from a stored row; a null (a column older files lack) takes the neutral value.
+
+        >>> FeedState.from_row({"feed_id": "f", "recent_guids": ["a"], "error_streak": None})
+        FeedState(feed_id='f', next_poll_at=None, last_polled_at=None, last_status=None, etag=None, last_modified=None, recent_guids=('a',), interval_seconds=None, poll_reason=None, error_streak=0, last_error=None, last_error_kind=None, last_error_at=None, last_new_items=0, rate_counts=(), rate_observed_seconds=0.0, validator_miss_streak=0, is_validators_useless=False, is_parked=False, parked_reason=None, hub_url=None, topic_url=None, lease_expires_at=None)
+        """
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            value = row.get(f.name)
+            if value is None:
+                continue
+            values[f.name] = tuple(value) if isinstance(value, list) else value
+        return cls(**values)
+
+    def to_row(self) -> dict[str, object]:
+        """The row for ``FEED_STATE_SCHEMA``."""
+        return _row_of(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ArticleRow:
+    """One row of the article log (``log/articles/``): never the body, only what is derived from it."""
+
+    article_id: str
+    version: int
+    content_hash: str
+    url: str
+    canonical_url: str
+    feed_id: str
+    publisher_id: str
+    language: str
+    region: str
+    title: str
+    snippet: str
+    image_url: str | None
+    author: str | None
+    section: str | None
+    categories: tuple[str, ...]
+    is_opinion: bool
+    published_at: datetime | None
+    """What the publisher claims, when plausible; ranking never uses it."""
+    first_seen_at: datetime
+    simhash: int
+    minhash: tuple[int, ...]
+    terms: tuple[str, ...]
+    term_weights: tuple[float, ...]
+    entities: tuple[str, ...]
+    embedding: tuple[float, ...] | None
+    signature_version: str
+    implausible_published_at: datetime | None = None
+    """The stated publication time when implausible (``published_at`` is then null, #16)."""
+    section_guess: str | None = None
+    """The section the title and lede suggest (``tasks.sections.guess_sections``), null where the
+    classifier abstained or there is no embedding (issue 21)."""
+
+    def to_row(self) -> dict[str, object]:
+        """The row for ``ARTICLES_SCHEMA``."""
+        return _row_of(self)
