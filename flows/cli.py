@@ -387,9 +387,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     """
     import json
 
+    from newsroom.errors import NewsroomError
     from tasks.clock import resolve_now
     from tasks.doctor import doctor_report, run_doctor
-    from tasks.errors import NewsroomError
     from tasks.storage import configured_store
 
     try:
@@ -450,8 +450,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_pages_rollback(args: argparse.Namespace) -> int:
     """``newsroom pages rollback EDITION SECTION VERSION``."""
+    from newsroom.errors import NewsroomError
     from tasks.clock import resolve_now
-    from tasks.errors import NewsroomError
     from tasks.rank import rollback_pointer
     from tasks.storage import configured_store
 

@@ -32,21 +32,22 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.crashpoints import crash_point
+from tasks.errors import WriterFencedError
 from transforms.clustering import ClusterParams, LanguageClusterer
 from transforms.features import features_from_row
 from warehouse import layout
 from warehouse.damage import DamagedObject, collect_damage, describe_error, record_damage
 from warehouse.errors import (
     CorruptObjectError,
-    NewsroomError,
     ObjectNotFoundError,
     PreconditionFailedError,
     SchemaMismatchError,
+    StateBlobError,
 )
 from warehouse.integrity import parse_checkpoint
 from warehouse.maintenance import is_compacted
 from warehouse.schemas import ARTICLES_SCHEMA, STORY_CHANGES_SCHEMA
-from warehouse.state_blobs import StateBlobError, decode_state, encode_state
+from warehouse.state_blobs import decode_state, encode_state
 from warehouse.store import ObjectStore
 from warehouse.tables import (
     list_segments,
@@ -64,14 +65,6 @@ STATE_KEY_METADATA = b"newsroom.state_key"
 """Key of a change segment's Parquet metadata naming the state blob its decisions lead to."""
 _STATE_PUT_ATTEMPTS = 5
 _STATE_PUT_PAUSE_SECONDS = 0.05
-
-
-class WriterFencedError(NewsroomError):
-    """Another writer moved this language's checkpoint first; this run's decisions are dropped."""
-
-    def __init__(self, message: str, key: str) -> None:
-        super().__init__(message)
-        self.key = key
 
 
 def _fresh_checkpoint() -> dict[str, Any]:
