@@ -1,14 +1,15 @@
-"""The typed rows of an article's path through ingest: a feed's state and an article's log row.
+"""The typed rows of an article's path: a feed's state, an article's log row, a writer's decision.
 
 Each record is one row of a table whose Arrow schema ``warehouse/schemas.py`` declares
-(``FeedState``: ``FEED_STATE_SCHEMA``; ``ArticleRow``: ``ARTICLES_SCHEMA``), field for field and in
-the same order; ``tests/transforms/test_records.py`` checks names and types against those schemas.
-They live here, the lowest layer that computes them, so ``transforms`` (the poll decision, the
-article build) and ``tasks`` (fetching, committing) share one type; ``warehouse`` may not import
-``transforms``, so a task hands it the plain row (``to_row``) and reads rows back with ``from_row``.
+(``FeedState``: ``FEED_STATE_SCHEMA``; ``ArticleRow``: ``ARTICLES_SCHEMA``; ``StoryChange``:
+``STORY_CHANGES_SCHEMA``), field for field and in the same order; ``tests/transforms/test_records.py``
+checks names and types against those schemas. They live here, the lowest layer that computes them,
+so ``transforms`` (the poll decision, the article build, the clustering decision) and ``tasks``
+(fetching, committing) share one type; ``warehouse`` may not import ``transforms``, so a task hands
+it the plain row (``to_row``) and reads rows back with ``from_row``.
 
 Frozen, with tuples for list columns: a state or row is replaced (``dataclasses.replace``), never
-changed in place, so what a shard returns is what the commit writes.
+changed in place, so what a shard or a writer returns is what the commit writes.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 
 def _row_of(record: object) -> dict[str, object]:
@@ -122,4 +123,49 @@ class ArticleRow:
 
     def to_row(self) -> dict[str, object]:
         """The row for ``ARTICLES_SCHEMA``."""
+        return _row_of(self)
+
+
+ChangeKind = Literal["new_story", "assign", "copy", "version", "merge", "split"]
+"""``new_story``, ``assign``, ``copy`` and ``version`` are the cluster writer's (``version``: the
+same member of the same story with new text); ``merge`` and ``split`` the repair pass's."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoryChange:
+    """One decision of a language writer, numbered by its offset in the language's change log.
+
+    A merge moves ``article_id`` from ``other_story_id`` into ``story_id`` (the survivor); a split
+    moves it from ``other_story_id`` into the new ``story_id``. ``score`` is the join or repair
+    score behind the decision.
+    """
+
+    change_id: str
+    """``<language>:<offset>``: unique, and the same when a replay decides the same."""
+    offset: int
+    language: str
+    kind: ChangeKind
+    story_id: str
+    article_id: str | None
+    copy_of: str | None
+    """The original this article copies (the first article of a chain of copies), or None."""
+    other_story_id: str | None
+    score: float
+    changed_at: datetime
+
+    @classmethod
+    def at(cls, language: str, offset: int, kind: ChangeKind, story_id: str, *, article_id: str | None,
+           copy_of: str | None = None, other_story_id: str | None = None, score: float,
+           changed_at: datetime) -> StoryChange:
+        """The change at ``offset`` of ``language``'s log; its id is ``<language>:<offset>``.
+
+        >>> StoryChange.at("en", 7, "assign", "s1", article_id="a1", score=0.5,
+        ...                changed_at=datetime(2026, 12, 1)).change_id
+        'en:7'
+        """
+        return cls(f"{language}:{offset}", offset, language, kind, story_id, article_id, copy_of, other_story_id,
+                   score, changed_at)
+
+    def to_row(self) -> dict[str, object]:
+        """The row for ``STORY_CHANGES_SCHEMA``."""
         return _row_of(self)
