@@ -12,16 +12,23 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flows import lifeline
+
+if TYPE_CHECKING:
+    from tasks.settings import PipelineSettings
 
 DEFAULT_CORPORA = ("clustering/ecbplus-dev.jsonl", "clustering/mmds-dev.jsonl")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _quiet_prefect_defaults() -> None:
-    """Local runs talk to nobody but loopback, and give the temporary server time to start."""
+    """Local runs talk to nobody but loopback, and give the temporary server time to start.
+
+    Prefect's own settings, as defaults for this process and the server it starts (a user's
+    values win); newsroom's settings are never written to the environment (issue 17).
+    """
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
@@ -126,16 +133,27 @@ def _batch_demo(args: argparse.Namespace, corpora: list[Path], store_dir: Path, 
     # A SIGTERM (a supervisor, `timeout`, `kill`) stops the demo like Ctrl-C: its children go too.
     signal.signal(signal.SIGTERM, _interrupt)
     _quiet_prefect_defaults()
-    os.environ["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"  # the replay site is on loopback
-    os.environ["NEWSROOM_WAREHOUSE_ROOT"] = str(store_dir)
+    from tasks.settings import use_settings
 
+    with use_settings(demo_settings(store_dir)):
+        return _batch_cycles(args, corpora, store_dir, start, step)
+
+
+def demo_settings(store_dir: Path) -> PipelineSettings:
+    """The settings in effect plus the demo's own: its store, and fetches of the replay site on loopback."""
+    from tasks.settings import current_settings
+
+    return current_settings().with_store(str(store_dir)).with_private_addresses()
+
+
+def _batch_cycles(args: argparse.Namespace, corpora: list[Path], store_dir: Path, start: datetime,
+                  step: timedelta) -> int:
     from flows.cycle import pipeline_cycle
     from flows.demo_pipeline import cycle_counts
     from tasks.registry import import_publishers
     from tasks.replay_control import download_publishers_csv, set_replay_clock
-    from tasks.storage import configured_store, reset_configured_store
+    from tasks.storage import configured_store
 
-    reset_configured_store()
     _say(f"[1/4] starting the replay publisher site ({', '.join(c.name for c in corpora)}) ...")
     replay = ReplayProcess(corpora, start, args.seed, args.limit)
     try:
@@ -214,8 +232,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         _say(f"the Prefect server did not become healthy; see {RUN_DIR}/prefect-server.log")
         return 1
     if args.replay:
-        os.environ["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"
-        env["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"
+        env["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"  # the worker's flows fetch the replay site
         corpus = default_corpus_dir()
         start = datetime.now(UTC).replace(second=0, microsecond=0)
         cmd = [sys.executable, "-m", "replay", "--port", str(args.replay_port), "--seed", "7",
@@ -628,15 +645,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "publishers" and args.action == "import" and not args.file:
         raise SystemExit("newsroom publishers import FILE")
-    if args.command not in _NO_SETTINGS:
-        from tasks.settings import check_all_settings
+    if args.command in _NO_SETTINGS:
+        return int(args.func(args))
+    from tasks.settings import PipelineSettings, use_settings
 
-        try:
-            check_all_settings()  # one line and exit 2 for a bad setting, before any work (#16)
-        except ValueError as e:
-            _err(f"newsroom {args.command}: {e}")
-            return 2
-    return int(args.func(args))
+    try:
+        settings = PipelineSettings.from_environment()  # one line and exit 2 for a bad setting, before any work (#16)
+    except ValueError as e:
+        _err(f"newsroom {args.command}: {e}")
+        return 2
+    with use_settings(settings):  # read once; every flow and task of the command gets these (issue 17)
+        return int(args.func(args))
 
 
 if __name__ == "__main__":
