@@ -10,7 +10,9 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
-from transforms.records import ArticleRow, FeedState, StoryChange
+from serving.models import SourcePublic, StoryPublic
+from transforms.ranking import RANKED_COLUMNS
+from transforms.records import ArticleRow, FeedState, PageSource, PageStory, RankedStory, StoryChange
 from transforms.times import parse_iso_datetime
 from warehouse.schemas import ARTICLES_SCHEMA, FEED_STATE_SCHEMA, STORY_CHANGES_SCHEMA
 from warehouse.times import parse_instant
@@ -85,3 +87,34 @@ def test_a_feed_state_round_trips_through_its_table() -> None:
 def test_the_two_instant_parsers_agree(text: str) -> None:
     """warehouse and serving may not import transforms: their parser keeps the same rules."""
     assert parse_instant(text) == parse_iso_datetime(text)
+
+
+# -- the JSON hops: what a page lists, and the API model that documents it ----------------------
+
+
+def _page_story() -> PageStory:
+    source = PageSource("a1", "p1", "Harbor Times", "Sea walls rise", "https://harbor.example/a1",
+                        "2026-12-01T11:00:00Z", False, False, True, "US")
+    return PageStory("s1", "Sea walls rise", "Eleven ports agreed.", None, "en", ("world",), "2026-12-01T11:00:00Z",
+                     "2026-12-01T11:30:00Z", 1, 2, "a1", (source,), 1, 2.5,
+                     {"coverage": 1.0, "velocity": 0.0, "freshness": 0.9, "regional_share": 1.0}, True,
+                     "2026-12-01T11:10:00Z", {"candidates": 1, "near_ties": ["a1"], "stepped_aside": []})
+
+
+@pytest.mark.parametrize(("record", "model"), [(PageStory, StoryPublic), (PageSource, SourcePublic)],
+                         ids=["PageStory", "PageSource"])
+def test_a_page_record_and_its_api_model_name_the_same_fields(record: type, model: type) -> None:
+    coverage_only = {"editions"} if model is StoryPublic else set()  # Full Coverage only
+    assert {f.name for f in dataclasses.fields(record)} == set(model.model_fields) - coverage_only
+
+
+def test_a_page_story_as_published_is_what_the_api_model_reads() -> None:
+    story = _page_story()
+    parsed = StoryPublic.model_validate(story.to_json())
+    assert parsed.story_id == "s1" and parsed.sources[0].is_paywalled
+    assert parsed.representative_choice is not None and parsed.representative_choice.near_ties == ["a1"]
+    assert parsed.model_extra == {}  # nothing the model does not declare
+
+
+def test_a_ranked_story_reads_the_columns_rank_editions_selects() -> None:
+    assert [f.name for f in dataclasses.fields(RankedStory)] == list(RANKED_COLUMNS)
