@@ -54,3 +54,7 @@ class RegistryImportError(NewsroomError, ValueError):
         shown = "; ".join(str(e) for e in self.errors[:3])
         more = f" (and {len(self.errors) - 3} more)" if len(self.errors) > 3 else ""
         super().__init__(f"{path + ': ' if path else ''}{len(self.errors)} invalid row(s): {shown}{more}")
+
+
+class StoryNotListedError(NewsroomError, LookupError):
+    """No live page (of the edition asked for) lists the story (``newsroom explain``)."""
