@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -290,14 +291,21 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_cluster_eval(args: argparse.Namespace) -> int:
-    from tasks.cluster_eval import run_cluster_eval
+def _with_progress(run: Callable[..., int], source: Path, output: str, done: str) -> int:
+    """``run(source, output, progress=...)`` with rich bars on a terminal, then the line ``done``
+    (``{count}`` is what ``run`` returned) and where it went."""
     from tasks.progress import terminal_progress
 
     with terminal_progress() as progress:
-        count = run_cluster_eval(Path(args.input), Path(args.output), progress=progress)
-    _say(f"clustered {count} articles -> {args.output}")
+        count = run(source, Path(output), progress=progress)
+    _say(f"{done.format(count=count)} -> {output}")
     return 0
+
+
+def cmd_cluster_eval(args: argparse.Namespace) -> int:
+    from tasks.cluster_eval import run_cluster_eval
+
+    return _with_progress(run_cluster_eval, Path(args.input), args.output, "clustered {count} articles")
 
 
 def cmd_classify_sections(args: argparse.Namespace) -> int:
@@ -310,12 +318,8 @@ def cmd_classify_sections(args: argparse.Namespace) -> int:
 
 def cmd_extract(args: argparse.Namespace) -> int:
     from tasks.extract_pages import extract_directory
-    from tasks.progress import terminal_progress
 
-    with terminal_progress() as progress:
-        count = extract_directory(Path(args.input_dir), Path(args.output), progress=progress)
-    _say(f"extracted {count} pages -> {args.output}")
-    return 0
+    return _with_progress(extract_directory, Path(args.input_dir), args.output, "extracted {count} pages")
 
 
 def cmd_sql(args: argparse.Namespace) -> int:

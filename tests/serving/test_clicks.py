@@ -28,6 +28,7 @@ from conftest import (
     publish_fixture,
     settings_for,
 )
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from serving.app import create_app
@@ -255,13 +256,19 @@ def test_sigkill_loses_at_most_the_last_interval(tmp_path: Path) -> None:
 # -- D8: a store outage never holds up the reader; the buffer keeps the clicks until it is back ----
 
 
-def test_click_during_store_outage_redirects_at_once_and_is_written_when_the_store_is_back(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def _app_over_a_flaky_store(tmp_path: Path, **settings: object) -> tuple[LocalStore, FlakyStore, FastAPI]:
+    """The fixture published to a local store, and an app over it through a store that can be made to fail."""
     inner = LocalStore(tmp_path / "store")
     publish_fixture(inner)
     flaky = FlakyStore(inner)
-    with TestClient(create_app(flaky, settings_for(tmp_path))) as client:
+    return inner, flaky, create_app(flaky, settings_for(tmp_path, **settings))
+
+
+def test_click_during_store_outage_redirects_at_once_and_is_written_when_the_store_is_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    inner, flaky, app = _app_over_a_flaky_store(tmp_path)
+    with TestClient(app) as client:
         minted = client.post("/v1/click-token", json={"article_id": FIRST_ARTICLE}).json()
         flaky.failing = True
         response = client.get(minted["click_url"], follow_redirects=False)
@@ -283,10 +290,8 @@ def test_click_during_store_outage_redirects_at_once_and_is_written_when_the_sto
 def test_click_beyond_a_full_buffer_still_redirects_and_logs_the_lost_click(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    inner = LocalStore(tmp_path / "store")
-    publish_fixture(inner)
-    flaky = FlakyStore(inner)
-    with TestClient(create_app(flaky, settings_for(tmp_path, click_buffer_max=1))) as client:
+    inner, flaky, app = _app_over_a_flaky_store(tmp_path, click_buffer_max=1)
+    with TestClient(app) as client:
         first, second = (client.post("/v1/click-token", json={"article_id": FIRST_ARTICLE}).json()
                          for _ in range(2))
         flaky.failing = True
