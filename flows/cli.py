@@ -348,7 +348,8 @@ def _err(message: str) -> None:
 def cmd_publishers(args: argparse.Namespace) -> int:
     """``newsroom publishers import FILE [--skip-invalid]`` or ``export``: every invalid row is reported
     as ``FILE:LINE: why``; nothing is imported then unless ``--skip-invalid`` (exit 1 either way)."""
-    from tasks.registry import RegistryImportError, export_opml, import_publishers, load_registry
+    from tasks.errors import RegistryImportError
+    from tasks.registry import export_opml, import_publishers, load_registry
     from tasks.settings import get_ingest_settings
     from tasks.storage import configured_store
 
@@ -382,8 +383,10 @@ def cmd_flow(args: argparse.Namespace) -> int:
     from flows.rank import rank_and_publish
     from flows.repair import repair_stories
 
-    flow = {"ingest": ingest_feeds, "cluster": cluster_stories, "repair": repair_stories, "rank": rank_and_publish,
-            "cycle": pipeline_cycle}[args.command]
+    flows: dict[str, Callable[..., object]] = {"ingest": ingest_feeds, "cluster": cluster_stories,
+                                               "repair": repair_stories, "rank": rank_and_publish,
+                                               "cycle": pipeline_cycle}
+    flow = flows[args.command]
     _say(str(flow(now=args.now)))
     return 0
 
@@ -422,9 +425,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         _say(json.dumps(report, indent=2))
     else:
-        for e in entries:
-            _say(f"{e.kind:<16} {e.key}\n{'':<16} {e.problem}\n{'':<16} -> {e.action}")
-        left = sum(1 for e in entries if not e.repaired)
+        for entry in entries:
+            _say(f"{entry.kind:<16} {entry.key}\n{'':<16} {entry.problem}\n{'':<16} -> {entry.action}")
+        left = sum(1 for entry in entries if not entry.repaired)
         _say(f"{len(entries)} damaged objects, {len(entries) - left} repaired" if entries else "no damaged objects")
     return 0 if report["clean"] else 1
 
@@ -454,7 +457,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     the story's lineage (issue 18)."""
     import json
 
-    from tasks.explain import StoryNotListedError, explain_story, render_explanation
+    from tasks.errors import StoryNotListedError
+    from tasks.explain import explain_story, render_explanation
     from tasks.settings import get_rank_settings
     from tasks.storage import configured_store
 
