@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urljoin
 from xml.etree.ElementTree import Element, ParseError
 
@@ -48,6 +48,7 @@ from defusedxml import DefusedXmlException
 
 from transforms.canonical_url import absolute_http_url
 from transforms.errors import FeedRejectedError
+from transforms.feed_xml import FeedDocument, read_feed_document
 from transforms.text import declared_xml_encoding, normalize_whitespace
 from transforms.times import parse_stated_datetime
 
@@ -64,6 +65,9 @@ ELLIPSIS = "\u2026"
 # not used for discovery lag, polling rates or ranking (#16); the claim is kept on its own.
 EARLIEST_PUBLISHED_AT = datetime(1995, 1, 1, tzinfo=UTC)
 PUBLISHED_FUTURE_SLACK = timedelta(days=1)
+FeedParserChoice = Literal["lxml", "feedparser"]
+"""``lxml``: well-formed RSS 2.0/Atom 1.0 read by :mod:`transforms.feed_xml`, feedparser for the rest;
+``feedparser``: feedparser for every RSS/Atom document (the reference the lxml reader is tested against)."""
 DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 _MARKUP_PROBE = "<!DOCTYPE x [<!ENTITY % y SYSTEM 'z'>]>"
@@ -155,6 +159,7 @@ def parse_feed(
     headers: Mapping[str, str] | None = None,
     max_items: int = FEED_MAX_ITEMS,
     max_bytes: int = FEED_MAX_BYTES,
+    parser: FeedParserChoice = "lxml",
 ) -> ParsedFeed:
     """Parse an RSS, Atom, JSON Feed or Google News sitemap document.
 
@@ -166,6 +171,9 @@ def parse_feed(
             ``Content-Language`` are used. Keys are case-insensitive.
         max_items: Keep at most this many items (the first ones in the document).
         max_bytes: Refuse bodies larger than this.
+        parser: ``"lxml"`` (the default) reads well-formed RSS 2.0 and Atom 1.0 with lxml and
+            leaves the rest to feedparser, with the same records (#20); ``"feedparser"`` sends
+            every RSS/Atom document to feedparser, the reference.
 
     Returns:
         The parsed feed. Never raises for malformed input: such feeds come back with
@@ -207,7 +215,7 @@ def parse_feed(
     root = _root_element_name(text)
     if root in ("urlset", "sitemapindex"):
         return _parse_news_sitemap(body, url, max_items)
-    return _parse_with_feedparser(body, url, text, http_headers, max_items)
+    return _parse_rss_atom(body, url, text, http_headers, max_items, parser)
 
 
 def extract_mime_type(content_type: str | None) -> tuple[str, str | None] | None:
@@ -390,8 +398,8 @@ def _end_of(text: str, marker: str, start: int) -> int:
 # --- RSS / Atom via feedparser -----------------------------------------------------------------
 
 
-def _parse_with_feedparser(
-    body: bytes, url: str, text: str, http_headers: dict[str, str], max_items: int
+def _parse_rss_atom(
+    body: bytes, url: str, text: str, http_headers: dict[str, str], max_items: int, parser: FeedParserChoice
 ) -> ParsedFeed:
     # Relative links resolve against Content-Location (itself maybe relative), else the URL.
     # feedparser is not told the base: it would also "resolve" guids such as "12345" into
@@ -405,6 +413,13 @@ def _parse_with_feedparser(
         stripped = body.lstrip(b" \t\r\n")
         if stripped.startswith(b"<?xml"):
             body = stripped
+    if parser == "lxml":
+        # Well-formed RSS 2.0 / Atom 1.0: the entries feedparser would give, read from lxml's tree
+        # (#20); anything the reader is not sure of goes to feedparser below.
+        document = read_feed_document(body, response_headers)
+        if isinstance(document, FeedDocument):
+            return _feed_from_entries(document.version, document.feed, document.entries, base, text, http_headers,
+                                      max_items, is_malformed=False, error=None)
     try:
         result = feedparser.parse(
             io.BytesIO(body),
@@ -415,9 +430,6 @@ def _parse_with_feedparser(
     except Exception as e:  # feedparser promises not to raise; record it if it does
         return _empty_feed(is_malformed=True, error=f"parser crashed: {type(e).__name__}: {e}")
 
-    feed: Mapping[str, Any] = result.get("feed", {})
-    language = normalize_language(feed.get("language") or http_headers.get("content-language"))
-
     bozo_exception = result.get("bozo_exception")
     # A missing or non-XML Content-Type says nothing about the document itself; feedparser
     # flags it anyway (and any later, real problem replaces it as bozo_exception).
@@ -427,10 +439,19 @@ def _parse_with_feedparser(
     if not result.get("version") and not entries:
         is_malformed = True
         error = error or "not a recognised feed format (no RSS, Atom or RDF root element)"
+    return _feed_from_entries(str(result.get("version") or ""), result.get("feed", {}), entries, base, text,
+                              http_headers, max_items, is_malformed=is_malformed, error=error)
 
+
+def _feed_from_entries(
+    version: str, feed: Mapping[str, Any], entries: Iterable[Mapping[str, Any]], base: str, text: str,
+    http_headers: Mapping[str, str], max_items: int, *, is_malformed: bool, error: str | None,
+) -> ParsedFeed:
+    """The records of feedparser's ``feed`` and ``entries`` (or the lxml reader's, which has the same shape)."""
+    language = normalize_language(feed.get("language") or http_headers.get("content-language"))
     # RFC 4287 §4.2.1: an Atom entry without an author has the feed's authors. An RSS channel's
     # managingEditor is not the author of its items, so only Atom feeds pass theirs down.
-    feed_authors = _entry_authors(feed) if str(result.get("version") or "").startswith("atom") else ()
+    feed_authors = _entry_authors(feed) if version.startswith("atom") else ()
     items = _dedupe_items((_feed_entry_to_item(e, base, language, feed_authors) for e in entries), max_items)
     links: list[Mapping[str, Any]] = [link for link in feed.get("links", []) if isinstance(link, Mapping)]
     return ParsedFeed(
