@@ -34,7 +34,7 @@ import threading
 import xml.sax.saxutils
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import feedparser.api
 import feedparser.encodings
@@ -57,6 +57,7 @@ _map_content_type = _FeedParserMixin.map_content_type
 _NEW_DECLARATION = "<?xml version='1.0' encoding='utf-8'?>"
 _DOCTYPE_RE = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
 _LINK_ENTITY_RE = re.compile("&([A-Za-z0-9_]+);")
+_CP1252_RE = re.compile("[\x80-\x9f]")  # the code points feedparser's _cp1252 table maps
 # feedparser's own address pattern in ``_sync_author_detail`` (mixin.py), kept as it is.
 _AUTHOR_EMAIL_RE = re.compile(
     r"""(([a-zA-Z0-9\_\-\.\+]+)@((\[[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.)|(([a-zA-Z0-9\-]+\.)+))"""
@@ -66,6 +67,10 @@ _ASCII_PROBE = "<?xml ?><rss><item></item></rss>"
 _XML_NS = "http://www.w3.org/XML/1998/namespace"
 _MATHML_NS = "http://www.w3.org/1998/Math/MathML"
 _SVG_NS = "http://www.w3.org/2000/svg"
+_KEYMAP: dict[str, str | list[str]] = FeedParserDict.keymap
+_TAG_STATES_KEPT = 256
+_TAGS: dict[tuple[tuple[tuple[str, str], ...], tuple[tuple[str | None, str], ...]], dict[str, _Tag]] = {}
+"""What each tag means, by the namespaces declared before it (most feeds declare the same few)."""
 _local = threading.local()
 
 
@@ -106,9 +111,38 @@ class _Entry(dict[str, Any]):
             links = dict.get(self, "links")
             if links is None:
                 return default
-            return [FeedParserDict((k, v) for k, v in link.items() if k != "rel")
+            return [{k: v for k, v in link.items() if k != "rel"}
                     for link in links if link["rel"] == "enclosure"]
         return dict.get(self, key, default)
+
+
+_Start = Callable[["_Reader", dict[str, Any]], None]
+_End = Callable[["_Reader"], None]
+
+
+class _Tag(NamedTuple):
+    name: str  # feedparser's element name: "title", "dc:creator", "media:content"
+    key: str  # its handler suffix and storage key: "title", "dc_creator", "media_content"
+    start: _Start | None
+    end: _End | None
+    unknown_start: bool  # feedparser has a start handler this module does not replay
+    unknown_end: bool
+    has_end: bool
+    keeps_textinput: bool
+    keeps_image: bool
+    markup_name: str  # the tag written back inside an XHTML text field
+    end_markup_name: str
+    adds_xmlns: bool
+
+
+def _strattrs(attrs: Mapping[str, str]) -> str:
+    return "".join(f' {k}="{xml.sax.saxutils.escape(v, {chr(34): "&quot;"})}"' for k, v in attrs.items())
+
+
+def _store(context: dict[str, Any], key: str, value: Any) -> None:  # noqa: ANN401 - any feed value
+    """``context[key] = value`` as FeedParserDict stores it: ``url`` as ``href``, ``guid`` as ``id``..."""
+    mapped = _KEYMAP.get(key, key)
+    context[mapped if isinstance(mapped, str) else mapped[0]] = value
 
 
 class _Decline(Exception):
@@ -132,7 +166,7 @@ def read_feed_document(body: bytes, http_headers: Mapping[str, str]) -> FeedDocu
     try:
         data = _as_feedparser_decodes(body, http_headers)
         if _DOCTYPE_RE.search(data):
-            raise _Decline("DOCTYPE")
+            raise _Decline("DOCTYPE: feedparser drops it, and with it any entity it defines")
         try:
             root = etree.fromstring(data, _parser())
         except etree.XMLSyntaxError as e:
@@ -142,9 +176,9 @@ def read_feed_document(body: bytes, http_headers: Mapping[str, str]) -> FeedDocu
             reader.walk(root)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
             # feedparser would raise out of its parse here, or swallow an AttributeError: either way not ours.
-            raise _Decline(f"{type(e).__name__} in a handler: {e}") from e
+            raise _Decline(f"handler error: {type(e).__name__}: {e}") from e
         if not reader.version:
-            raise _Decline("no RSS/Atom version")
+            raise _Decline("no version: not RSS or Atom")
     except _Decline as e:
         return Declined(e.reason)
     return FeedDocument(reader.version, _Entry(reader.feeddata), tuple(_Entry(e) for e in reader.entries))
@@ -167,14 +201,14 @@ def _as_feedparser_decodes(body: bytes, http_headers: Mapping[str, str]) -> byte
     if data[:3] == codecs.BOM_UTF8:
         data = data[3:]
     elif data[:2] in (codecs.BOM_UTF16_BE, codecs.BOM_UTF16_LE) or data[:1] in (b"\x00", b"\x4c"):
-        raise _Decline("not an ASCII-compatible encoding")
+        raise _Decline("encoding: not ASCII-compatible")
     xml_encoding = ""
     match = feedparser.encodings.RE_XML_PI_ENCODING.match(data)
     if match:
         try:
             xml_encoding = match.group(1).decode("utf-8").lower()
         except UnicodeDecodeError as e:
-            raise _Decline("undecodable encoding declaration") from e
+            raise _Decline("encoding: undecodable declaration") from e
     content_type, http_encoding = feedparser.encodings.parse_content_type(http_headers.get("content-type") or "")
     if content_type in ("application/xml", "application/xml-dtd", "application/xml-external-parsed-entity") or (
             content_type.startswith("application/") and content_type.endswith("+xml")):
@@ -190,10 +224,10 @@ def _as_feedparser_decodes(body: bytes, http_headers: Mapping[str, str]) -> byte
     try:
         info = codecs.lookup(encoding)
         if not info._is_text_encoding or _ASCII_PROBE.encode(info.name) != _ASCII_PROBE.encode("ascii"):
-            raise _Decline(f"encoding {encoding} is not ASCII-compatible")
+            raise _Decline(f"encoding: {encoding} is not ASCII-compatible")
         text = data.decode(encoding)
     except (LookupError, UnicodeError, ValueError) as e:
-        raise _Decline(f"does not decode as {encoding}") from e
+        raise _Decline(f"encoding: does not decode as {encoding}") from e
     if feedparser.encodings.RE_XML_DECLARATION.search(text):
         text = feedparser.encodings.RE_XML_DECLARATION.sub(_NEW_DECLARATION, text)
     else:
@@ -219,15 +253,15 @@ class _Reader:
     """
 
     def __init__(self, baselang: str | None) -> None:
-        self.feeddata = FeedParserDict()
-        self.entries: list[FeedParserDict] = []
+        self.feeddata = _Entry()
+        self.entries: list[_Entry] = []
         self.version = ""
         self.namespaces_in_use: dict[str, str] = {}
         self.namespacemap: dict[str | None, str] = {}
         self.infeed = self.inentry = self.incontent = self.intextinput = self.inimage = 0
         self.inauthor = self.incontributor = self.inpublisher = self.insource = 0
-        self.sourcedata = FeedParserDict()
-        self.contentparams = FeedParserDict()
+        self.sourcedata = _Entry()
+        self.contentparams: dict[str, Any] = {}
         self.summary_key: str | None = None
         self.stack: list[list[Any]] = []
         self.langstack: list[str | None] = []
@@ -242,20 +276,22 @@ class _Reader:
         self.lang = baselang
         if self.lang:
             self.feeddata["language"] = self.lang.replace("_", "-")
-        self._names: dict[str, str] = {}
+        self._tags: dict[str, _Tag] = _TAGS.setdefault(((), ()), {})
+        self._bases: dict[tuple[str, str], str] = {}
 
     # --- the walk: lxml's tree replayed as SAX events -------------------------------------------
 
     def walk(self, root: etree._Element) -> None:
+        start, end, data = self.start_element, self.end_element, self.handle_data
         for event, node in etree.iterwalk(root, events=("start-ns", "start", "end")):
             if event == "start":
-                self.start_element(node)
+                start(node)
                 if node.text:
-                    self.handle_data(node.text)
+                    data(node.text)
             elif event == "end":
-                self.end_element(node)
+                end(node)
                 if node.tail:
-                    self.handle_data(node.tail)
+                    data(node.tail)
             else:
                 prefix, uri = node
                 self.start_prefix_mapping(prefix or None, uri)
@@ -264,11 +300,18 @@ class _Reader:
         if not uri:
             return
         self.track_namespace(prefix, uri)
-        self._names.clear()
         if prefix and uri == "http://www.w3.org/1999/xlink":
             self.decls["xmlns:" + prefix] = uri
 
     def track_namespace(self, prefix: str | None, uri: str) -> None:
+        self._track_namespace(prefix, uri)
+        # Element names depend on the namespaces declared so far: the cache follows them.
+        state = (tuple(self.namespaces_in_use.items()), tuple(self.namespacemap.items()))
+        if len(_TAGS) > _TAG_STATES_KEPT:
+            _TAGS.clear()
+        self._tags = _TAGS.setdefault(state, {})
+
+    def _track_namespace(self, prefix: str | None, uri: str) -> None:
         loweruri = uri.lower()
         if not self.version:
             if (prefix, loweruri) == (None, "http://my.netscape.com/rdf/simple/0.9/"):
@@ -286,11 +329,9 @@ class _Reader:
         else:
             self.namespaces_in_use[prefix or ""] = uri
 
-    def _name(self, tag: str) -> str:
-        """The element name feedparser's ``startElementNS`` passes on (expat reports no qname)."""
-        name = self._names.get(tag)
-        if name is not None:
-            return name
+    def _tag(self, tag: str) -> _Tag:
+        """What feedparser makes of an element's tag: ``startElementNS`` (expat reports no qname),
+        then ``unknown_starttag``'s prefix mapping and handler lookup. Cached until a namespace is declared."""
         if tag[0] == "{":
             namespace, localname = tag[1:].split("}", 1)
         else:
@@ -299,29 +340,44 @@ class _Reader:
         if lowernamespace.find("backend.userland.com/rss") != -1:
             namespace = lowernamespace = "http://backend.userland.com/rss"
         prefix = _MATCH_NAMESPACES.get(lowernamespace)
-        localname = localname.lower()
+        name = localname.lower()
         if prefix:
-            localname = prefix.lower() + ":" + localname
+            name = prefix.lower() + ":" + name
         elif namespace:
             for known, value in self.namespaces_in_use.items():
                 if known and value == namespace:
-                    localname = known + ":" + localname
+                    name = known + ":" + name
                     break
-        name = localname.lower()
-        self._names[tag] = name
-        return name
+        name = name.lower()
+        if ":" in name:
+            mapped, suffix = name.split(":", 1)
+        else:
+            mapped, suffix = "", name
+        mapped = self.namespacemap.get(mapped, mapped)
+        key = mapped + "_" + suffix if mapped else suffix
+        info = _Tag(
+            name=name, key=key, start=_START.get(key), end=_END.get(key),
+            unknown_start=key in _FEEDPARSER_STARTS and key not in _START,
+            unknown_end=key in _FEEDPARSER_ENDS and key not in _END,
+            has_end=key in _END or key in _FEEDPARSER_ENDS,
+            keeps_textinput=bool(mapped) or name in ("title", "link", "description", "name"),
+            keeps_image=bool(mapped) or name in ("title", "link", "description", "url", "href", "width", "height"),
+            markup_name=name.split(":", 1)[1] if ":" in name else name,
+            end_markup_name=name.split(":")[-1],
+            adds_xmlns=(localname.lower() == "math" and namespace == _MATHML_NS)
+            or (localname.lower() == "svg" and namespace == _SVG_NS),
+        )
+        self._tags[tag] = info
+        return info
 
-    def _attributes(self, node: etree._Element, namespace: str, localname: str) -> dict[str, Any]:
+    def _attributes(self, node: etree._Element, items: list[tuple[str, str]], info: _Tag) -> dict[str, Any]:
         attrs, self.decls = self.decls, {}
-        if localname == "math" and namespace == _MATHML_NS:
-            attrs["xmlns"] = namespace
-        if localname == "svg" and namespace == _SVG_NS:
-            attrs["xmlns"] = namespace
+        if info.adds_xmlns:
+            raise _Decline("not replayed: MathML or SVG")
         qnames: list[tuple[str, str]] = []
-        for key, value in node.attrib.items():
+        for key, value in items:
             if key[0] != "{":
                 attrs[key.lower()] = value
-                qnames.append((key, value))
                 continue
             uri, local = key[1:].split("}", 1)
             prefix = _MATCH_NAMESPACES.get(uri.lower(), "")
@@ -331,89 +387,100 @@ class _Reader:
             else:
                 given_prefixes = [p for p, u in node.nsmap.items() if u == uri and p]
                 if len(given_prefixes) != 1:
-                    raise _Decline("ambiguous attribute prefix")
+                    raise _Decline("not replayed: an attribute prefix bound twice")
                 given = given_prefixes[0]
             qnames.append((given + ":" + local, value))
-        for qname, value in qnames:
+        for qname, value in qnames:  # expat's qnames come after every attribute's expanded name
             attrs[qname.lower()] = value
         for key in ("rel", "type"):
-            if key in attrs and attrs[key]:
-                attrs[key] = attrs[key].lower()
+            value = attrs.get(key)
+            if value:
+                attrs[key] = value.lower()
         return attrs
 
-    def start_element(self, node: etree._Element) -> None:
+    def start_element(self, node: etree._Element) -> None:  # noqa: C901 - feedparser's unknown_starttag
         tag = node.tag
         if not isinstance(tag, str):
             return
-        name = self._name(tag)
-        namespace, _, localname = tag[1:].partition("}") if tag[0] == "{" else ("", "", tag)
-        attrs = self._attributes(node, namespace, localname.lower())
+        info = self._tags.get(tag) or self._tag(tag)
+        items = node.items()
+        attrs = self._attributes(node, items, info) if items or self.decls else {}
+        name = info.name
         if self.depth == 0 and name not in _ROOTS:
-            raise _Decline(f"root element <{name}>")
-        # unknown_starttag
+            raise _Decline(f"root element: <{name}>")
         self.depth += 1
-        baseuri = attrs.get("xml:base", attrs.get("base")) or self.baseuri
-        if self.baseuri:
-            self.baseuri = make_safe_absolute_uri(self.baseuri, baseuri) or self.baseuri
+        if attrs:
+            baseuri = attrs.get("xml:base", attrs.get("base")) or self.baseuri
+            lang = attrs.get("xml:lang", attrs.get("lang"))
         else:
+            baseuri, lang = self.baseuri, None
+        if self.baseuri:
+            self.baseuri = self._absolute_base(self.baseuri, baseuri)
+        elif baseuri:
             self.baseuri = _urljoin(self.baseuri, baseuri)
-        lang = attrs.get("xml:lang", attrs.get("lang"))
         if lang == "":
             lang = None
         elif lang is None:
             lang = self.lang
-        if lang and name in ("feed", "rss", "rdf:RDF"):
+        if lang and name in ("feed", "rss", "rdf:RDF"):  # (feedparser's "rdf:RDF" never matches its lower-cased tag)
             self.feeddata["language"] = lang.replace("_", "-")
         self.lang = lang
         self.basestack.append(self.baseuri)
         self.langstack.append(lang)
-        for key, uri in list(attrs.items()):
-            if key.startswith("xmlns:"):
-                self.track_namespace(key[6:], uri)
-                self._names.clear()
-            elif key == "xmlns":
-                self.track_namespace(None, uri)
-                self._names.clear()
+        if attrs:
+            for key, uri in list(attrs.items()):
+                if key.startswith("xmlns:"):
+                    self.track_namespace(key[6:], uri)
+                elif key == "xmlns":
+                    self.track_namespace(None, uri)
         if self.incontent:
-            raise _Decline(f"element <{name}> inside a text field")
-        if ":" in name:
-            prefix, suffix = name.split(":", 1)
-        else:
-            prefix, suffix = "", name
-        prefix = self.namespacemap.get(prefix, prefix)
-        if not prefix and name not in ("title", "link", "description", "name"):
+            # Markup inside a text field: feedparser turns it back into text (XHTML), and still runs
+            # the end handler of each element inside; only elements without one are replayed.
+            if info.has_end or info.name in ("svg", "xhtml:svg", "math"):
+                raise _Decline(f"markup in a text field: <{name}>")
+            if not self.contentparams.get("type", "xml").endswith("xml"):
+                if name in ("xhtml:div", "div"):
+                    raise _Decline("markup in a text field: <div> in HTML text (feedparser loses track of its depth)")
+                self.contentparams["type"] = "application/xhtml+xml"
+            if self.contentparams.get("type") == "application/xhtml+xml":
+                self.handle_data(f"<{info.markup_name}{_strattrs(attrs)}>", escape=False)
+                return
+            raise _Decline(f"markup in a text field: <{name}> in XML text")
+        if not info.keeps_textinput:
             self.intextinput = 0
-        if not prefix and name not in ("title", "link", "description", "url", "href", "width", "height"):
+        if not info.keeps_image:
             self.inimage = 0
-        key = prefix + "_" + suffix if prefix else suffix
-        handler = _START.get(key)
-        if handler is not None:
-            handler(self, attrs)
-        elif key in _FEEDPARSER_STARTS:
-            raise _Decline(f"element <{name}> is not replayed")
+        if info.start is not None:
+            info.start(self, attrs)
+        elif info.unknown_start:
+            raise _Decline(f"not replayed: <{name}>")
         elif not attrs:
-            self.push(key, 1)
+            self.push(info.key, 1)
         else:
-            self._get_context()[key] = attrs
+            _store(self._get_context(), info.key, attrs)
+
+    def _absolute_base(self, base: str, rel: str) -> str:
+        known = self._bases.get((base, rel))
+        if known is None:
+            known = self._bases[(base, rel)] = make_safe_absolute_uri(base, rel) or base
+        return known
 
     def end_element(self, node: etree._Element) -> None:
         tag = node.tag
         if not isinstance(tag, str):
             return
-        name = self._name(tag)
-        if ":" in name:
-            prefix, suffix = name.split(":", 1)
+        info = self._tags.get(tag) or self._tag(tag)
+        if info.end is not None:
+            info.end(self)
+        elif info.unknown_end:
+            raise _Decline(f"not replayed: <{info.name}>")
         else:
-            prefix, suffix = "", name
-        prefix = self.namespacemap.get(prefix, prefix)
-        key = prefix + "_" + suffix if prefix else suffix
-        handler = _END.get(key)
-        if handler is not None:
-            handler(self)
-        elif key in _FEEDPARSER_ENDS:
-            raise _Decline(f"element <{name}> is not replayed")
-        else:
-            self.pop(key)
+            self.pop(info.key)
+        if self.incontent:
+            if not self.contentparams.get("type", "xml").endswith("xml"):
+                raise _Decline(f"markup in a text field: <{info.name}> in HTML text")
+            if self.contentparams.get("type") == "application/xhtml+xml":
+                self.handle_data(f"</{info.end_markup_name}>", escape=False)
         if self.basestack:
             self.basestack.pop()
             if self.basestack and self.basestack[-1]:
@@ -424,10 +491,10 @@ class _Reader:
                 self.lang = self.langstack[-1]
         self.depth -= 1
 
-    def handle_data(self, text: str) -> None:
+    def handle_data(self, text: str, escape: bool = True) -> None:
         if not self.stack:
             return
-        if self.contentparams.get("type") == "application/xhtml+xml":
+        if escape and self.contentparams.get("type") == "application/xhtml+xml":
             text = xml.sax.saxutils.escape(text)
         self.stack[-1][2].append(text)
 
@@ -441,7 +508,22 @@ class _Reader:
             return None
         element, expecting_text, pieces = self.stack.pop()
         if self.version == "atom10" and self.contentparams.get("type", "text") == "application/xhtml+xml":
-            raise _Decline("XHTML content")
+            # Atom XHTML: drop the wrapping <div> when everything else is inside it.
+            while pieces and len(pieces) > 1 and not pieces[-1].strip():
+                del pieces[-1]
+            while pieces and len(pieces) > 1 and not pieces[0].strip():
+                del pieces[0]
+            if pieces and (pieces[0] == "<div>" or pieces[0].startswith("<div ")) and pieces[-1] == "</div>":
+                depth = 0
+                for piece in pieces[:-1]:
+                    if piece.startswith("</"):
+                        depth -= 1
+                        if depth == 0:
+                            break
+                    elif piece.startswith("<") and not piece.endswith("/>"):
+                        depth += 1
+                else:
+                    pieces = pieces[1:-1]
         output = "".join(pieces)
         if strip_whitespace:
             output = output.strip()
@@ -456,15 +538,18 @@ class _Reader:
             if not element == "id" or self.guidislink:
                 output = self.resolve_uri(output)
         if not self.version.startswith("atom") and self.contentparams.get("type") == "text/plain":
-            if _looks_like_html(output):
+            # looks_like_html needs a close tag or an entity reference: never without "<" or "&"
+            if ("<" in output or "&" in output) and _looks_like_html(output):
                 self.contentparams["type"] = "text/html"
         self.contentparams.pop("mode", None)
         self.contentparams.pop("base64", None)
-        try:  # feedparser's repair of UTF-8 read as ISO-8859-1 (its strict parser's encoding is always utf-8)
-            output = output.encode("iso-8859-1").decode("utf-8")
-        except (UnicodeEncodeError, UnicodeDecodeError):
-            pass
-        output = output.translate(_cp1252)
+        if not output.isascii():  # both steps below leave ASCII as it is
+            try:  # feedparser's repair of UTF-8 read as ISO-8859-1 (its strict parser's encoding is always utf-8)
+                output = output.encode("iso-8859-1").decode("utf-8")
+            except (UnicodeEncodeError, UnicodeDecodeError):
+                pass
+            if _CP1252_RE.search(output):
+                output = output.translate(_cp1252)
         if element in ("category", "tags", "itunes_keywords"):
             return output
         if element == "title" and -1 < self.title_depth <= self.depth:
@@ -473,13 +558,14 @@ class _Reader:
             entry = self.entries[-1]
             if element == "content":
                 entry.setdefault(element, [])
-                contentparams = FeedParserDict(self.contentparams)
+                contentparams = dict(self.contentparams)
                 contentparams["value"] = output
                 entry[element].append(contentparams)
             elif element == "link":
                 if not self.inimage:
-                    output = output.replace("&amp;", "&")
-                    output = _LINK_ENTITY_RE.sub(r"&\g<1>", output)
+                    if "&" in output:
+                        output = output.replace("&amp;", "&")
+                        output = _LINK_ENTITY_RE.sub(r"&\g<1>", output)
                     entry[element] = output
                     if output:
                         entry["links"][-1]["href"] = output
@@ -490,35 +576,36 @@ class _Reader:
                 old_value_depth = depths.get(element)
                 if old_value_depth is None or self.depth <= old_value_depth:
                     depths[element] = self.depth
-                    entry[element] = output
+                    _store(entry, element, output)
                 if self.incontent:
-                    contentparams = FeedParserDict(self.contentparams)
+                    contentparams = dict(self.contentparams)
                     contentparams["value"] = output
-                    entry[element + "_detail"] = contentparams
+                    _store(entry, element + "_detail", contentparams)
         elif self.infeed or self.insource:
             context = self._get_context()
             if element == "description":
                 element = "subtitle"
-            context[element] = output
+            _store(context, element, output)
             if element == "link":
-                output = _LINK_ENTITY_RE.sub(r"&\g<1>", output)
+                if "&" in output:
+                    output = _LINK_ENTITY_RE.sub(r"&\g<1>", output)
                 context[element] = output
                 context["links"][-1]["href"] = output
             elif self.incontent:
-                contentparams = FeedParserDict(self.contentparams)
+                contentparams = dict(self.contentparams)
                 contentparams["value"] = output
-                context[element + "_detail"] = contentparams
+                _store(context, element + "_detail", contentparams)
         return output
 
     def push_content(self, tag: str, attrs: dict[str, Any], default_content_type: str, expecting_text: int) -> None:
         self.incontent += 1
         if self.lang:
             self.lang = self.lang.replace("_", "-")
-        self.contentparams = FeedParserDict({
+        self.contentparams = {
             "type": _map_content_type(attrs.get("type", default_content_type)),
             "language": self.lang,
             "base": self.baseuri,
-        })
+        }
         self.contentparams["base64"] = self._is_base64(attrs)
         self.push(tag, expecting_text)
 
@@ -539,7 +626,7 @@ class _Reader:
             return 0
         return 1
 
-    def _get_context(self) -> FeedParserDict:
+    def _get_context(self) -> dict[str, Any]:
         if self.insource:
             return self.sourcedata
         if self.inimage and "image" in self.feeddata:
@@ -559,20 +646,20 @@ class _Reader:
 
     def _save_author(self, key: str, value: Any, prefix: str = "author") -> None:  # noqa: ANN401
         context = self._get_context()
-        context.setdefault(prefix + "_detail", FeedParserDict())
+        context.setdefault(prefix + "_detail", {})
         context[prefix + "_detail"][key] = value
         self._sync_author_detail()
-        context.setdefault("authors", [FeedParserDict()])
+        context.setdefault("authors", [{}])
         context["authors"][-1][key] = value
 
     def _save_contributor(self, key: str, value: Any) -> None:  # noqa: ANN401
         context = self._get_context()
-        context.setdefault("contributors", [FeedParserDict()])
+        context.setdefault("contributors", [{}])
         context["contributors"][-1][key] = value
 
     def _sync_author_detail(self, key: str = "author") -> None:
         context = self._get_context()
-        detail = context.get(f"{key}s", [FeedParserDict()])[-1]
+        detail = context.get(f"{key}s", [{}])[-1]
         if detail:
             name = detail.get("name")
             email = detail.get("email")
@@ -611,7 +698,7 @@ class _Reader:
         tags = context.setdefault("tags", [])
         if (not term) and (not scheme) and (not label):
             return
-        value = FeedParserDict(term=term, scheme=scheme, label=label)
+        value = dict(term=term, scheme=scheme, label=label)
         if value not in tags:
             tags.append(value)
 
@@ -655,7 +742,7 @@ class _Reader:
     def _start_image(self, attrs: dict[str, Any]) -> None:
         context = self._get_context()
         if not self.inentry:
-            context.setdefault("image", FeedParserDict())
+            context.setdefault("image", {})
         self.inimage = 1
         self.title_depth = -1
         self.push("image", 0)
@@ -666,7 +753,7 @@ class _Reader:
 
     def _start_textinput(self, attrs: dict[str, Any]) -> None:
         context = self._get_context()
-        context.setdefault("textinput", FeedParserDict())
+        context.setdefault("textinput", {})
         self.intextinput = 1
         self.title_depth = -1
         self.push("textinput", 0)
@@ -680,7 +767,7 @@ class _Reader:
         self.push("author", 1)
         context = self._get_context()
         context.setdefault("authors", [])
-        context["authors"].append(FeedParserDict())
+        context["authors"].append({})
 
     def _end_author(self) -> None:
         self.pop("author")
@@ -691,7 +778,7 @@ class _Reader:
         self.incontributor = 1
         context = self._get_context()
         context.setdefault("contributors", [])
-        context["contributors"].append(FeedParserDict())
+        context["contributors"].append({})
         self.push("contributor", 0)
 
     def _end_contributor(self) -> None:
@@ -702,7 +789,7 @@ class _Reader:
         self.incontributor = 1
         context = self._get_context()
         context.setdefault("contributors", [])
-        context["contributors"].append(FeedParserDict())
+        context["contributors"].append({})
         self.push("name", 0)
 
     def _end_dc_contributor(self) -> None:
@@ -743,7 +830,7 @@ class _Reader:
         except ValueError:
             value = 0
         except TypeError as e:  # feedparser would raise out of the parse
-            raise _Decline(f"<{key}> outside its element") from e
+            raise _Decline(f"not replayed: <{key}> outside an image") from e
         if self.inimage:
             self._get_context()[key] = value
 
@@ -782,7 +869,7 @@ class _Reader:
         self.pop_content("rights")
 
     def _start_item(self, attrs: dict[str, Any]) -> None:
-        self.entries.append(FeedParserDict())
+        self.entries.append(_Entry())
         self.push("item", 0)
         self.inentry = 1
         self.guidislink = False
@@ -862,7 +949,7 @@ class _Reader:
             self._add_tag(value, None, None)
 
     def _start_cloud(self, attrs: dict[str, Any]) -> None:
-        self._get_context()["cloud"] = FeedParserDict(attrs)
+        self._get_context()["cloud"] = dict(attrs)
 
     def _start_link(self, attrs: dict[str, Any]) -> None:
         attrs.setdefault("rel", "alternate")
@@ -877,7 +964,7 @@ class _Reader:
         expecting_text = self.infeed or self.inentry or self.insource
         context.setdefault("links", [])
         if not (self.inentry and self.inimage):
-            context["links"].append(FeedParserDict(attrs))
+            context["links"].append(dict(attrs))
         if "href" in attrs:
             if attrs.get("rel") == "alternate" and _map_content_type(attrs.get("type")) in _HTML_TYPES:
                 context["link"] = attrs["href"]
@@ -940,7 +1027,7 @@ class _Reader:
             attrs = _enforce_href(attrs)
             if "href" in attrs:
                 attrs["href"] = self.resolve_uri(attrs["href"])
-        self._get_context()["generator_detail"] = FeedParserDict(attrs)
+        self._get_context()["generator_detail"] = dict(attrs)
         self.push("generator", 1)
 
     def _end_generator(self) -> None:
@@ -969,7 +1056,7 @@ class _Reader:
         attrs = _enforce_href(attrs)
         context = self._get_context()
         attrs["rel"] = "enclosure"
-        context.setdefault("links", []).append(FeedParserDict(attrs))
+        context.setdefault("links", []).append(dict(attrs))
 
     def _start_source(self, attrs: dict[str, Any]) -> None:
         if "url" in attrs:
@@ -983,7 +1070,7 @@ class _Reader:
         value = self.pop("source")
         if value:
             self.sourcedata["title"] = value
-        self._get_context()["source"] = FeedParserDict(self.sourcedata)
+        self._get_context()["source"] = dict(self.sourcedata)
         self.sourcedata.clear()
 
     def _start_content(self, attrs: dict[str, Any]) -> None:
@@ -1019,7 +1106,7 @@ class _Reader:
     def _end_keyword_list(self, element: str, scheme: str | None) -> None:
         value = self.pop(element)
         if value is None:
-            raise _Decline(f"<{element}> with attributes")
+            raise _Decline(f"not replayed: <{element}> with attributes")
         for term in value.split(","):
             if term.strip():
                 self._add_tag(term.strip(), scheme, None)
@@ -1030,7 +1117,7 @@ class _Reader:
     def _end_tags(self) -> None:
         value = self.pop("tags")
         if value is None:
-            raise _Decline("<tags> out of place")
+            raise _Decline("not replayed: <tags> out of place")
         for term in value.split(","):
             self._add_tag(term.strip(), None, None)
 
@@ -1081,9 +1168,9 @@ class _Reader:
     def _start_itunes_image(self, attrs: dict[str, Any]) -> None:
         self.push("itunes_image", 0)
         if attrs.get("href"):
-            self._get_context()["image"] = FeedParserDict({"href": attrs.get("href")})
+            self._get_context()["image"] = dict({"href": attrs.get("href")})
         elif attrs.get("url"):
-            self._get_context()["image"] = FeedParserDict({"href": attrs.get("url")})
+            self._get_context()["image"] = dict({"href": attrs.get("url")})
 
     def _start_itunes_category(self, attrs: dict[str, Any]) -> None:
         self._add_tag(attrs.get("text"), "http://www.itunes.com/", None)
@@ -1109,15 +1196,13 @@ class _Reader:
     def _start_cc_license(self, attrs: dict[str, Any]) -> None:
         context = self._get_context()
         value = attrs.get(self._map_to_standard_prefix("rdf:resource"))
-        link = FeedParserDict()
+        link = {}
         link["rel"] = "license"
         if value:
             link["href"] = value
         context.setdefault("links", []).append(link)
 
 
-_Start = Callable[[_Reader, dict[str, Any]], None]
-_End = Callable[[_Reader], None]
 _START: dict[str, _Start] = {
     "rss": _Reader._start_rss, "channel": _Reader._start_channel, "feed": _Reader._start_feed,
     "image": _Reader._start_image, "textinput": _Reader._start_textinput,
