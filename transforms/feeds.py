@@ -59,6 +59,8 @@ SUMMARY_MAX_CHARS = 1_000
 # the other one-line fields (feed title, author, category).
 TITLE_MAX_CHARS = 300
 PLAIN_TEXT_MAX_INPUT_CHARS = 64 * 1024
+_PREFIX_CHARS_PER_KEPT_CHAR = 4
+_PREFIX_MARGIN_CHARS = 256
 ELLIPSIS = "\u2026"
 # A publication time before the web had news sites, or more than a day after we first saw the
 # article, is a CMS default (1900, 1970), a placeholder (9999) or a wrong time zone gone far: it is
@@ -487,7 +489,7 @@ def _feed_entry_to_item(entry: Mapping[str, Any], base: str, feed_language: str 
         guid=_guid(entry.get("id"), link, full_title, raw_published, summary_html),
         link=link,
         title=truncate_title(full_title),
-        summary=_truncate(_plain_text(summary_html), SUMMARY_MAX_CHARS),
+        summary=_truncate(_plain_text(summary_html, keep_chars=SUMMARY_MAX_CHARS), SUMMARY_MAX_CHARS),
         published_at=published_at or updated_at,
         updated_at=updated_at,
         categories=_unique(
@@ -739,7 +741,7 @@ def _json_item_to_item(raw: dict[str, Any], base: str, feed_language: str | None
     # them is text ("Why <div> soup is bad"); only content_html is HTML (#16).
     full_title = _json_text(raw.get("title"))
     summary = (_json_text(raw.get("summary")) or _json_text(raw.get("content_text"))
-               or _plain_text(_str_or_none(raw.get("content_html"))))
+               or _plain_text(_str_or_none(raw.get("content_html")), keep_chars=SUMMARY_MAX_CHARS))
     published = _str_or_none(raw.get("date_published"))
     updated_at = parse_stated_datetime(_str_or_none(raw.get("date_modified")))
     raw_id = raw.get("id")  # a string in the spec, but numbers are common
@@ -867,24 +869,41 @@ class _TextExtractor(HTMLParser):
             self.parts.append(data)
 
 
-def _plain_text(value: object, *, max_input_chars: int = PLAIN_TEXT_MAX_INPUT_CHARS) -> str:
+def _plain_text(value: object, *, max_input_chars: int = PLAIN_TEXT_MAX_INPUT_CHARS,
+                keep_chars: int | None = None) -> str:
     """Plain text from a title/summary that may hold HTML or entities; whitespace collapsed.
 
     Only the first ``max_input_chars`` characters are read: we keep at most
-    :data:`SUMMARY_MAX_CHARS` of the result, and a huge body should not cost a huge parse.
+    :data:`SUMMARY_MAX_CHARS` of the result, and a huge body should not cost a huge parse. With
+    ``keep_chars``, only the first ``keep_chars`` characters of the result matter (and whether there
+    are more): the HTML is parsed a growing prefix at a time until the text of a prefix runs well
+    past them (a full article in ``content:encoded`` yields its first paragraphs' text, #20).
 
     >>> _plain_text("<p>Caf&eacute; &amp; <b>bar</b></p>\\n <script>x()</script>")
     'Café & bar'
+    >>> _plain_text("<p>" + "word " * 5000 + "</p>", keep_chars=20)[:20]
+    'word word word word '
     """
     if not isinstance(value, str) or not value:
         return ""
     value = value[:max_input_chars]
-    if "<" in value or "&" in value:
-        parser = _TextExtractor()
-        parser.feed(value)
-        parser.close()
-        value = "".join(parser.parts)
-    return normalize_whitespace(value)
+    if "<" not in value and "&" not in value:
+        return normalize_whitespace(value)
+    if keep_chars is not None:
+        prefix_chars = _PREFIX_CHARS_PER_KEPT_CHAR * keep_chars
+        while prefix_chars < len(value):
+            # The text of a prefix is a prefix of the whole text, but for its last few characters
+            # (a tag or a character reference cut at the end): a margin keeps them out of the result.
+            parser = _TextExtractor()
+            parser.feed(value[:prefix_chars])
+            text = normalize_whitespace("".join(parser.parts))
+            if len(text) > keep_chars + _PREFIX_MARGIN_CHARS:
+                return text[: keep_chars + 1]
+            prefix_chars *= 4
+    parser = _TextExtractor()
+    parser.feed(value)
+    parser.close()
+    return normalize_whitespace("".join(parser.parts))
 
 
 def _plain_line(value: object) -> str:

@@ -17,7 +17,7 @@ from replay.synthetic import SyntheticSite
 from transforms import feed_xml
 from transforms.errors import FeedRejectedError
 from transforms.feed_xml import Declined, FeedDocument, read_feed_document
-from transforms.feeds import ParsedFeed, parse_feed
+from transforms.feeds import SUMMARY_MAX_CHARS, ParsedFeed, _plain_text, _truncate, parse_feed
 
 REAL_DIR = CORPUS / "feeds" / "real"
 CONFORMANCE_DIR = CORPUS / "feeds" / "conformance"
@@ -198,3 +198,31 @@ def test_read_as_feedparser_reads_it(body: str) -> None:
     ours = parse_feed(raw, FEED_URL)
     assert isinstance(ours, ParsedFeed) and ours.items
     assert ours == parse_feed(raw, FEED_URL, parser="feedparser")
+
+
+def _summaries(paths: list[Path]) -> list[str]:
+    import io
+
+    import feedparser
+
+    values = []
+    for path in paths:
+        result = feedparser.parse(io.BytesIO(path.read_bytes()), resolve_relative_uris=False, sanitize_html=False)
+        for entry in result.entries:
+            values += [entry.get("summary") or ""] + [c.get("value") or "" for c in entry.get("content") or []]
+    return [v for v in values if v]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL_DIR.is_dir(), reason=f"feed corpus not found at {REAL_DIR}")
+def test_a_summary_read_from_a_prefix_of_its_html_is_the_summary_of_the_whole() -> None:
+    paths = sorted(p for p in REAL_DIR.rglob("*.xml") if p.is_file())
+    summaries = _summaries(paths)
+    assert len(summaries) > 2000
+    cut_short = 0
+    for value in summaries:
+        whole = _plain_text(value)
+        assert _truncate(_plain_text(value, keep_chars=SUMMARY_MAX_CHARS), SUMMARY_MAX_CHARS) == _truncate(
+            whole, SUMMARY_MAX_CHARS)
+        cut_short += len(whole) > SUMMARY_MAX_CHARS
+    assert cut_short > 300  # the prefix path is taken, not only the whole-text one
