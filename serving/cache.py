@@ -7,7 +7,6 @@ once, when it is loaded (#20). When the store fails, the last good versions stay
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
@@ -17,8 +16,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from serving.encodings import EncodedBody, encode_body
 from serving.errors import PageNotFoundError, StoryMovedError, StoryNotFoundError
+from serving.responses import CachedBody
 from warehouse import layout
 from warehouse.errors import SnapshotNotFoundError
 from warehouse.snapshots import (
@@ -38,27 +37,6 @@ logger = logging.getLogger(__name__)
 
 TOP_SECTION = "top"
 _MAX_ALIAS_HOPS = 32
-
-
-@dataclass(frozen=True, slots=True)
-class CachedBody:
-    """Response bytes and their strong ETag (hex sha256 of exactly these bytes).
-
-    ``encoded`` holds the body's brotli and gzip codings when it was made with
-    :meth:`compressed` (a page version, the editions list: once per version, #20).
-    """
-
-    data: bytes
-    etag: str
-    encoded: tuple[EncodedBody, ...] = ()
-
-    @classmethod
-    def of(cls, data: bytes) -> CachedBody:
-        return cls(data, hashlib.sha256(data).hexdigest())
-
-    @classmethod
-    def compressed(cls, data: bytes) -> CachedBody:
-        return cls(data, hashlib.sha256(data).hexdigest(), encode_body(data))
 
 
 @dataclass(frozen=True, slots=True)

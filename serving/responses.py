@@ -2,19 +2,38 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import hashlib
+from dataclasses import dataclass
 
 from fastapi import Request, Response
 
-from serving.encodings import choose_coding
-
-if TYPE_CHECKING:
-    from serving.cache import CachedBody
+from serving.encodings import EncodedBody, choose_coding, encode_body
 
 SHARED_CACHE_CONTROL = "public, s-maxage=60, stale-while-revalidate=60, stale-if-error=3600"
 """Shared answers are identical for every reader, so CDNs may keep them (RFC 9111, RFC 5861)."""
 
 JSON = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class CachedBody:
+    """Response bytes and their strong ETag (hex sha256 of exactly these bytes).
+
+    ``encoded`` holds the body's brotli and gzip codings when it was made with
+    :meth:`compressed` (a page version, the editions list: once per version, #20).
+    """
+
+    data: bytes
+    etag: str
+    encoded: tuple[EncodedBody, ...] = ()
+
+    @classmethod
+    def of(cls, data: bytes) -> CachedBody:
+        return cls(data, hashlib.sha256(data).hexdigest())
+
+    @classmethod
+    def compressed(cls, data: bytes) -> CachedBody:
+        return cls(data, hashlib.sha256(data).hexdigest(), encode_body(data))
 
 
 def quote_etag(etag: str) -> str:
