@@ -3,6 +3,7 @@ feedparser's conformance suite, it either declines or gives the very records fee
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections import Counter
 from datetime import UTC, datetime
@@ -226,3 +227,69 @@ def test_a_summary_read_from_a_prefix_of_its_html_is_the_summary_of_the_whole() 
             whole, SUMMARY_MAX_CHARS)
         cut_short += len(whole) > SUMMARY_MAX_CHARS
     assert cut_short > 300  # the prefix path is taken, not only the whole-text one
+
+
+ONE_ITEM = '<rss version="2.0"><channel><title>T</title><item><title>{}</title><link>/a</link></item></channel></rss>'
+
+
+def _declared(encoding: str, title: str) -> str:
+    return f'<?xml version="1.0" encoding="{encoding}"?>\n' + ONE_ITEM.format(title)
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "outcome", "title"),
+    [
+        # byte order marks: UTF-8's is dropped (and wins over a declaration, as feedparser lets it);
+        # UTF-16's and EBCDIC's documents are not ASCII-compatible, so feedparser reads them
+        (codecs.BOM_UTF8 + _declared("utf-8", "café €").encode(), {}, "taken", "café €"),
+        (codecs.BOM_UTF8 + ONE_ITEM.format("café €").encode(), {}, "taken", "café €"),
+        (codecs.BOM_UTF8 + _declared("iso-8859-1", "café").encode(), {}, "taken", "café"),
+        (codecs.BOM_UTF8 + _declared("utf-8", "café").encode(), {"Content-Type": "application/xml; charset=iso-8859-1"},
+         "taken", "café"),
+        (_declared("utf-16", "café").encode("utf-16"), {}, "not ASCII-compatible", "café"),
+        (_declared("utf-16", "café").encode("utf-16-le"), {}, "does not decode as utf-8", "café"),
+        (_declared("cp037", "cafe").encode("cp037"), {}, "not ASCII-compatible", "cafe"),
+        # declared charsets, in the XML declaration or the header (RFC 3023: the header wins for XML types)
+        (_declared("windows-1252", "“café” €").encode("cp1252"), {}, "taken", "“café” €"),
+        (_declared("iso-8859-1", "café").encode("latin-1"), {"Content-Type": "application/rss+xml; charset=ISO-8859-1"},
+         "taken", "café"),
+        (_declared("iso-8859-1", "café €").encode(), {"Content-Type": "application/rss+xml; charset=utf-8"},
+         "taken", "café €"),
+        (_declared("gb2312", "新闻").encode("gb18030"), {}, "taken", "新闻"),
+        (_declared("koi8-r", "новости").encode("koi8-r"), {}, "taken", "новости"),
+        (_declared("x-no-such", "cafe").encode(), {}, "does not decode as x-no-such", "cafe"),
+        # text/xml without a charset is us-ascii (RFC 3023 section 3.1), whatever the document declares
+        (_declared("utf-8", "cafe").encode(), {"Content-Type": "text/xml"}, "taken", "cafe"),
+        (_declared("utf-8", "café").encode(), {"Content-Type": "text/xml"}, "does not decode as us-ascii", "café"),
+        # headers without a Content-Type: iso-8859-1 unless declared; UTF-8 so read is repaired as feedparser does
+        (ONE_ITEM.format("café").encode("latin-1"), {"Server": "x"}, "taken", "café"),
+        (ONE_ITEM.format("café").encode(), {"Server": "x"}, "taken", "café"),
+        # a declared charset that lies: UTF-8 bytes under iso-8859-1 decode (and are repaired);
+        # cp1252 bytes under utf-8, by the declaration or by the header, do not
+        (_declared("iso-8859-1", "café").encode(), {}, "taken", "café"),
+        (_declared("utf-8", "“café”").encode("cp1252"), {}, "does not decode as utf-8", "“café”"),
+        (_declared("iso-8859-1", "café").encode("latin-1"), {"Content-Type": "application/rss+xml; charset=utf-8"},
+         "does not decode as utf-8", "café"),
+        (_declared("utf-16", "cafe").encode(), {}, "utf-16 is not ASCII-compatible", "cafe"),
+    ],
+    ids=["bom-utf8", "bom-utf8-undeclared", "bom-utf8-declared-latin1", "bom-utf8-header-latin1", "bom-utf16",
+         "utf16le-without-bom", "ebcdic", "declared-cp1252", "header-latin1", "header-utf8-over-declaration",
+         "declared-gb2312", "declared-koi8r", "unknown-charset", "text-xml-ascii", "text-xml-not-ascii",
+         "no-content-type-latin1", "no-content-type-utf8", "lie-latin1-is-utf8", "lie-utf8-is-cp1252",
+         "lie-header-utf8-is-latin1", "lie-utf16-is-ascii"],
+)
+def test_charsets_are_read_as_feedparser_reads_them(
+        body: bytes, headers: dict[str, str], outcome: str, title: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every way a feed names (or misnames) its charset: the reader takes the document only when it
+    decodes as feedparser's rules say, and either way the records are feedparser's."""
+    seen: list[FeedDocument | Declined] = []
+    reader = feed_xml.read_feed_document
+    monkeypatch.setattr("transforms.feeds.read_feed_document", lambda b, h: seen.append(reader(b, h)) or seen[-1])
+    ours = parse_feed(body, FEED_URL, headers=headers)
+    assert len(seen) == 1
+    if outcome == "taken":
+        assert isinstance(seen[0], FeedDocument), seen[0]
+    else:
+        assert isinstance(seen[0], Declined) and outcome in seen[0].reason, seen[0]
+    assert [item.title for item in ours.items] == [title]
+    assert ours == parse_feed(body, FEED_URL, headers=headers, parser="feedparser")
