@@ -442,7 +442,7 @@ def main() -> None:
         return
     if args.profile_reads:
         with tempfile.TemporaryDirectory(prefix="newsroom-bench-") as tmp:
-            print(json.dumps(bench_profile_reads(Path(tmp), args), indent=2))  # noqa: T201 - the bench's output
+            print(json.dumps(bench_profile_reads(Path(tmp), args), indent=2))
         return
     if args.quick:
         args.rounds, args.seconds = 2, 1.0
