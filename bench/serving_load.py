@@ -14,6 +14,12 @@ seeded profiles (follows, hides, 50 reads, 40 weights). Signed-in readers' ``GET
 driven against both in alternating rounds; the summary gives each one's p50/p99 and the
 PostgreSQL/SQLite p50 ratio. ``--no-postgres`` skips PostgreSQL (SQLite alone).
 
+``--profile-reads``: only the profile store itself, no HTTP: the same seeded profiles in SQLite
+and PostgreSQL, then ``ProfileStore.load`` (what each For-you request reads) from one thread, in
+alternating rounds; gives reads/s and the client's CPU ms per read for each, and their ratio.
+One thread is one pool connection, so one PostgreSQL backend: the reads/s of about one core of
+each side (the README's sizing table, issue 19).
+
     .venv/bin/python bench/serving_load.py            # defaults: 4 rounds x 3 s, 8 connections
     .venv/bin/python bench/serving_load.py --quick    # 2 rounds x 1 s, For you on SQLite only (the headline bench)
 
@@ -373,6 +379,48 @@ def page_rounds(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
+def bench_profile_reads(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``ProfileStore.load`` per second from one thread, SQLite against PostgreSQL, alternating rounds."""
+    import contextlib
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from pgserver import run_postgres
+
+    from serving.profiles import SqliteProfileStore
+    from serving.profiles_postgres import PostgresProfileStore
+    from serving.signing import Signer
+
+    signer = Signer(HMAC_KEY.encode(), click_ttl_seconds=60, session_ttl_seconds=86400)
+    with contextlib.ExitStack() as stack:
+        names = seed_profiles(str(root / "profiles.sqlite3"), args.readers)
+        pg = stack.enter_context(run_postgres())
+        url = pg.create_database("bench_profiles")
+        assert seed_profiles(url, args.readers) == names
+        stores = {"sqlite": SqliteProfileStore(str(root / "profiles.sqlite3")), "postgres": PostgresProfileStore(url)}
+        for store in stores.values():
+            stack.callback(store.close)
+        readers = [signer.reader_hash(n) for n in names]
+        results: dict[str, dict[str, float]] = {n: {"reads": 0, "wall": 0.0, "cpu": 0.0} for n in stores}
+        for name, store in stores.items():  # warm up (pool, prepared statements)
+            for reader in readers:
+                assert store.load(reader).reads, name
+        for _ in range(args.rounds):
+            for name, store in stores.items():
+                wall, cpu, i = time.perf_counter(), time.process_time(), 0
+                while time.perf_counter() - wall < args.seconds:
+                    store.load(readers[i % len(readers)])
+                    i += 1
+                results[name]["reads"] += i
+                results[name]["wall"] += time.perf_counter() - wall
+                results[name]["cpu"] += time.process_time() - cpu
+    out: dict[str, Any] = {"readers": args.readers, "rounds": args.rounds, "seconds_per_round": args.seconds}
+    for name, r in results.items():
+        out[name] = {"reads": int(r["reads"]), "reads_per_s": round(r["reads"] / r["wall"], 1),
+                     "client_cpu_ms_per_read": round(1000 * r["cpu"] / r["reads"], 3)}
+    out["postgres_vs_sqlite_reads_per_s"] = round(out["postgres"]["reads_per_s"] / out["sqlite"]["reads_per_s"], 3)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each round")
@@ -381,6 +429,8 @@ def main() -> None:
     parser.add_argument("--max-requests", type=int, default=200_000, help="cap per round")
     parser.add_argument("--readers", type=int, default=200, help="seeded profiles for the For-you rounds")
     parser.add_argument("--no-postgres", action="store_true", help="For you on SQLite only")
+    parser.add_argument("--profile-reads", action="store_true",
+                        help="only ProfileStore.load per second, SQLite against PostgreSQL (no HTTP)")
     parser.add_argument("--no-for-you", action="store_true", help="skip the For-you rounds on the profile stores")
     parser.add_argument("--quick", action="store_true", help="2 rounds of 1 s, For you on SQLite only, 50 readers")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
@@ -389,6 +439,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.serve:
         serve(Path(args.serve[0]), int(args.serve[1]), args.serve_profiles_url)
+        return
+    if args.profile_reads:
+        with tempfile.TemporaryDirectory(prefix="newsroom-bench-") as tmp:
+            print(json.dumps(bench_profile_reads(Path(tmp), args), indent=2))
         return
     if args.quick:
         args.rounds, args.seconds = 2, 1.0

@@ -52,13 +52,27 @@ def raise_for_failed_languages(summaries: Sequence[dict[str, Any]], job: str) ->
                            + "; ".join(f"{s['language']!r}: {s['error']}" for s in failed))
 
 
+def writer_languages(store: ObjectStore, languages: list[str] | None, except_languages: list[str] | None
+                     ) -> list[str]:
+    """The languages a writer flow run writes: ``languages`` (all languages in the log by default),
+    less ``except_languages``.
+
+    Two deployments split the languages between two work queues this way (``languages: [en]`` on
+    ``writers-en``, ``except_languages: [en]`` on ``writers-rest``, #19), so one machine's worker can
+    serve only the English writer. A language named in both groups is only written twice, never
+    committed twice: the writer's fence (If-Match on its checkpoint) lets one run commit.
+    """
+    skipped = set(except_languages or [])
+    return [language for language in (languages or languages_in_log_task(store)) if language not in skipped]
+
+
 def run_language_writers(job: str, language_task: Callable[[ObjectStore, str, datetime], dict[str, Any]],
                          now: str | None, languages: list[str] | None,
-                         report: Callable[[list[dict[str, Any]], datetime], None] | None = None
-                         ) -> list[dict[str, Any]]:
+                         report: Callable[[list[dict[str, Any]], datetime], None] | None = None,
+                         except_languages: list[str] | None = None) -> list[dict[str, Any]]:
     """The body of the per-language writer flows (cluster and repair): run ``language_task`` for
-    each language (all languages in the log by default) at one stream time, through the writer's
-    fence, and log one ``<job>_done`` line per language.
+    each language (all languages in the log by default, less ``except_languages``) at one stream
+    time, through the writer's fence, and log one ``<job>_done`` line per language.
 
     One language's failure does not stop the others: its summary carries the ``error``, and the
     flow run fails once every language has run (after ``report``, if given, has the summaries).
@@ -66,7 +80,7 @@ def run_language_writers(job: str, language_task: Callable[[ObjectStore, str, da
     logger = get_run_logger()
     at = resolve_now(now)
     store = configured_store()
-    targets = languages or languages_in_log_task(store)
+    targets = writer_languages(store, languages, except_languages)
     summaries = run_each_language(targets, lambda language: language_task(store, language, at), job)
     for s in summaries:
         logger.info("%s_done %s", job, " ".join(f"{k}={v}" for k, v in s.items()))
@@ -81,18 +95,22 @@ def _publish_cluster_summary(summaries: list[dict[str, Any]], at: datetime) -> N
 
 
 @flow(name="cluster_stories")
-def cluster_stories(now: str | None = None, languages: list[str] | None = None) -> list[dict[str, Any]]:
-    """Run the writer of each language (all languages in the log by default).
+def cluster_stories(now: str | None = None, languages: list[str] | None = None,
+                    except_languages: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run the writer of each language (all languages in the log by default, less ``except_languages``:
+    how the per-language-group deployments split the writers between work queues).
 
     One language's failure does not stop the others: its summary carries the ``error``, and the
     flow run fails once every language has run (after its summary artifact is published).
     """
-    return run_language_writers("cluster", cluster_language_task, now, languages, _publish_cluster_summary)
+    return run_language_writers("cluster", cluster_language_task, now, languages, _publish_cluster_summary,
+                                except_languages)
 
 
 @flow(name="cluster_writer_session")
 def cluster_writer_session(languages: list[str] | None = None, minutes: float = 60.0, every_seconds: float = 60.0,
-                           start: str | None = None, repair_every_minutes: float | None = 10.0) -> dict[str, Any]:
+                           start: str | None = None, repair_every_minutes: float | None = 10.0,
+                           except_languages: list[str] | None = None) -> dict[str, Any]:
     """Run the language writers every ``every_seconds`` for ``minutes`` in this one process,
     keeping each language's state in memory between runs (``tasks.cluster.keep_states_in_memory``):
     a run loads its state from the store only when another writer committed since.
@@ -104,6 +122,8 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
 
     ``start``: replay stream time from this ISO instant, one tick per ``every_seconds``, without
     waiting (tests and backfills); by default real time, each tick on the next interval.
+
+    ``except_languages``: languages left to another session (or deployment), as in :func:`cluster_stories`.
 
     ``repair_every_minutes``: the session also runs each language's repair (merges and splits)
     after its writer run this often, on the state in memory, so ``repair_stories-every-10-minutes``
@@ -122,7 +142,7 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
             else:
                 time.sleep(max(0.0, every_seconds - time.time() % every_seconds) if tick else 0.0)
                 at = resolve_now(None)
-            targets = languages or languages_in_log_task(store)
+            targets = writer_languages(store, languages, except_languages)
             repairing = ticks_per_repair is not None and tick % ticks_per_repair == ticks_per_repair - 1
             for language in targets:
                 jobs = [("cluster", cluster_language_task)] + ([("repair", repair_language_task)] if repairing else [])

@@ -11,10 +11,12 @@ from tasks.repair import repair_language_task
 
 
 @flow(name="repair_stories")
-def repair_stories(now: str | None = None, languages: list[str] | None = None) -> list[dict[str, Any]]:
-    """Run the repair of each language (all languages in the log by default), through its writer's fence.
+def repair_stories(now: str | None = None, languages: list[str] | None = None,
+                   except_languages: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run the repair of each language (all languages in the log by default, less ``except_languages``),
+    through its writer's fence.
 
     One language's failure does not stop the others: its summary carries the ``error``, and the
     flow run fails once every language has run.
     """
-    return run_language_writers("repair", repair_language_task, now, languages)
+    return run_language_writers("repair", repair_language_task, now, languages, except_languages=except_languages)

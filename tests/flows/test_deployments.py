@@ -36,5 +36,16 @@ def test_one_writer_deployment_is_active_at_a_time() -> None:
     # The hourly writer session replaces the per-minute cluster flow; it ships switched off.
     writers = {d["name"]: d for d in DEPLOYMENTS if d["entrypoint"].startswith("flows/cluster.py:")}
     active = [name for name, d in writers.items() if any(s.get("active", True) for s in d["schedules"])]
-    assert set(writers) == {"cluster_stories-every-minute", "cluster_writer_session-hourly"}
+    assert set(writers) == {"cluster_stories-every-minute", "cluster_writer_session-hourly",
+                            "cluster_stories-en-every-minute", "cluster_stories-rest-every-minute"}
     assert active == ["cluster_stories-every-minute"]
+
+
+@pytest.mark.parametrize("flow", ["cluster_stories", "repair_stories"])
+def test_the_language_groups_split_the_writers_between_two_work_queues(flow: str) -> None:
+    # #19: the English writer on its own queue (a machine of its own), every other language on another.
+    groups = {d["name"]: d for d in DEPLOYMENTS if d["entrypoint"].endswith(f":{flow}")
+              and d.get("work_pool", {}).get("work_queue_name")}
+    assert {d["work_pool"]["work_queue_name"]: d.get("parameters") for d in groups.values()} == {
+        "writers-en": {"languages": ["en"]}, "writers-rest": {"except_languages": ["en"]}}
+    assert not any(s.get("active", True) for d in groups.values() for s in d["schedules"])

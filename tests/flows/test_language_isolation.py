@@ -53,6 +53,21 @@ def test_a_failing_writer_does_not_stop_the_languages_after_it(prefect_harness: 
         assert sorted(final_story(changes_of(store))) == sorted(a for a, *_ in stream)
 
 
+def test_two_language_groups_write_every_language_once(prefect_harness: None, store_vars: dict[str, str]) -> None:
+    # The writers-en and writers-rest deployments (#19): English alone, then every language but English.
+    with pipeline_env(store_vars) as store:
+        write_articles(store, [("m0", mannheim(0), 0, "pub1")])
+        write_articles(store, [("a0", UNRELATED_TEXT, 0, "pub0")], language="de")
+        write_articles(store, [("z0", UNRELATED_TEXT, 1, "pub2")], language="zh")
+        now = (T0 + timedelta(minutes=5)).isoformat()
+        english = cluster_stories(now=now, languages=["en"])
+        rest = cluster_stories(now=now, except_languages=["en"])
+        assert [s["language"] for s in english] == ["en"]
+        assert sorted(s["language"] for s in rest) == ["de", "zh"]
+        assert sorted(c["article_id"] for c in changes_of(store)) == ["a0", "m0", "z0"]
+        assert [s["language"] for s in repair_stories(now=now, except_languages=["en"])] == ["de", "zh"]
+
+
 def test_the_repair_flow_repairs_the_languages_after_a_failing_one(prefect_harness: None,
                                                                     store_vars: dict[str, str]) -> None:
     with pipeline_env(store_vars) as store:
