@@ -25,6 +25,7 @@ from transforms.representative import (
     term_vector,
 )
 from transforms.sections import article_section_votes, story_sections_from_votes
+from transforms.text import is_usable_snippet
 from transforms.times import parse_iso_datetime
 
 TOP_SECTION = "top"
@@ -68,6 +69,17 @@ def choose_representative(members: list[Mapping[str, Any]]) -> Mapping[str, Any]
     return min(originals, key=lambda m: (-float(m["authority"] or 0), m["first_seen_at"], m["article_id"]))
 
 
+def shown_snippet(m: Mapping[str, Any]) -> str:
+    """The snippet a card shows for its representative: none rather than a single word
+    ("Analysis…", stored before snippets fell back to the next source; issue 14).
+
+    >>> shown_snippet({"snippet": "Analysis\u2026"}), shown_snippet({"snippet": "Crews fought the blaze."})
+    ('', 'Crews fought the blaze.')
+    """
+    snippet = m.get("snippet") or ""
+    return snippet if is_usable_snippet(snippet) else ""
+
+
 def _source(m: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "article_id": m["article_id"], "publisher_id": m["publisher_id"], "publisher": m["publisher"],
@@ -108,7 +120,7 @@ def build_story(story_id: str, members: list[Mapping[str, Any]], *, full: bool) 
     return {
         "story_id": story_id,
         "title": rep["title"],
-        "snippet": rep["snippet"],
+        "snippet": shown_snippet(rep),
         "image_url": rep["image_url"],
         "language": rep["language"],
         "sections": story_sections(members),
@@ -409,7 +421,7 @@ def build_ranked_pages(
                 support = supporting_links(rep, by_story[sid], count=rules.representative.supporting,
                                            mmr_lambda=rules.representative.mmr_lambda)
                 card.update({
-                    "title": rep["title"], "snippet": rep["snippet"], "image_url": rep["image_url"],
+                    "title": rep["title"], "snippet": shown_snippet(rep), "image_url": rep["image_url"],
                     "representative_id": rep["article_id"], "sections": sections_of[sid],
                     "sources": [_source(m) for m in [rep, *support][:PAGE_SOURCES]],
                     "rank": rank, "score": round(float(r["score"]), 4), "score_parts": _parts(r),
@@ -444,7 +456,7 @@ def _pool_entry(r: Mapping[str, Any], cards: dict[str, dict[str, Any]],
     return {
         "story_id": sid, "score": round(float(r["score"]), 4), "score_parts": _parts(r),
         "sections": sections_of[sid], "is_breaking": bool(r["is_breaking"]), "breaking_since": iso(r["breaking_since"]),
-        "title": chosen["title"], "snippet": chosen["snippet"], "image_url": chosen["image_url"],
+        "title": chosen["title"], "snippet": shown_snippet(chosen), "image_url": chosen["image_url"],
         "language": card["language"], "first_seen_at": card["first_seen_at"], "updated_at": card["updated_at"],
         "source_count": card["source_count"], "article_count": card["article_count"],
         "representative": _source(chosen),
