@@ -56,13 +56,14 @@ def test_split_follows_a_given_representative() -> None:
     assert {aid for aid, _ in repairs[0].moved} == {f"m{i}" for i in range(6)}
 
 
-def test_split_needs_three_sources_per_half() -> None:
+@pytest.mark.parametrize(("publishers", "splits"), [(3, 0), (4, 1)], ids=["three-sources-a-half", "four"])
+def test_split_needs_four_sources_per_half(publishers: int, splits: int) -> None:
     clusterer = LanguageClusterer("en", MIXING)
-    stream = [_f(f"m{i}", mannheim(i), i, publisher="one") for i in range(6)]
-    stream += [_f(f"b{i}", bern(i), 10 + i, publisher=f"p{i}") for i in range(6)]
-    for f in stream:
+    stream = [_f(f"m{i}", mannheim(i), 2 * i, publisher=f"m-pub{i % publishers}") for i in range(6)]
+    stream += [_f(f"b{i}", bern(i), 2 * i + 1, publisher=f"b-pub{i % publishers}") for i in range(6)]
+    for f in sorted(stream, key=lambda f: f.first_seen_at):
         clusterer.assign(f)
-    assert repair_stories(clusterer, T0 + timedelta(minutes=30)) == []
+    assert len(repair_stories(clusterer, T0 + timedelta(minutes=30))) == splits
 
 
 def test_two_stories_born_a_minute_apart_are_merged_into_the_older() -> None:
@@ -119,8 +120,8 @@ def test_split_members_is_deterministic_and_orders_halves() -> None:
     members = clusterer.story_members(decisions[0].story_id)
     cut = split_members(members, clusterer.idf())
     assert cut is not None and cut == split_members(members, clusterer.idf())
-    half_a, half_b, within, across = cut
-    assert half_a[0] == "m0" and within > across
+    assert cut.half_a[0] == "m0" and cut.within > cut.across and cut.separation > 0
+    assert sorted(cut.half_a) == [f"m{i}" for i in range(6)]
     assert split_members(members[:1], clusterer.idf()) is None
 
 
