@@ -20,7 +20,7 @@ import numpy as np
 
 from transforms.clustering.idf import ENTITY_PREFIX
 from transforms.clustering.params import ClusterParams
-from transforms.clustering.story import Story, story_years
+from transforms.clustering.story import Story, embedding_direction, story_years
 from transforms.features import DATE_TERM_PREFIX
 
 Weights = Callable[[str], float]
@@ -55,19 +55,12 @@ def least_joinable_cosine(params: ClusterParams, has_body: bool = True, has_embe
 
 def embedding_cosines(stories: Sequence[Story], embedding: Sequence[float] | None) -> list[float | None]:
     """The cosine of an article's embedding with each story's mean embedding (None where either
-    has none). The mean's direction is the sum's, so the codes' scale cancels out."""
+    has none)."""
     if not embedding:
         return [None] * len(stories)
     vector = np.asarray(embedding, dtype=np.float64)
-    out: list[float | None] = []
-    for story in stories:
-        total = story.embedding_sum
-        if total is None:
-            out.append(None)
-            continue
-        norm = float(np.linalg.norm(total))
-        out.append(float(np.dot(total, vector)) / norm if norm > 0 else None)
-    return out
+    directions = [embedding_direction(story) for story in stories]
+    return [None if d is None else float(d @ vector) for d in directions]
 
 
 def story_norms(story: Story, idf: Weights, n_docs: float, tolerance: float) -> tuple[float, float]:

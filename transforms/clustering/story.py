@@ -81,7 +81,9 @@ class Story:
     at the same point).
 
     ``embedding_sum`` is the sum of the embedding codes of the ``embedded`` original members that
-    have one (None when none has); derived from the members, never stored.
+    have one (None when none has); derived from the members, never stored. ``embedding_direction``
+    caches its unit vector (None until the story is next scored after a change; see
+    :func:`embedding_direction`).
     """
 
     story_id: str
@@ -95,8 +97,9 @@ class Story:
     members: list[Member] = field(default_factory=list)
     repaired_ms: int | None = None
     norms: tuple[float, float, float] | None = None
-    embedding_sum: npt.NDArray[np.int32] | None = None
-    embedded: int = 0
+    embedding_sum: npt.NDArray[np.int32] | None = field(default=None, compare=False, repr=False)
+    embedded: int = field(default=0, compare=False)
+    embedding_direction: npt.NDArray[np.float64] | None = field(default=None, compare=False, repr=False)
 
 
 def story_years(terms: Iterable[str]) -> list[str]:
@@ -165,6 +168,7 @@ def count_embeddings(story: Story) -> None:
     codes = [code_vector(m.embedding) for m in story.members if m.copy_of is None and m.embedding is not None]
     story.embedding_sum = np.sum(codes, axis=0, dtype=np.int32) if codes else None
     story.embedded = len(codes)
+    story.embedding_direction = None
 
 
 def _add_embedding(story: Story, code: bytes | None, sign: int) -> None:
@@ -173,8 +177,19 @@ def _add_embedding(story: Story, code: bytes | None, sign: int) -> None:
     vector = code_vector(code) * sign
     story.embedding_sum = vector if story.embedding_sum is None else story.embedding_sum + vector
     story.embedded += sign
+    story.embedding_direction = None
     if story.embedded == 0:
         story.embedding_sum = None
+
+
+def embedding_direction(story: Story) -> npt.NDArray[np.float64] | None:
+    """The unit vector of a story's embedding sum (None without one), cached on the story until
+    the sum changes: the mean's direction, as the codes' scale cancels out."""
+    if story.embedding_direction is None and story.embedding_sum is not None:
+        norm = float(np.linalg.norm(story.embedding_sum))
+        if norm > 0:
+            story.embedding_direction = story.embedding_sum / norm
+    return story.embedding_direction
 
 
 def _top(weights: Iterable[tuple[str, float]], limit: int) -> dict[str, float]:
