@@ -23,7 +23,13 @@ from transforms.clustering import (
 from transforms.clustering.repair import SplitCut, passes_split
 from transforms.clustering.scoring import least_joinable_cosine
 from transforms.clustering.state import member_from_json, member_to_json
-from transforms.clustering.story import EMBEDDING_CODE_SCALE, Member, count_embeddings, embedding_code
+from transforms.clustering.story import (
+    EMBEDDING_CODE_SCALE,
+    Member,
+    count_embeddings,
+    embedding_code,
+    embedding_direction,
+)
 from transforms.features import ArticleFeatures, features_from_text
 
 T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
@@ -135,6 +141,26 @@ def test_a_storys_embedding_sum_is_its_members_codes_through_joins_versions_merg
     if other.story_id != story_id:
         clusterer.apply_merge(story_id, other.story_id, T0 + timedelta(minutes=31))
     check()
+
+
+def test_a_storys_embedding_direction_is_never_stale() -> None:
+    """The cached unit vector of a story's embedding sum is dropped when a member joins, and a
+    story whose members have no embedding has none."""
+    clusterer = LanguageClusterer("en", MIXING)
+    first = clusterer.assign(_bodied("m0", mannheim(0), 0, _near(_direction(30), 31)))
+    story = clusterer.stories[first.story_id]
+    before = embedding_direction(story)
+    assert before is not None and story.embedding_direction is before  # cached
+    assert embedding_direction(story) is before
+    clusterer.assign(_bodied("m1", mannheim(1), 1, _near(_direction(32), 33)))
+    assert clusterer.stories[first.story_id] is story and story.embedded == 2
+    after = embedding_direction(story)
+    assert after is not None and after is not before
+    expected = story.embedding_sum / np.linalg.norm(story.embedding_sum)
+    assert np.allclose(after, expected) and not np.allclose(after, before)
+    bare = LanguageClusterer("en")
+    plain = bare.stories[bare.assign(_bodied("b0", bern(0), 2)).story_id]
+    assert plain.embedding_sum is None and embedding_direction(plain) is None
 
 
 def test_member_rows_round_trip_and_older_rows_have_a_body_and_no_embedding() -> None:
