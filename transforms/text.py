@@ -51,7 +51,7 @@ _WEEKDAYS = frozenset("mon tue tues wed thu thur thurs fri sat sun monday tuesda
                       "saturday sunday".split())
 _ZONES = frozenset("am pm gmt utc bst cet cest eet eest edt est cdt cst mdt mst pdt pst et ct mt pt ist aest aedt "
                    "sgt hkt jst wib myt hrs".split())
-_DATELINE_OPENERS = frozenset("posted updated published first last released modified date".split())
+_DATELINE_OPENERS = frozenset("posted updated published edited first last release released modified date".split())
 _DATELINE_WORDS = _DATELINE_OPENERS | frozenset("at on time by a p".split())
 _DATELINE_PUNCT = frozenset(",.:;-\u2013\u2014/|@()[]+")
 _DATELINE_TAIL = " ,.:;-\u2013\u2014|)]"
@@ -74,13 +74,15 @@ def _dateline_end(text: str) -> int:
     previous = ""
     for match in _DATE_TOKEN_RE.finditer(text):
         token = match.group().casefold()
-        if not previous and (token in _DATELINE_WORDS or token in _DATELINE_PUNCT) and token not in _DATELINE_OPENERS:
-            break  # "On February 29, 2012, AMD announced ..." opens a sentence, not a date line
+        if (not previous and (token in _DATELINE_WORDS or token in _DATELINE_PUNCT) and token not in _DATELINE_OPENERS
+                and match.group() != "on"):
+            break  # "On February 29, 2012, AMD announced ..." opens a sentence; "on July 2 2013 7:41 AM" none
         closes = False
         if token in _MONTHS or token in _WEEKDAYS:
             named = True
         elif _YEAR_TOKEN_RE.match(token):
             has_number = closes = True
+            named = named or previous == "/"  # "03/08/2013"
         elif _CLOCK_TOKEN_RE.match(token):
             has_number = named = closes = True
         elif _NUMBER_TOKEN_RE.match(token):
@@ -119,9 +121,11 @@ def strip_dateline(text: str) -> str:
     >>> strip_dateline("On Saturday, 12 people died.")
     'On Saturday, 12 people died.'
     """
-    end = _dateline_end(text)
-    rest = text[end:].lstrip(_DATELINE_TAIL) if end else text
-    return rest or text
+    rest = text
+    while end := _dateline_end(rest):  # "Published time: ... Edited time: ..." holds two
+        if not (rest := rest[end:].lstrip(_DATELINE_TAIL)):
+            return text
+    return rest
 
 
 def _truncate_at_word(text: str, limit: int) -> str:

@@ -149,8 +149,18 @@ def test_a_headline_is_no_dateline(text: str) -> None:
         ("Saturday, 28 September 2013 01:43 A jury convicted him.", "A jury convicted him."),
         ("On February 29, 2012, AMD announced a deal.", "On February 29, 2012, AMD announced a deal."),
         ("4 August 2013 Last updated at 19:47 GMT", "4 August 2013 Last updated at 19:47 GMT"),
+        # seen under the demo's headlines (issue 14)
+        ("Published time: March 12, 2013 02:03 Edited time: March 13, 2013 02:15 Police locked down the area.",
+         "Police locked down the area."),
+        ("on September 14, 2013 11:41am | Updated on September 14, 2013 12:02pm A woman was killed.",
+         "A woman was killed."),
+        ("on July 02 2013 7:41 AM A magnitude-6.1 quake struck.", "A magnitude-6.1 quake struck."),
+        ("Release: 03/08/2013 Doug McDermott became the leading scorer.", "Doug McDermott became the leading scorer."),
+        ("on Saturday, 12 people died.", "on Saturday, 12 people died."),
     ],
-    ids=["dateline-then-lede", "weekday-dateline", "sentence-opening-with-a-date", "only-a-dateline"],
+    ids=["dateline-then-lede", "weekday-dateline", "sentence-opening-with-a-date", "only-a-dateline",
+         "published-then-edited", "lowercase-on-clock-then-updated", "lowercase-on-clock", "release-numeric-date",
+         "lowercase-on-sentence"],
 )
 def test_strip_dateline(text: str, expected: str) -> None:
     assert strip_dateline(text) == expected
