@@ -11,6 +11,7 @@ collector as the writer does, and assigns the stream, printing wall and CPU (``p
 rates and a hash of every decision (ids, copies, new-story flags, scores), so two checkouts can be
 compared for speed and checked for the same decisions in one run. CPU time is the figure to
 compare on a shared machine: wall time there measures the share of a core the run was given.
+``--repair`` then times one repair pass (``repair_stories``) at the stream's end.
 
 The stream's articles carry sentence embeddings and 10% are headline-only (``--no-embeddings``,
 ``--headline-share``; issue 14). A checkout whose checkpoint format is older than the one written
@@ -75,6 +76,15 @@ def _time(args: argparse.Namespace) -> None:
     decisions = repr([(a.article_id, a.story_id, a.copy_of, a.is_new_story, a.score) for a in out]).encode()
     print(f"{clustering.__file__}: {len(out)} articles, wall {wall:.2f} s = {len(out) / wall:.1f}/s, "  # noqa: T201
           f"CPU {cpu:.2f} s = {len(out) / cpu:.1f}/s, decisions {hashlib.sha1(decisions).hexdigest()[:12]}")
+    if args.repair:
+        # One repair pass at the end of the stream, over the stories active in its lookback.
+        now = max(features.first_seen_at for features in stream)
+        start, cpu = time.perf_counter(), time.process_time()
+        repairs = clustering.repair_stories(clusterer, now)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        kinds = {kind: sum(r.kind == kind for r in repairs) for kind in ("split", "merge")}
+        print(f"{clustering.__file__}: repair pass, wall {wall:.2f} s, CPU {cpu:.2f} s, "  # noqa: T201
+              f"{len(clusterer.story_ids())} stories, splits {kinds['split']}, merges {kinds['merge']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     write.add_argument("stream", type=Path)
     timed = sub.add_parser("time", help="time assign over a pickled stream with one checkout's code")
     timed.add_argument("--code-root", type=Path, default=_HERE.parent)
+    timed.add_argument("--repair", action="store_true", help="then time one repair pass at the stream's end")
     timed.add_argument("stream", type=Path)
     args = parser.parse_args(argv)
     _write(args) if args.command == "write" else _time(args)
