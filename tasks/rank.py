@@ -52,6 +52,7 @@ from transforms.pages import (
     validate_pool,
 )
 from transforms.ranking import BreakingRule, ScoreWeights, rank_editions, score_stories
+from transforms.records import RankedStory
 from transforms.representative import RepresentativeChoice, RepresentativeWeights
 from warehouse import layout
 from warehouse.damage import collect_damage, describe_error, record_damage
@@ -368,7 +369,7 @@ def _compute_pages(con: duckdb.DuckDBPyConnection, now: datetime, settings: Rank
                    for e in edition_names}
     regions = dict(zip(editions["edition"].to_list(), editions["region"].to_list(), strict=True))
     choices: dict[tuple[str, str], RepresentativeChoice] = {}
-    pages, listed, by_story_pages = build_ranked_pages(ranked.to_dicts(), members, now, edition_rules(settings),
+    pages, listed, by_story_pages = build_ranked_pages([RankedStory.from_row(r) for r in ranked.to_dicts()], members, now, edition_rules(settings),
                                                        previous=previous, impressions=impressions, regions=regions,
                                                        choices=choices)
     rules = ranking_rules(settings)

@@ -1,4 +1,4 @@
-"""The typed rows of ingest match the Arrow schemas they are written under, field for field."""
+"""The typed records of an article's path match the Arrow schemas they are written under, field for field."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
-from transforms.records import ArticleRow, FeedState
+from serving.models import SourcePublic, StoryPublic
+from transforms.ranking import RANKED_COLUMNS
+from transforms.records import ArticleRow, FeedState, PageSource, PageStory, RankedStory, StoryChange
 from transforms.times import parse_iso_datetime
-from warehouse.schemas import ARTICLES_SCHEMA, FEED_STATE_SCHEMA
+from warehouse.schemas import ARTICLES_SCHEMA, FEED_STATE_SCHEMA, STORY_CHANGES_SCHEMA
 from warehouse.times import parse_instant
 
 _SCALARS: dict[type, tuple[typing.Callable[[pa.DataType], bool], ...]] = {
@@ -29,14 +31,19 @@ def _fits(annotation: object, arrow: pa.DataType) -> bool:
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         members = [a for a in typing.get_args(annotation) if a is not type(None)]
         return len(members) == 1 and _fits(members[0], arrow)
+    if typing.get_origin(annotation) is typing.Literal:
+        values = typing.get_args(annotation)
+        return all(isinstance(v, str) for v in values) and pa.types.is_string(arrow)
     if typing.get_origin(annotation) is tuple:
         item, ellipsis = typing.get_args(annotation)
         return ellipsis is Ellipsis and pa.types.is_list(arrow) and _fits(item, arrow.value_type)
     return any(check(arrow) for check in _SCALARS.get(annotation, ()))  # type: ignore[call-overload]
 
 
-@pytest.mark.parametrize(("record", "schema"), [(FeedState, FEED_STATE_SCHEMA), (ArticleRow, ARTICLES_SCHEMA)],
-                         ids=["FeedState", "ArticleRow"])
+TABLE_RECORDS = [(FeedState, FEED_STATE_SCHEMA), (ArticleRow, ARTICLES_SCHEMA), (StoryChange, STORY_CHANGES_SCHEMA)]
+
+
+@pytest.mark.parametrize(("record", "schema"), TABLE_RECORDS, ids=[r.__name__ for r, _ in TABLE_RECORDS])
 def test_a_record_has_its_schemas_columns_in_order_with_fitting_types(record: type, schema: pa.Schema) -> None:
     hints = typing.get_type_hints(record)
     assert [f.name for f in dataclasses.fields(record)] == schema.names
@@ -44,7 +51,7 @@ def test_a_record_has_its_schemas_columns_in_order_with_fitting_types(record: ty
     assert not wrong, wrong
 
 
-@pytest.mark.parametrize("record", [FeedState, ArticleRow], ids=["FeedState", "ArticleRow"])
+@pytest.mark.parametrize("record", [r for r, _ in TABLE_RECORDS], ids=[r.__name__ for r, _ in TABLE_RECORDS])
 def test_a_record_is_frozen(record: type) -> None:
     params = record.__dataclass_params__  # type: ignore[attr-defined]
     assert params.frozen and hasattr(record, "__slots__")
@@ -52,8 +59,18 @@ def test_a_record_is_frozen(record: type) -> None:
 
 def test_the_type_check_catches_a_mismatch() -> None:
     assert _fits(int | None, pa.int16()) and _fits(tuple[float, ...], pa.list_(pa.float32()))
+    assert _fits(typing.Literal["a", "b"], pa.string())
     assert not _fits(str, pa.int32()) and not _fits(tuple[str, ...], pa.list_(pa.float32()))
+    assert not _fits(typing.Literal[1, 2], pa.string())
     assert not _fits(datetime, pa.timestamp("us"))  # a naive column would lose the UTC rule
+
+
+def test_a_story_change_round_trips_through_its_table() -> None:
+    change = StoryChange.at("en", 41, "merge", "s-survivor", article_id="a1", copy_of="a0",
+                            other_story_id="s-merged", score=0.75, changed_at=datetime(2026, 12, 1, 12, tzinfo=UTC))
+    row = pa.Table.from_pylist([change.to_row()], schema=STORY_CHANGES_SCHEMA).to_pylist()[0]
+    assert StoryChange(**row) == change
+    assert row["change_id"] == "en:41"
 
 
 def test_a_feed_state_round_trips_through_its_table() -> None:
@@ -70,3 +87,34 @@ def test_a_feed_state_round_trips_through_its_table() -> None:
 def test_the_two_instant_parsers_agree(text: str) -> None:
     """warehouse and serving may not import transforms: their parser keeps the same rules."""
     assert parse_instant(text) == parse_iso_datetime(text)
+
+
+# -- the JSON hops: what a page lists, and the API model that documents it ----------------------
+
+
+def _page_story() -> PageStory:
+    source = PageSource("a1", "p1", "Harbor Times", "Sea walls rise", "https://harbor.example/a1",
+                        "2026-12-01T11:00:00Z", False, False, True, "US")
+    return PageStory("s1", "Sea walls rise", "Eleven ports agreed.", None, "en", ("world",), "2026-12-01T11:00:00Z",
+                     "2026-12-01T11:30:00Z", 1, 2, "a1", (source,), 1, 2.5,
+                     {"coverage": 1.0, "velocity": 0.0, "freshness": 0.9, "regional_share": 1.0}, True,
+                     "2026-12-01T11:10:00Z", {"candidates": 1, "near_ties": ["a1"], "stepped_aside": []})
+
+
+@pytest.mark.parametrize(("record", "model"), [(PageStory, StoryPublic), (PageSource, SourcePublic)],
+                         ids=["PageStory", "PageSource"])
+def test_a_page_record_and_its_api_model_name_the_same_fields(record: type, model: type) -> None:
+    coverage_only = {"editions"} if model is StoryPublic else set()  # Full Coverage only
+    assert {f.name for f in dataclasses.fields(record)} == set(model.model_fields) - coverage_only
+
+
+def test_a_page_story_as_published_is_what_the_api_model_reads() -> None:
+    story = _page_story()
+    parsed = StoryPublic.model_validate(story.to_json())
+    assert parsed.story_id == "s1" and parsed.sources[0].is_paywalled
+    assert parsed.representative_choice is not None and parsed.representative_choice.near_ties == ["a1"]
+    assert parsed.model_extra == {}  # nothing the model does not declare
+
+
+def test_a_ranked_story_reads_the_columns_rank_editions_selects() -> None:
+    assert [f.name for f in dataclasses.fields(RankedStory)] == list(RANKED_COLUMNS)

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from embedded_articles import direction, near
 
 from transforms.clustering import LanguageClusterer, repair_stories
 from transforms.clustering.state import (
@@ -23,14 +24,14 @@ from transforms.clustering.state import (
     story_from_json,
     story_to_json,
 )
-from transforms.clustering.story import Member, Story
+from transforms.clustering.story import Member, Story, embedding_code
 from transforms.features import ArticleFeatures
 
 # Written by scripts/make_clustering_state_fixture.py at commit 47422e0, the last one with
 # transforms/clustering.py as one module: a checkpoint after 300 ECB+ dev articles and a repair,
 # then the next 196 articles' features (no text), the decisions and repairs that code made for
 # them, and a hash of its final checkpoint.
-_FIXTURE = Path(__file__).resolve().parent.parent / "data" / "clustering" / "state_v3_ecbplus.json.gz"
+_FIXTURE = Path(__file__).resolve().parents[2] / "data" / "clustering" / "state_v3_ecbplus.json.gz"
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +105,12 @@ def test_records_round_trip_through_json() -> None:
     assert member_from_json(json.loads(json.dumps(member_to_json(member)))) == member
     assert story_from_json(json.loads(json.dumps(story_to_json(story)))) == story
     assert story_from_json(story_to_json(story)[:10]).norms is None  # written before the norm cache
+
+
+def test_member_rows_round_trip_and_older_rows_have_a_body_and_no_embedding() -> None:
+    """Version 4 rows carry whether a member has a body and its embedding codes (issue 14)."""
+    member = Member("a", 5, "p", None, ("x",), (1.0,), ("anwar",), has_body=False,
+                    embedding=embedding_code(near(direction(7), 8)))
+    assert member_from_json(json.loads(json.dumps(member_to_json(member)))) == member
+    older = member_from_json(["a", 5, "p", None, ["x"], [1.0], ["anwar"]])  # a version 3 row
+    assert older.has_body and older.embedding is None

@@ -1,4 +1,6 @@
-"""Stored validators (ETag, Last-Modified) must always be sendable back, over a real loopback server.
+"""Polling a feed (tasks/ingest/poll.py) over a real loopback server.
+
+Stored validators (ETag, Last-Modified) must always be sendable back.
 
 A non-ASCII ETag used to be stored, then sent as ``If-None-Match``; httpx refused to encode it, the
 poll was recorded as "internal" and the old state (with the same ETag) was kept, so the feed failed
@@ -189,3 +191,47 @@ def test_shard_with_a_wedged_state_is_not_an_internal_error(feed_url: str) -> No
 )
 def test_clean_validator(value: object, expected: str | None) -> None:
     assert clean_validator(value) == expected
+
+
+# --------------------------------------------------------------------------------------------------
+# A Retry-After that only looks numeric on a 200.
+# --------------------------------------------------------------------------------------------------
+
+ODD_RETRY_NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def _odd_retry_settings() -> IngestSettings:
+    return IngestSettings(  # type: ignore[call-arg]
+        allow_private_addresses=True, connect_timeout_seconds=2, read_timeout_seconds=2, total_timeout_seconds=5,
+        embeddings=False,
+    )
+
+
+class _FeedWithOddRetryAfter(BaseHTTPRequestHandler):
+    BODY = (b'<?xml version="1.0"?><rss version="2.0"><channel><title>T</title>'
+            b"<item><guid>a</guid><title>A</title><link>http://127.0.0.1/a</link></item></channel></rss>")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Type", "application/rss+xml")
+        self.send_header("Retry-After", "\u00b2")  # '²' (latin-1 byte 0xB2): str.isdigit() is True, int() fails
+        self.send_header("Content-Length", str(len(self.BODY)))
+        self.end_headers()
+        self.wfile.write(self.BODY)
+
+
+def test_a_strange_retry_after_on_a_200_does_not_fail_the_poll() -> None:
+    """A Retry-After on a 200 is not read, and one that only looks numeric never raises: such a
+    header made every poll an 'internal' failure (items never ingested, the feed parked)."""
+    from tasks.ingest.poll import poll_feed_safely
+
+    settings = _odd_retry_settings()
+    with serve(_FeedWithOddRetryAfter) as base, make_client(settings) as client:
+        job = FeedJob("f", f"{base}/feed", "p", "en", "US", "", FeedState("f"), 2)
+        outcome = poll_feed_safely(job, client, settings, ODD_RETRY_NOW)
+    items, report = outcome.new_items, outcome.report
+    assert report.error_kind is None, report.error
+    assert len(items) == 1
