@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python bench/cluster_eval.py [--corpus-dir /work/shared/corpus/clustering] [--orders 3]
-        [--files ecbplus ecbplus-timed gnews mmds]
+        [--files ecbplus ecbplus-timed gnews2014 mmds]
 
 For each dev file, runs ``tasks.cluster_eval.run_cluster_eval`` (the same code as
 ``newsroom cluster-eval``) and a baseline in the same run: scikit-learn ``TfidfVectorizer`` fitted
@@ -18,8 +18,10 @@ The files:
 
 - ``ecbplus``: ECB+ dev without times (a stress test: two events of one topic arrive together);
 - ``ecbplus-timed``: the same articles with constructed stream times (``published_at``);
-- ``gnews``: Google News 2014 headlines (no body), publisher hostnames as ``source``;
+- ``gnews2014``: Google News 2014 headlines (no body), publisher hostnames as ``source``;
 - ``mmds``: MMDS dev, scored on ``linked_id`` (cross-language groups), and on ``story_id``.
+
+The last line is every figure as one JSON object (``bench/headline.py`` reads it).
 
 ``--orders N`` also reruns newsroom on N-1 seeded shuffles of the input lines, because the
 held-out files come in another order: the mean and the worst F1 over orders are printed. A
@@ -52,7 +54,7 @@ DEFAULT_CORPUS = Path("/work/shared/corpus/clustering")
 FILES = {
     "ecbplus": "ecbplus-dev.jsonl",
     "ecbplus-timed": "ecbplus-dev-timed.jsonl",
-    "gnews": "gnews2014-dev.jsonl",
+    "gnews2014": "gnews2014-dev.jsonl",
     "mmds": "mmds-dev.jsonl",
 }
 BASELINE_THRESHOLDS = [round(0.05 * i, 2) for i in range(2, 17)]
@@ -166,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", nargs="+", choices=sorted(FILES), default=list(FILES))
     args = parser.parse_args(argv)
     print(f"newsroom at {_revision()}")
+    figures: dict[str, dict[str, object]] = {}
     header = (f"{'file':13} {'system':38} {'B3-P':>6} {'B3-R':>6} {'B3-F1':>6} {'pw-P':>6} {'pw-R':>6} "
               f"{'pw-F1':>6} {'pred':>5} {'gold':>5}")
     print(header)
@@ -180,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
             sweep = [(t, score_partition(gold, baseline_clusters(rows, t))) for t in BASELINE_THRESHOLDS]
             best_t, best = max(sweep, key=lambda ts: ts[1].bcubed_f1)
             print(f"{name:13} {'tfidf-online (best t=' + str(best_t) + ')':38} {_fmt(best)}")
+            figures[name] = {"articles": len(rows), "baseline_bcubed_f1": round(best.bcubed_f1, 4),
+                             "baseline_threshold": best_t}
             precise = [ts for ts in sweep if ts[1].bcubed_precision >= BASELINE_MIN_PRECISION]
             if precise:
                 p_t, p_best = max(precise, key=lambda ts: ts[1].bcubed_f1)
@@ -196,10 +201,16 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{name:13} {'newsroom linked_id, ' + tag:38} {_fmt(by_link)}")
                 print(f"{name:13} {'newsroom story_id, ' + tag:38} {_fmt(by_story)}")
                 print(f"{'':13} {'':38} ({len(rows)} articles in {elapsed:.2f} s)")
+                if seed == 0:  # file order: the figure; MMDS is scored on its cross-language groups
+                    score = by_link if name == "mmds" else by_story
+                    figures[name].update(bcubed_f1=round(score.bcubed_f1, 4), scored_on="linked_id" if name == "mmds"
+                                         else "story_id", seconds=round(elapsed, 2),
+                                         ratio=round(score.bcubed_f1 / best.bcubed_f1, 3))
             if args.orders > 1:
                 scores = linked_f1s if name == "mmds" else f1s
                 label = "linked" if name == "mmds" else "story_id"
                 print(f"{name:13} {label} F1 over {args.orders} orders: mean {np.mean(scores):.3f}, worst {min(scores):.3f}")
+    print(json.dumps(figures))
     return 0
 
 
