@@ -62,7 +62,7 @@ class ClusterParams:
         headline_embedding_weight: The same weight for an article known by its headline alone
             (no body of its own): its few words say less than its embedding, which ranks
             same-story headline pairs far better (ROC AUC 0.956 against 0.898 on Google News
-            dev; docs/measurements.md).
+            dev; bench/story_signals.py --pairs).
         headline_embedding_offset: The cosine at which a headline is neutral: lower than for a
             title and lede, as a headline's embedding meets its story's at lower cosines.
         norm_tolerance: A story's cached IDF-weighted norms are recomputed when the IDF's
