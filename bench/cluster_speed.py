@@ -15,7 +15,11 @@ Synthetic but realistic features, seeded:
   frequency with tf 1, the top 64 kept and L2-normalised (as ``features.term_vector`` does),
   3 of its story's entities and 2 background ones, and sometimes a year;
 - MinHash of 300 random 64-bit shingle hashes (``signatures.minhash_from_hashes``); a copy
-  keeps 80% of its original's shingles and adds 10% new ones (Jaccard about 0.7).
+  keeps 80% of its original's shingles and adds 10% new ones (Jaccard about 0.7);
+- a 512-d unit sentence embedding near its story's direction (cosine about 0.8), as the ingest
+  flow stores one for every article (issue 14; ``--no-embeddings`` leaves them out), and a share
+  ``--headline-share`` of articles known by their headline alone: 8 terms and no body to sign,
+  so the writer scores them on their embedding and reads more postings to find their story.
 
 The IDF's document counts are scaled to the steady state of a writer that has run for weeks.
 The 50,000 stories (1-4 articles each, about 2 on average, spread over the 47 hours before the
@@ -34,6 +38,7 @@ with the indexed ones over those articles.
 from __future__ import annotations
 
 import argparse
+import base64
 import gc
 import json
 import math
@@ -59,6 +64,7 @@ from transforms.clustering import (  # noqa: E402
 )
 from transforms.clustering.idf import Idf  # noqa: E402
 from transforms.clustering.state import encode_minhash  # noqa: E402
+from transforms.clustering.story import embedding_code  # noqa: E402
 from transforms.features import ArticleFeatures  # noqa: E402
 from transforms.signatures import SIGNATURE_VERSION, minhash_from_hashes  # noqa: E402
 
@@ -67,15 +73,32 @@ ENTITY_VOCAB = 30_000
 ZIPF = 1.05
 TOPIC_TERMS = 40
 SHINGLES = 300
+EMBEDDING_DIM = 512
+EMBEDDING_NOISE = 0.75
+HEADLINE_TERMS = 8
 T_START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 _LAST_CPU_SECONDS = 0.0
+
+
+Topic = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""A story's topic terms, entities and embedding direction."""
+
+
+def _member_row(m: ArticleFeatures, member_terms: int) -> list[object]:
+    """A member row as the writer's checkpoint holds it (transforms.clustering.state.member_to_json)."""
+    code = embedding_code(m.embedding)
+    return [m.article_id, _ms(m.first_seen_at), m.publisher_id, None, list(m.terms[:member_terms]),
+            list(m.term_weights[:member_terms]), list(m.entities), any(v != 2**32 - 1 for v in m.minhash),
+            None if code is None else base64.b64encode(code).decode("ascii")]
 
 
 class _Synth:
     """Seeded generator of stories and their articles' features."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, embeddings: bool = True, headline_share: float = 0.0) -> None:
         self.rng = np.random.default_rng(seed)
+        self.embeddings = embeddings
+        self.headline_share = headline_share
         ranks = np.arange(1, VOCAB + 1, dtype=np.float64)
         p = ranks**-ZIPF
         self.term_cdf = np.cumsum(p / p.sum())
@@ -90,21 +113,35 @@ class _Synth:
     def _zipf_entities(self, n: int) -> np.ndarray:
         return np.minimum(np.searchsorted(self.entity_cdf, self.rng.random(n)), ENTITY_VOCAB - 1)
 
-    def new_topic(self) -> tuple[np.ndarray, np.ndarray]:
+    def new_topic(self) -> Topic:
         topic = np.exp(self.rng.uniform(math.log(100), math.log(VOCAB), TOPIC_TERMS)).astype(np.int64) - 1
-        return topic, self._zipf_entities(6)
+        direction = self.rng.normal(size=EMBEDDING_DIM)
+        return topic, self._zipf_entities(6), direction / np.linalg.norm(direction)
 
-    def article(self, topic: tuple[np.ndarray, np.ndarray], when: datetime,
+    def _embedding(self, direction: np.ndarray) -> tuple[float, ...] | None:
+        if not self.embeddings:
+            return None
+        noise = self.rng.normal(size=EMBEDDING_DIM)
+        vector = direction + EMBEDDING_NOISE * noise / np.linalg.norm(noise)
+        return tuple(float(x) for x in (vector / np.linalg.norm(vector)).astype(np.float32))
+
+    def article(self, topic: Topic, when: datetime,
                 copy_of: ArticleFeatures | None = None, shingles: np.ndarray | None = None,
                 ) -> tuple[ArticleFeatures, np.ndarray]:
         self.counter += 1
         aid = f"a{self.counter:08d}"
-        terms_idx, story_entities = topic
+        terms_idx, story_entities, direction = topic
+        headline_only = copy_of is None and self.rng.random() < self.headline_share
         tf: dict[int, float] = defaultdict(float)
-        for t in self.rng.choice(terms_idx, 24, replace=False):
-            tf[int(t)] += float(self.rng.integers(1, 5))
-        for t in self._zipf_terms(40):
-            tf[int(t)] += 1.0
+        if headline_only:  # a title-only item: a few of its story's words and one common word
+            for t in self.rng.choice(terms_idx, HEADLINE_TERMS - 1, replace=False):
+                tf[int(t)] += 1.0
+            tf[int(self._zipf_terms(1)[0])] += 1.0
+        else:
+            for t in self.rng.choice(terms_idx, 24, replace=False):
+                tf[int(t)] += float(self.rng.integers(1, 5))
+            for t in self._zipf_terms(40):
+                tf[int(t)] += 1.0
         weights = {f"w{t}": 1.0 + math.log(c) for t, c in tf.items()}
         if self.rng.random() < 0.3:
             weights["2026"] = 1.5
@@ -115,13 +152,16 @@ class _Synth:
         if copy_of is not None and shingles is not None:
             keep = shingles[self.rng.random(shingles.size) < 0.8]
             hashes = np.concatenate([keep, self.rng.integers(0, 2**63, SHINGLES // 10, dtype=np.uint64)])
+        elif headline_only:
+            hashes = np.array([], dtype=np.uint64)  # no body to sign: the empty signature
         else:
             hashes = self.rng.integers(0, 2**63, SHINGLES, dtype=np.uint64)
         features = ArticleFeatures(
             article_id=aid, language="en", first_seen_at=when, publisher_id=f"p{self.rng.integers(0, 2000)}",
             title="", simhash=0, minhash=tuple(int(v) for v in minhash_from_hashes(hashes)),
             terms=tuple(t for t, _ in ranked), term_weights=tuple(w / norm for _, w in ranked),
-            entities=tuple(dict.fromkeys(entities)), embedding=None, signature_version=SIGNATURE_VERSION,
+            entities=tuple(dict.fromkeys(entities)), embedding=self._embedding(direction),
+            signature_version=SIGNATURE_VERSION,
         )
         return features, hashes
 
@@ -131,14 +171,13 @@ def _ms(when: datetime) -> int:
 
 
 def build_state(synth: _Synth, stories: int, params: ClusterParams
-                ) -> tuple[dict[str, object], list[tuple[str, tuple[np.ndarray, np.ndarray]]],
-                           list[tuple[ArticleFeatures, np.ndarray]]]:
+                ) -> tuple[dict[str, object], list[tuple[str, Topic]], list[tuple[ArticleFeatures, np.ndarray]]]:
     """A writer checkpoint with ``stories`` active stories, as the writer's own code would leave it."""
     story_rows: list[list[object]] = []
     recent: list[list[object]] = []
     df: dict[str, float] = defaultdict(float)
     n_docs = 0
-    topics: list[tuple[str, tuple[np.ndarray, np.ndarray]]] = []
+    topics: list[tuple[str, Topic]] = []
     articles: list[tuple[ArticleFeatures, np.ndarray]] = []
     span_ms = 47 * 3_600_000
     for i in range(stories):
@@ -168,9 +207,7 @@ def build_state(synth: _Synth, stories: int, params: ClusterParams
         first = members[0]
         sid = make_story_id(first.first_seen_at, first.article_id)
         years = sorted({t for m in members for t in m.terms if t == "2026"})
-        member_rows = [[m.article_id, _ms(m.first_seen_at), m.publisher_id, None,
-                        list(m.terms[: params.member_terms]), list(m.term_weights[: params.member_terms]),
-                        list(m.entities)] for m in members]
+        member_rows = [_member_row(m, params.member_terms) for m in members]
         story_rows.append([sid, first.article_id, _ms(first.first_seen_at), _ms(members[-1].first_seen_at), size,
                            [[t, w] for t, w in centroid], [[e, c] for e, c in entity_counts.items()], years,
                            member_rows, None])
@@ -191,13 +228,13 @@ def build_state(synth: _Synth, stories: int, params: ClusterParams
     return state, topics, articles
 
 
-def build_stream(synth: _Synth, n: int, topics: list[tuple[str, tuple[np.ndarray, np.ndarray]]],
+def build_stream(synth: _Synth, n: int, topics: list[tuple[str, Topic]],
                  prebuilt: list[tuple[ArticleFeatures, np.ndarray]], per_hour: float
                  ) -> list[tuple[ArticleFeatures, str, str | None]]:
     """``(features, intended story key, intended original)``: 10% copies, 55% follow-ups, 35% new."""
     out: list[tuple[ArticleFeatures, str, str | None]] = []
     pool = list(topics)
-    recent = prebuilt[-20_000:]
+    recent = [(f, h) for f, h in prebuilt[-20_000:] if h.size]  # copies are of articles with a body
     gap = 3_600_000 / per_hour
     for i in range(n):
         when = T_START + timedelta(milliseconds=gap * i)
@@ -215,7 +252,8 @@ def build_stream(synth: _Synth, n: int, topics: list[tuple[str, tuple[np.ndarray
             key = f"new-{i}"
             pool.append((key, topic))
         features, hashes = synth.article(topic, when)
-        recent.append((features, hashes))
+        if hashes.size:
+            recent.append((features, hashes))
         out.append((features, key, None))
     return out
 
@@ -234,7 +272,7 @@ class BruteForceClusterer(LanguageClusterer):
     """The baseline: every active story is a candidate and is scored in full."""
 
     def _candidate_dots(
-        self, vector: Mapping[str, float], idf: Idf
+        self, vector: Mapping[str, float], idf: Idf, has_body: bool, has_embedding: bool
     ) -> tuple[dict[str, float], list[tuple[str, float]]]:
         weighted = [(t, w * idf(t)) for t, w in vector.items()]
         out: dict[str, float] = {}
@@ -271,9 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--articles", type=int, default=5_000)
     parser.add_argument("--brute-articles", type=int, default=100)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-embeddings", action="store_true", help="articles without sentence embeddings")
+    parser.add_argument("--headline-share", type=float, default=0.1,
+                        help="share of articles known by their headline alone (no body to sign)")
     args = parser.parse_args(argv)
     params = ClusterParams()
-    synth = _Synth(args.seed)
+    synth = _Synth(args.seed, embeddings=not args.no_embeddings, headline_share=args.headline_share)
     t0 = time.perf_counter()
     with terminal_progress() as progress:  # stages only: nothing draws inside a timed run
         progress.stage(f"synthesising {args.stories} stories")
@@ -291,7 +332,9 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
     t2 = time.perf_counter()
-    print(f"synthetic: {args.stories} stories from {len(prebuilt)} articles over 47 h "
+    print(f"synthetic: {'no embeddings' if args.no_embeddings else 'embeddings'}, "
+          f"{args.headline_share:.0%} of articles headline-only; "
+          f"{args.stories} stories from {len(prebuilt)} articles over 47 h "
           f"(generated in {t1 - t0:.1f} s); from_state {t2 - t1:.1f} s; "
           f"active stories {indexed.active_story_count}")
     out, elapsed = _run(indexed, stream)

@@ -26,6 +26,7 @@ from transforms.representative import (
     term_vector,
 )
 from transforms.sections import article_section_votes, story_sections_from_votes
+from transforms.text import is_usable_snippet
 from transforms.times import parse_iso_datetime
 
 TOP_SECTION = "top"
@@ -69,6 +70,17 @@ def choose_representative(members: list[Mapping[str, Any]]) -> Mapping[str, Any]
     return min(originals, key=lambda m: (-float(m["authority"] or 0), m["first_seen_at"], m["article_id"]))
 
 
+def shown_snippet(m: Mapping[str, Any]) -> str:
+    """The snippet a card shows for its representative: none rather than a single word
+    ("Analysis…", stored before snippets fell back to the next source; issue 14).
+
+    >>> shown_snippet({"snippet": "Analysis\u2026"}), shown_snippet({"snippet": "Crews fought the blaze."})
+    ('', 'Crews fought the blaze.')
+    """
+    snippet = m.get("snippet") or ""
+    return snippet if is_usable_snippet(snippet) else ""
+
+
 def page_source(m: Mapping[str, Any]) -> PageSource:
     """A member article (a ``story_members.sql`` row) as a page lists it."""
     return PageSource(m["article_id"], m["publisher_id"], m["publisher"], m["title"], m["url"], iso(m["first_seen_at"]),
@@ -110,7 +122,7 @@ def build_story(story_id: str, members: list[Mapping[str, Any]], *, full: bool) 
     return {
         "story_id": story_id,
         "title": rep["title"],
-        "snippet": rep["snippet"],
+        "snippet": shown_snippet(rep),
         "image_url": rep["image_url"],
         "language": rep["language"],
         "sections": story_sections(members),
@@ -430,7 +442,7 @@ def _page_story(sid: str, members: list[Mapping[str, Any]], rep: Mapping[str, An
     support = supporting_links(rep, members, count=rules.representative.supporting,
                                mmr_lambda=rules.representative.mmr_lambda)
     return PageStory(
-        story_id=sid, title=rep["title"], snippet=rep["snippet"], image_url=rep["image_url"],
+        story_id=sid, title=rep["title"], snippet=shown_snippet(rep), image_url=rep["image_url"],
         language=base["language"], sections=tuple(sections), first_seen_at=base["first_seen_at"],
         updated_at=base["updated_at"], source_count=base["source_count"], article_count=base["article_count"],
         representative_id=rep["article_id"], sources=tuple(page_source(m) for m in [rep, *support][:PAGE_SOURCES]),
@@ -451,7 +463,7 @@ def _pool_entry(r: RankedStory, cards: dict[str, dict[str, Any]],
     return {
         "story_id": sid, "score": round(r.score, 4), "score_parts": _parts(r),
         "sections": sections_of[sid], "is_breaking": r.is_breaking, "breaking_since": iso(r.breaking_since),
-        "title": chosen["title"], "snippet": chosen["snippet"], "image_url": chosen["image_url"],
+        "title": chosen["title"], "snippet": shown_snippet(chosen), "image_url": chosen["image_url"],
         "language": card["language"], "first_seen_at": card["first_seen_at"], "updated_at": card["updated_at"],
         "source_count": card["source_count"], "article_count": card["article_count"],
         "representative": _source(chosen),

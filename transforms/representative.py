@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from transforms.text import is_dateline
+
 Member = Mapping[str, Any]
 
 CLICKBAIT_PATTERNS = re.compile(
@@ -43,12 +45,17 @@ class RepresentativeWeights:
 
 
 def has_title(member: Member) -> bool:
-    """Whether an article has a headline to show: an untitled article never stands for a story.
+    """Whether an article has a headline to show: an untitled article never stands for a story,
+    nor one whose "headline" is only a date line ("4 August 2013 Last updated at 19:47 GMT",
+    which some pages put where the headline goes; issue 14).
 
     >>> has_title({"title": "Budget passes"}), has_title({"title": "  "}), has_title({"title": None})
     (True, False, False)
+    >>> has_title({"title": "4 August 2013 Last updated at 19:47 GMT"})
+    False
     """
-    return bool((member.get("title") or "").strip())
+    title = (member.get("title") or "").strip()
+    return bool(title) and not is_dateline(title)
 
 
 def term_vector(member: Member) -> dict[str, float]:

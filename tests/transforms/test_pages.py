@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from transforms.pages import PageLimits, build_pages, choose_representative, section_slug, validate_page
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -83,3 +85,27 @@ def test_a_story_without_a_titled_article_is_skipped_not_the_page() -> None:
     assert [s["story_id"] for s in pages[("en-US", "top")]["stories"]] == ["s0", "s1", "s2"]
     assert "untitled" not in stories["stories"]
     assert validate_page(pages[("en-US", "top")], None, min_stories=1, max_loss=0.5) is None
+
+
+def test_a_dateline_headline_never_stands_for_a_story() -> None:
+    members = [dict(_member("s", "dated", "big", 0.99, 5), title="4 August 2013 Last updated at 19:47 GMT"),
+               _member("s", "named", "small", 0.2, 30)]
+    assert choose_representative(members)["article_id"] == "named"
+
+
+def test_a_story_told_only_under_datelines_is_skipped() -> None:
+    members = [dict(_member("dated", "d", "p1", 0.9, 5), title="Saturday, August 24, 2013"),
+               *(_member(f"s{i}", f"a{i}", "p2", 0.5, 10) for i in range(3))]
+    scores = [_score("dated", "en-US", 9.0), *(_score(f"s{i}", "en-US", 1.0) for i in range(3))]
+    pages, _ = build_pages(scores, members, NOW, PageLimits(top_stories=10, min_section_stories=3))
+    assert [s["story_id"] for s in pages[("en-US", "top")]["stories"]] == ["s0", "s1", "s2"]
+
+
+@pytest.mark.parametrize(("snippet", "shown"), [("Analysis\u2026", ""), ("\u2026", ""),
+                                                ("Crews fought the blaze all night.", "Crews fought the blaze all night.")],
+                         ids=["one-word", "ellipsis-only", "a-lede"])
+def test_a_one_word_snippet_is_not_shown(snippet: str, shown: str) -> None:
+    members = [dict(_member("s1", "a", "p1", 0.9, 10), snippet=snippet)]
+    pages, stories = build_pages([_score("s1", "en-US", 1.0)], members, NOW, PageLimits(top_stories=10))
+    assert pages[("en-US", "top")]["stories"][0]["snippet"] == shown
+    assert stories["stories"]["s1"]["snippet"] == shown

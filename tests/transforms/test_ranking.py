@@ -221,3 +221,11 @@ def test_an_untitled_article_is_never_the_representative() -> None:
     assert choose_edition_representative("s", members, {"x": 1.0}, **kw)["article_id"] == "named"
     with pytest.raises(ValueError, match="no titled article"):
         choose_edition_representative("s", members[:2], {"x": 1.0}, **kw)
+
+
+def test_a_dateline_headline_is_never_the_edition_representative() -> None:
+    members = [_m("dated", "big", 0.99, 1, title="16 September 2013 Last updated at 12:42 GMT"),
+               _m("named", "small", 0.2, 30)]
+    kw = {"edition": "en-US", "region": "US", "is_local_story": False, "now": NOW, "impressions": {},
+          "weights": RepresentativeWeights()}
+    assert choose_edition_representative("s", members, {"x": 1.0}, **kw)["article_id"] == "named"

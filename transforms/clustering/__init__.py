@@ -9,8 +9,10 @@ For each article, in arrival order, :class:`LanguageClusterer` decides:
 2. **Otherwise, nearest active story.** An inverted index over the terms of the centroids of
    stories active in the window gives the candidates (never a scan of every story). Each is
    scored ``cosine(article, centroid) + entity_bonus × shared-entity share
-   − time_penalty_per_hour × hours since the story's last article``; the best candidate at
-   or above ``join_threshold`` is joined, else the article starts a story.
+   − time_penalty_per_hour × hours since the story's last article + w × (cosine of the
+   article's sentence embedding with the story's mean one − o)``, ``w`` and ``o`` larger and
+   lower for an article known by its headline alone (issue 14); the best candidate at or above
+   ``join_threshold`` is joined, else the article starts a story.
 
 Term weights from :mod:`transforms.features` are reweighted by an **online IDF** kept in the
 clusterer state: document frequencies of the terms (and entities) of every article seen,
@@ -35,7 +37,7 @@ One module per concern; each lower module knows nothing of the ones above it:
 ``edits``               merges and splits, with every index kept in step
 ``clusterer``           :class:`LanguageClusterer`: the decision, over the parts above
 ``linking``             cross-language links between stories
-``repair``              the repair pass (merges and splits), and the pipeline in one pass
+``repair``              the repair pass (splits, adoptions, merges), and the pipeline in one pass
 ======================  ==========================================================================
 """
 
@@ -54,6 +56,7 @@ from transforms.clustering.repair import (
     REPAIR_INTERVAL,
     RepairKind,
     RepairParams,
+    SplitCut,
     StoryRepair,
     cluster_and_repair,
     member_vector,
@@ -77,6 +80,7 @@ __all__ = [
     "Member",
     "RepairKind",
     "RepairParams",
+    "SplitCut",
     "Story",
     "StoryRepair",
     "cluster_and_repair",

@@ -5,8 +5,9 @@ For each article, in arrival order, :meth:`LanguageClusterer.assign` decides:
 1. **Syndicated copy?** The copy index (:mod:`transforms.clustering.copies`) proposes the recent
    article it copies; the copy joins the original's story.
 2. **Otherwise, nearest active story.** The term index (:mod:`transforms.clustering.term_index`)
-   gives the candidate stories, :mod:`transforms.clustering.scoring` scores them; the best at or
-   above ``join_threshold`` is joined, else the article starts a story.
+   gives the candidate stories, :mod:`transforms.clustering.scoring` scores them (terms, names,
+   time, and the sentence embedding, which carries an article known by its headline alone); the
+   best at or above ``join_threshold`` is joined, else the article starts a story.
 
 Term weights are reweighted by the online IDF (:mod:`transforms.clustering.idf`). The clusterer
 owns the stories (:mod:`transforms.clustering.story`) and keeps the three indexes in step with
@@ -16,7 +17,7 @@ them; merges and splits live in :mod:`transforms.clustering.edits`, the checkpoi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 import numpy as np
@@ -36,12 +37,15 @@ from transforms.clustering.scoring import (
 )
 from transforms.clustering.state import clusterer_from_state, clusterer_to_state
 from transforms.clustering.story import (
+    EMBEDDING_CODE_SCALE,
     Assignment,
     Member,
     Story,
     add_copy,
     add_original,
+    code_vector,
     entity_words,
+    has_body,
     make_member,
     replace_version,
     start_story,
@@ -133,7 +137,8 @@ class LanguageClusterer:
             self._count_document(features)
             return Assignment(features.article_id, story.story_id, original_id, False, jaccard)
 
-        best = self._best_story(features, vector, entity_weights, idf, now_ms)
+        best = self._best_story(features.terms, vector, entity_weights, features.embedding, has_body(features),
+                                idf, now_ms)
         if best is not None and best[1] >= self.params.join_threshold:
             story, score = best
             self._update_story(story, features, now_ms)
@@ -294,28 +299,48 @@ class LanguageClusterer:
 
     # ---------------------------------------------------------------- internals
 
-    def _candidate_dots(self, vector: Mapping[str, float], idf: Idf) -> tuple[dict[str, float], list[tuple[str, float]]]:
+    def best_story_for_member(self, member: Member, exclude: str, now: datetime) -> tuple[str, float] | None:
+        """The story other than ``exclude`` that a held member would join now, by the online score
+        (its story id and score; None when no story is a candidate). The repair pass asks it of
+        the one article of a story: the story it belongs to may have grown, and the IDF settled,
+        since it was placed (issue 14)."""
+        idf = self.online_idf.function()
+        vector = weighted_vector(member.terms, member.weights, idf)
+        entity_weights = {e: idf(ENTITY_PREFIX + e) for e in member.entities}
+        embedding = None if member.embedding is None else code_vector(member.embedding) / EMBEDDING_CODE_SCALE
+        best = self._best_story(member.terms, vector, entity_weights,
+                                None if embedding is None else embedding.tolist(), member.has_body, idf,
+                                to_ms(now), exclude=exclude)
+        return None if best is None else (best[0].story_id, best[1])
+
+    def _candidate_dots(self, vector: Mapping[str, float], idf: Idf, has_body: bool, has_embedding: bool
+                        ) -> tuple[dict[str, float], list[tuple[str, float]]]:
         """Candidate stories and their dots with the article (see
         :meth:`transforms.clustering.term_index.TermIndex.candidate_dots`)."""
         p = self.params
-        return self.term_index.candidate_dots(vector, idf, least_joinable_cosine(p), p.max_postings, p.max_candidates)
+        bar = least_joinable_cosine(p, has_body, has_embedding)
+        return self.term_index.candidate_dots(vector, idf, bar, p.max_postings, p.max_candidates)
 
     def _best_story(
         self,
-        features: ArticleFeatures,
+        terms: Sequence[str],
         vector: Mapping[str, float],
         entity_weights: Mapping[str, float],
+        embedding: Sequence[float] | None,
+        body: bool,
         idf: Idf,
         now_ms: int,
+        exclude: str | None = None,
     ) -> tuple[Story, float] | None:
-        dots, rest = self._candidate_dots(vector, idf)
+        dots, rest = self._candidate_dots(vector, idf, body, bool(embedding))
+        dots.pop(exclude or "", None)
         if not dots:
             return None
         candidates = shortlist(dots, self.params.max_candidates)
         complete_dots(dots, self.stories, candidates, rest)
         stories = self.stories
-        return best_candidate([stories[sid] for sid in candidates], dots, features.terms, vector, entity_weights,
-                              idf, self.online_idf.n_docs, now_ms, self.params)
+        return best_candidate([stories[sid] for sid in candidates], dots, terms, vector, entity_weights,
+                              idf, self.online_idf.n_docs, now_ms, self.params, embedding, body)
 
     def _member(self, features: ArticleFeatures, now_ms: int, copy_of: str | None) -> Member:
         return make_member(features, now_ms, copy_of, self.params.member_terms)

@@ -54,6 +54,17 @@ class ClusterParams:
             article decide what a story is about, so they must clear a stricter bar.
         member_terms: Terms kept per member (for the member check and the repair pass).
         max_postings: Most term-index postings read per article to find candidate stories.
+        embedding_weight: Weight of the sentence embedding in the score of an article with a
+            body: ``embedding_weight × (cosine(article, story's mean embedding) −
+            embedding_offset)`` is added, evidence for the story above the offset and against it
+            below (issue 14).
+        embedding_offset: The embedding cosine at which an article with a body is neutral.
+        headline_embedding_weight: The same weight for an article known by its headline alone
+            (no body of its own): its few words say less than its embedding, which ranks
+            same-story headline pairs far better (ROC AUC 0.956 against 0.898 on Google News
+            dev; bench/story_signals.py --pairs).
+        headline_embedding_offset: The cosine at which a headline is neutral: lower than for a
+            title and lede, as a headline's embedding meets its story's at lower cosines.
         norm_tolerance: A story's cached IDF-weighted norms are recomputed when the IDF's
             document count has moved by more than this share since they were computed (0:
             recomputed for every article, as exact as before the cache).
@@ -85,13 +96,19 @@ class ClusterParams:
     member_terms: int = 40
     norm_tolerance: float = 0.02
     max_postings: int = 3000
+    embedding_weight: float = 0.25
+    embedding_offset: float = 0.6
+    headline_embedding_weight: float = 1.5
+    headline_embedding_offset: float = 0.3
 
     def __post_init__(self) -> None:
-        for name in ("join_threshold", "copy_jaccard", "copy_chain_jaccard", "centroid_min_weight", "link_threshold", "member_weight", "link_embedding_threshold"):
+        for name in ("join_threshold", "copy_jaccard", "copy_chain_jaccard", "centroid_min_weight", "link_threshold",
+                     "member_weight", "link_embedding_threshold", "embedding_offset", "headline_embedding_offset"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
-        for name in ("norm_tolerance", "entity_bonus", "year_conflict_penalty", "date_conflict_penalty", "time_penalty_per_hour", "idf_prior_docs"):
+        for name in ("norm_tolerance", "entity_bonus", "year_conflict_penalty", "date_conflict_penalty", "time_penalty_per_hour",
+                     "idf_prior_docs", "embedding_weight", "headline_embedding_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.active_window_hours <= 0 or self.idf_half_life_hours <= 0:
@@ -100,3 +117,9 @@ class ClusterParams:
             raise ValueError("centroid_terms, max_candidates, member_sample, member_terms, max_postings must be >= 1")
         if self.lsh_bands < 1 or self.lsh_rows < 1 or self.lsh_bands * self.lsh_rows > NUM_PERM:
             raise ValueError(f"lsh {self.lsh_bands}x{self.lsh_rows} does not fit {NUM_PERM} permutations")
+
+    def embedding_terms(self, has_body: bool) -> tuple[float, float]:
+        """``(weight, offset)`` of the embedding in the score of an article with or without a body."""
+        if has_body:
+            return self.embedding_weight, self.embedding_offset
+        return self.headline_embedding_weight, self.headline_embedding_offset

@@ -5,17 +5,24 @@ from early mixing (the 2nd or 3rd article of a story comes from another event of
 kind, and the mixed centroid then absorbs the rest). The repair pass looks again, over the
 stories active in the last ``lookback_hours``, with every member at hand:
 
-- **split**: the members are cut in two by 2-medoid average-link refinement over the
-  IDF-weighted member cosines; the cut is kept when both halves are cohesive and well apart
-  (mean within-half cosine minus mean across cosine at least ``split_margin``, across at most
-  ``split_max_across``) and each half has at least ``split_min_sources`` sources. The half
-  holding the representative (the headline the pages show; see :func:`story_representative`)
-  keeps the story id; the other half gets a new id.
+- **split**: the members with a body of their own are cut in two (a spectral cut of their
+  IDF-weighted cosines, refined by average link; see :func:`split_members`); the cut is kept when
+  the halves are well apart (mean within-half cosine minus mean across cosine at least
+  ``split_margin``, by at least ``split_min_separation`` standard errors; across at most
+  ``split_max_across``) and each half has at least ``split_min_sources`` sources. Headlines alone
+  say too little to cut a story by their words: members known by their headline follow the half
+  whose mean embedding theirs is closer to (issue 14). The half holding the representative (the
+  headline the pages show; see :func:`story_representative`) keeps the story id; the other half
+  gets a new id.
+- **adoption**: a story of one article whose article would now join another, larger story by
+  the online rule (the same score, the same ``join_threshold``; the story it missed may have
+  grown, and the IDF settled, since it was placed) is merged into that story, which keeps its id.
 - **merge**: stories whose members are close on average (mean cross cosine at least
   ``merge_threshold``), that share an entity word, whose dateline years do not conflict and
   whose times overlap within ``merge_gap_hours``, are agglomerated by average link (see
   :func:`plan_merges`): one pass can fold several fragments of one event into the oldest of
-  them, which survives; the others become its aliases.
+  them, which survives; the others become its aliases. Two stories the split rule would cut
+  apart again are never merged, so a split story does not flap between one and two.
 
 A story is repaired at most once per ``cooldown_minutes`` (a merge of several fragments in one
 pass is one repair of each). Everything is pure: the clock is an
@@ -24,15 +31,19 @@ argument, candidates and ties are ordered by story id.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from transforms.clustering.clusterer import LanguageClusterer
 from transforms.clustering.params import ClusterParams
 from transforms.clustering.scoring import weighted_vector
-from transforms.clustering.story import Assignment, Member, story_years
+from transforms.clustering.story import Assignment, Member, code_vector, story_years
 from transforms.features import DATE_TERM_PREFIX, ArticleFeatures
 from transforms.pages import choose_representative
 
@@ -51,9 +62,14 @@ class RepairParams:
         merge_min_shared_entities: Least entity words the two stories share.
         merge_gap_hours: Most hours between the two stories' spans.
         split_margin: Least (within-half mean cosine − across mean cosine) for a split.
+        split_min_separation: Least such difference in standard errors (Welch's t over the
+            within-half and across pair cosines) for a split: a few pairs apart by chance are no
+            two events; many pairs apart by a little are (issue 14).
         split_max_across: Most mean across cosine for a split.
         split_min_sources: Least sources (publishers; articles when unknown) per half.
         max_split_members: Stories larger than this are split on their latest members only.
+        adopt: Whether a story of one article is merged into the larger story its article would
+            now join by the online rule.
     """
 
     lookback_hours: float = 6.0
@@ -61,18 +77,20 @@ class RepairParams:
     merge_threshold: float = 0.30
     merge_min_shared_entities: int = 1
     merge_gap_hours: float = 6.0
-    split_margin: float = 0.10
+    split_margin: float = 0.05
+    split_min_separation: float = 6.0
     split_max_across: float = 0.40
-    split_min_sources: int = 3
+    split_min_sources: int = 4
     max_split_members: int = 200
+    adopt: bool = True
 
     def __post_init__(self) -> None:
         for name in ("merge_threshold", "split_margin", "split_max_across"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
-        if self.lookback_hours <= 0 or self.cooldown_minutes < 0 or self.merge_gap_hours < 0:
-            raise ValueError("lookback_hours must be > 0, cooldown_minutes and merge_gap_hours >= 0")
+        if self.lookback_hours <= 0 or self.cooldown_minutes < 0 or self.merge_gap_hours < 0 or self.split_min_separation < 0:
+            raise ValueError("lookback_hours must be > 0, cooldown_minutes, merge_gap_hours and split_min_separation >= 0")
         if self.split_min_sources < 1 or self.merge_min_shared_entities < 0 or self.max_split_members < 4:
             raise ValueError("split_min_sources >= 1, merge_min_shared_entities >= 0, max_split_members >= 4")
 
@@ -112,51 +130,158 @@ def _sources(members: Sequence[Member]) -> int:
     return len({m.publisher_id or f"article:{m.article_id}" for m in members})
 
 
-def split_members(
-    members: Sequence[Member], idf: Callable[[str], float]
-) -> tuple[list[str], list[str], float, float] | None:
-    """Cut the original members of a story in two (2-medoid average-link refinement).
+@dataclass(frozen=True, slots=True)
+class SplitCut:
+    """A story's members cut in two (see :func:`split_members`).
+
+    ``half_a`` holds the oldest member; ``within`` and ``across`` are the mean cosines of the
+    pairs inside a half and across the halves; ``separation`` is their difference in standard
+    errors (Welch's t).
+    """
+
+    half_a: list[str]
+    half_b: list[str]
+    within: float
+    across: float
+    separation: float
+
+    @property
+    def margin(self) -> float:
+        """``within − across``."""
+        return self.within - self.across
+
+
+def _cosine_matrix(vectors: Sequence[Mapping[str, float]]) -> npt.NDArray[np.float64]:
+    """Pairwise dot products of sparse unit vectors (their cosines)."""
+    vocab: dict[str, int] = {}
+    for v in vectors:
+        for t in v:
+            vocab.setdefault(t, len(vocab))
+    matrix = np.zeros((len(vectors), len(vocab)))
+    for i, v in enumerate(vectors):
+        matrix[i, [vocab[t] for t in v]] = list(v.values())
+    out: npt.NDArray[np.float64] = matrix @ matrix.T
+    return out
+
+
+def _spectral_sides(sim: npt.NDArray[np.float64]) -> npt.NDArray[np.int64] | None:
+    """The sign cut of the Fiedler vector of the cosine graph's normalised Laplacian (a
+    deterministic starting cut that follows the graph's weakest seam, not one outlier)."""
+    weights = np.clip(sim, 0.0, None)
+    np.fill_diagonal(weights, 0.0)
+    degree = weights.sum(axis=1)
+    if sim.shape[0] < 3 or np.any(degree <= 0):
+        return None
+    scale = 1.0 / np.sqrt(degree)
+    laplacian = np.eye(sim.shape[0]) - scale[:, None] * weights * scale[None, :]
+    _, vectors = np.linalg.eigh(laplacian)
+    fiedler = vectors[:, 1] * scale
+    return np.where(fiedler >= 0, 0, 1)
+
+
+def cut_statistics(sim: npt.NDArray[np.float64], side: npt.NDArray[np.int64]) -> tuple[float, float, float] | None:
+    """``(within, across, separation)`` of a two-sided cut of a cosine matrix (None when a side
+    has no pair or there is no pair across).
+
+    >>> sim = np.array([[1.0, 0.9, 0.1], [0.9, 1.0, 0.2], [0.1, 0.2, 1.0]])
+    >>> [round(x, 3) for x in cut_statistics(sim, np.array([0, 0, 1]))]
+    [0.9, 0.15, 21.213]
+    """
+    upper = np.triu_indices(sim.shape[0], 1)
+    same = (side[:, None] == side[None, :])[upper]
+    within, across = sim[upper][same], sim[upper][~same]
+    if not within.size or not across.size:
+        return None
+    error = math.sqrt(within.var() / within.size + across.var() / across.size)
+    difference = float(within.mean() - across.mean())
+    separation = difference / error if error > 0 else (math.inf if difference > 0 else 0.0)
+    return float(within.mean()), float(across.mean()), separation
+
+
+def split_members(members: Sequence[Member], idf: Callable[[str], float]) -> SplitCut | None:
+    """Cut the original members of a story in two.
+
+    The cut starts from the spectral cut of the members' cosine graph (falling back to the two
+    members farthest apart as seeds) and is refined by average link: each member in turn moves
+    to the half it is closer to on average, until none moves. The separation is Welch's t of
+    the within-half against the across pair cosines.
 
     Args:
         members: Original (non-copy) members, oldest first.
         idf: Term weights.
 
     Returns:
-        ``(half_a_ids, half_b_ids, within, across)``: the two halves (``half_a`` holds the
-        oldest member), the mean within-half cosine and the mean across cosine; None when
-        fewer than two members have terms.
+        The cut; None when fewer than two members have terms or a half has no pair.
     """
     vectors = [(m.article_id, member_vector(m, idf)) for m in members]
     vectors = [(aid, v) for aid, v in vectors if v]
     n = len(vectors)
     if n < 2:
         return None
-    sim = [[_cosine(vectors[i][1], vectors[j][1]) if i != j else 1.0 for j in range(n)] for i in range(n)]
-    # Seeds: the pair farthest apart (ties by position, so the result is deterministic).
-    seed_a, seed_b = min(((i, j) for i in range(n) for j in range(i + 1, n)), key=lambda p: (sim[p[0]][p[1]], p))
-    side = [0 if sim[i][seed_a] >= sim[i][seed_b] else 1 for i in range(n)]
+    sim = _cosine_matrix([v for _, v in vectors])
+    np.fill_diagonal(sim, 1.0)
+    side = _spectral_sides(sim)
+    if side is None:
+        # Seeds: the pair farthest apart (ties by position, so the result is deterministic).
+        upper = np.triu_indices(n, 1)
+        k = int(np.lexsort((upper[1], upper[0], sim[upper]))[0])
+        seed_a, seed_b = int(upper[0][k]), int(upper[1][k])
+        side = np.where(sim[:, seed_a] >= sim[:, seed_b], 0, 1)
+    others = sim - np.eye(n)  # a member is not its own neighbour
     for _ in range(20):
         changed = False
         for i in range(n):
-            scores = []
-            for s in (0, 1):
-                others = [j for j in range(n) if side[j] == s and j != i]
-                scores.append(sum(sim[i][j] for j in others) / len(others) if others else -1.0)
-            best = 0 if scores[0] >= scores[1] else 1
-            if best != side[i] and sum(1 for x in side if x == side[i]) > 1:
+            means = []
+            for s_ in (0, 1):
+                mask = side == s_
+                count = int(mask.sum()) - (1 if side[i] == s_ else 0)
+                means.append(float(others[i][mask].sum()) / count if count else -1.0)
+            best = 0 if means[0] >= means[1] else 1
+            if best != side[i] and int((side == side[i]).sum()) > 1:
                 side[i] = best
                 changed = True
         if not changed:
             break
-    within_pairs = [sim[i][j] for i in range(n) for j in range(i + 1, n) if side[i] == side[j]]
-    across_pairs = [sim[i][j] for i in range(n) for j in range(i + 1, n) if side[i] != side[j]]
-    if not across_pairs or not within_pairs:
+    stats = cut_statistics(sim, side)
+    if stats is None:
         return None
     if side[0] != 0:
-        side = [1 - x for x in side]
-    half_a = [vectors[i][0] for i in range(n) if side[i] == 0]
-    half_b = [vectors[i][0] for i in range(n) if side[i] == 1]
-    return half_a, half_b, sum(within_pairs) / len(within_pairs), sum(across_pairs) / len(across_pairs)
+        side = 1 - side
+    return SplitCut([vectors[i][0] for i in range(n) if side[i] == 0],
+                    [vectors[i][0] for i in range(n) if side[i] == 1], *stats)
+
+
+def passes_split(cut: SplitCut, members: Mapping[str, Member], params: RepairParams) -> bool:
+    """Whether a cut is a split: halves apart enough, and each told by enough sources."""
+    return (cut.margin >= params.split_margin and cut.separation >= params.split_min_separation
+            and cut.across <= params.split_max_across
+            and _sources([members[a] for a in cut.half_a]) >= params.split_min_sources
+            and _sources([members[b] for b in cut.half_b]) >= params.split_min_sources)
+
+
+def _follow_embeddings(heads: Sequence[Member], body: Mapping[str, Member], half_a: list[str],
+                       half_b: list[str]) -> tuple[list[str], list[str]]:
+    """Members known by their headline alone, added to the half whose mean embedding theirs is
+    closer to (one without an embedding, or with no half to compare with, stays in ``half_a``)."""
+
+    def direction(half: Sequence[str]) -> npt.NDArray[np.float64] | None:
+        codes = [code_vector(c) for c in (body[a].embedding for a in half) if c is not None]
+        if not codes:
+            return None
+        total = np.sum(codes, axis=0).astype(np.float64)
+        norm = float(np.linalg.norm(total))
+        return total / norm if norm > 0 else None
+
+    a_dir, b_dir = direction(half_a), direction(half_b)
+    half_a, half_b = list(half_a), list(half_b)
+    for member in heads:
+        if member.embedding is not None and a_dir is not None and b_dir is not None:
+            code = code_vector(member.embedding).astype(np.float64)
+            if float(code @ b_dir) > float(code @ a_dir):
+                half_b.append(member.article_id)
+                continue
+        half_a.append(member.article_id)
+    return half_a, half_b
 
 
 def story_representative(
@@ -248,28 +373,53 @@ def repair_stories(
             continue
         members = clusterer.story_members(sid)
         originals = [m for m in members if m.copy_of is None][-params.max_split_members :]
-        if _sources(originals) < 2 * params.split_min_sources:
+        bodies = [m for m in originals if m.has_body]
+        if _sources(bodies) < 2 * params.split_min_sources:
             continue
-        cut = split_members(originals, idf)
-        if cut is None:
+        cut = split_members(bodies, idf)
+        by_id = {m.article_id: m for m in bodies}
+        if cut is None or not passes_split(cut, by_id, params):
             continue
-        half_a, half_b, within, across = cut
-        by_id = {m.article_id: m for m in originals}
-        if (within - across < params.split_margin or across > params.split_max_across
-                or _sources([by_id[a] for a in half_a]) < params.split_min_sources
-                or _sources([by_id[b] for b in half_b]) < params.split_min_sources):
-            continue
+        heads = [m for m in originals if not m.has_body]
+        half_a, half_b = _follow_embeddings(heads, by_id, cut.half_a, cut.half_b)
         rep = story_representative(members, clusterer.story_first_article(sid), representatives.get(sid), authority)
         moving = half_b if rep in half_a or rep not in half_b else half_a
         new_id, moved = clusterer.apply_split(sid, moving, now)
         touched.update((sid, new_id))
         out.append(StoryRepair("split", sid, new_id, tuple((m.article_id, m.copy_of) for m in moved),
-                               round(within - across, 6)))
+                               round(cut.margin, 6)))
+
+    if params.adopt:
+        for sid in clusterer.story_ids():
+            adoption = _adoption(clusterer, sid, now, eligible)
+            if adoption is not None:
+                target, score = adoption
+                moved = clusterer.apply_merge(target, sid, now)
+                touched.add(target)
+                out.append(StoryRepair("merge", target, sid, tuple((m.article_id, m.copy_of) for m in moved),
+                                       round(score, 6)))
 
     for survivor, merged, mean in plan_merges(clusterer, [sid for sid in clusterer.story_ids() if eligible(sid)], idf, params):
         moved = clusterer.apply_merge(survivor, merged, now)
         out.append(StoryRepair("merge", survivor, merged, tuple((m.article_id, m.copy_of) for m in moved), round(mean, 6)))
     return out
+
+
+def _adoption(clusterer: LanguageClusterer, sid: str, now: datetime, eligible: Callable[[str], bool]
+              ) -> tuple[str, float] | None:
+    """The larger story a one-article story's article would now join by the online rule, with its
+    score; None when it would join none (or its story is not up for repair)."""
+    if sid not in clusterer.stories or not eligible(sid):
+        return None
+    originals = [m for m in clusterer.story_members(sid) if m.copy_of is None]
+    if len(originals) != 1:
+        return None
+    best = clusterer.best_story_for_member(originals[0], sid, now)
+    if best is None or best[1] < clusterer.params.join_threshold or not eligible(best[0]):
+        return None
+    if sum(1 for m in clusterer.story_members(best[0]) if m.copy_of is None) < 2:
+        return None  # two fragments of one article each: the merge pass's to judge
+    return best
 
 
 def plan_merges(
@@ -310,7 +460,15 @@ def plan_merges(
             return False
         return not (dates[a] and dates[b] and not dates[a] & dates[b])
 
-    # Cross sums of member cosines between compatible neighbouring stories.
+    # The sum of the cross cosines of two stories' unit member vectors is the dot product of their
+    # summed member vectors: each story is kept as one summed vector.
+    sums: dict[str, dict[str, float]] = {}
+    for sid in candidates:
+        total: dict[str, float] = {}
+        for v in vectors[sid]:
+            for t, w in v.items():
+                total[t] = total.get(t, 0.0) + w
+        sums[sid] = total
     cross: dict[tuple[str, str], float] = {}
     for sid in candidates:
         partial: dict[str, float] = {}
@@ -321,18 +479,38 @@ def plan_merges(
         for other in sorted(partial, key=lambda o: (-partial[o], o))[:MERGE_NEIGHBOURS]:
             pair = (sid, other) if sid < other else (other, sid)
             if pair not in cross and compatible(*pair):
-                cross[pair] = sum(_cosine(a, b) for a in vectors[sid] for b in vectors[other])
+                cross[pair] = _cosine(sums[sid], sums[other])
     groups = {sid: [sid] for sid in candidates}
     neighbours: dict[str, dict[str, float]] = {sid: {} for sid in candidates}
-    for (a, b), total in cross.items():
-        neighbours[a][b] = neighbours[b][a] = total
+    for (a, b), total_ in cross.items():
+        neighbours[a][b] = neighbours[b][a] = total_
 
     def cross_sum(xs: Sequence[str], ys: Sequence[str]) -> float:
-        return sum(_cosine(u, v) for s in xs for u in vectors[s] for t in ys for v in vectors[t])
+        return sum(_cosine(sums[s], sums[t]) for s in xs for t in ys)
 
     def mean(a: str, b: str) -> float:
         n = sum(len(vectors[s]) for s in groups[a]) * sum(len(vectors[t]) for t in groups[b])
         return neighbours[a][b] / n if n else 0.0
+
+    def would_split(a: str, b: str) -> bool:
+        """Whether the split rule would cut the union of groups ``a`` and ``b`` back into them."""
+        members = {sid: [m for m in clusterer.story_members(sid) if m.copy_of is None and m.has_body]
+                   for sid in groups[a] + groups[b]}
+        side_a = [m for sid in groups[a] for m in members[sid]]
+        side_b = [m for sid in groups[b] for m in members[sid]]
+        if min(_sources(side_a), _sources(side_b)) < params.split_min_sources:
+            return False
+        both = [(m, member_vector(m, idf)) for m in side_a + side_b]
+        kept = [(i, v) for i, (_, v) in enumerate(both) if v]
+        sim = _cosine_matrix([v for _, v in kept])
+        side = np.array([0 if i < len(side_a) else 1 for i, _ in kept])
+        stats = cut_statistics(sim, side)
+        if stats is None:
+            return False
+        by_id = {m.article_id: m for m, _ in both}
+        cut = SplitCut([both[i][0].article_id for i, _ in kept if i < len(side_a)],
+                       [both[i][0].article_id for i, _ in kept if i >= len(side_a)], *stats)
+        return passes_split(cut, by_id, params)
 
     while True:
         best: tuple[float, str, str] | None = None
@@ -345,6 +523,9 @@ def plan_merges(
         if best is None:
             break
         _, a, b = best
+        if would_split(a, b):
+            del neighbours[a][b], neighbours[b][a]
+            continue
         # b joins a. Average link over the union: a neighbour of either part is kept only if
         # every story of the union is compatible with every story of it; its cross sum with the
         # union is the sum of the parts' sums, computed only for the part that had not met it.

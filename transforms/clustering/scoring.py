@@ -1,9 +1,12 @@
 """How well an article fits a candidate story: the score the join decision compares.
 
 ``cosine(article, centroid) + entity_bonus × shared-entity share − year/date conflict penalties
-− time_penalty_per_hour × hours since the story's last article`` (plus, when ``member_weight`` is
-set, a share from the article's mean cosine to the story's latest members, and a margin for
-young stories). Everything the score reads arrives as an argument: the candidates' dots from the
+− time_penalty_per_hour × hours since the story's last article + w × (embedding cosine − o)``
+(plus, when ``member_weight`` is set, a share from the article's mean cosine to the story's
+latest members, and a margin for young stories). The embedding cosine is the article's sentence
+embedding against the mean of the story's; ``w`` and ``o`` are the body or the headline ones
+(:meth:`ClusterParams.embedding_terms`): an article known by its headline alone leans on it
+(issue 14). Everything the score reads arrives as an argument: the candidates' dots from the
 term index, the IDF, the stream time.
 """
 
@@ -13,9 +16,11 @@ import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
+
 from transforms.clustering.idf import ENTITY_PREFIX
 from transforms.clustering.params import ClusterParams
-from transforms.clustering.story import Story, story_years
+from transforms.clustering.story import Story, embedding_direction, story_years
 from transforms.features import DATE_TERM_PREFIX
 
 Weights = Callable[[str], float]
@@ -32,15 +37,30 @@ def weighted_vector(terms: Sequence[str], weights: Sequence[float], idf: Weights
     return {t: v / norm for t, v in raw.items()} if norm > 0 else {}
 
 
-def least_joinable_cosine(params: ClusterParams) -> float:
-    """Least centroid cosine with which a story could still reach ``join_threshold``.
+def least_joinable_cosine(params: ClusterParams, has_body: bool = True, has_embedding: bool = False) -> float:
+    """Least centroid cosine with which a story could still reach ``join_threshold``; for an
+    article with an embedding, the most the embedding can add (with or without a body) counts too.
 
     >>> least_joinable_cosine(ClusterParams(join_threshold=0.3, entity_bonus=0.1))
     0.19999999999999998
+    >>> round(least_joinable_cosine(ClusterParams(join_threshold=0.3, entity_bonus=0.1), has_embedding=True), 6)
+    0.1
     """
     if params.member_weight >= 1.0:
         return 0.0
-    return (params.join_threshold - params.entity_bonus - params.member_weight) / (1.0 - params.member_weight)
+    weight, offset = params.embedding_terms(has_body)
+    most = params.entity_bonus + params.member_weight + (weight * (1.0 - offset) if has_embedding else 0.0)
+    return (params.join_threshold - most) / (1.0 - params.member_weight)
+
+
+def embedding_cosines(stories: Sequence[Story], embedding: Sequence[float] | None) -> list[float | None]:
+    """The cosine of an article's embedding with each story's mean embedding (None where either
+    has none)."""
+    if not embedding:
+        return [None] * len(stories)
+    vector = np.asarray(embedding, dtype=np.float64)
+    directions = [embedding_direction(story) for story in stories]
+    return [None if d is None else float(d @ vector) for d in directions]
 
 
 def story_norms(story: Story, idf: Weights, n_docs: float, tolerance: float) -> tuple[float, float]:
@@ -115,6 +135,8 @@ def best_candidate(
     n_docs: float,
     now_ms: int,
     params: ClusterParams,
+    embedding: Sequence[float] | None = None,
+    has_body: bool = True,
 ) -> tuple[Story, float]:
     """Score each candidate story for an article and return the best (ties by story id).
 
@@ -128,6 +150,8 @@ def best_candidate(
         n_docs: The IDF's document count (for the stories' cached norms).
         now_ms: Stream time of the article.
         params: Weights and penalties.
+        embedding: The article's sentence embedding, if any.
+        has_body: Whether the article has a body of its own (else its headline is all there is).
 
     Returns:
         ``(story, score)``.
@@ -136,9 +160,11 @@ def best_candidate(
     article_dates = {y for y in all_years if y.startswith(DATE_TERM_PREFIX)}
     article_years = all_years - article_dates
     entity_norm = math.sqrt(sum(w * w for w in entity_weights.values()))
+    embedding_weight, embedding_offset = params.embedding_terms(has_body)
+    cosines = embedding_cosines(candidates, embedding if embedding_weight > 0 else None)
     scored: list[tuple[float, str]] = []
     by_id: dict[str, Story] = {}
-    for story in candidates:
+    for story, embedding_cosine in zip(candidates, cosines, strict=True):
         sid = story.story_id
         by_id[sid] = story
         norm, story_norm = story_norms(story, idf, n_docs, params.norm_tolerance)
@@ -155,6 +181,8 @@ def best_candidate(
             score -= params.date_conflict_penalty
         hours = max(0, now_ms - story.last_seen_ms) / 3_600_000
         score -= params.time_penalty_per_hour * hours
+        if embedding_cosine is not None:
+            score += embedding_weight * (embedding_cosine - embedding_offset)
         if params.member_weight > 0:
             score += params.member_weight * (member_mean(story, vector, idf, params.member_sample) - cosine)
         if story.size <= params.young_story_size:

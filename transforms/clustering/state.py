@@ -22,12 +22,14 @@ import numpy.typing as npt
 
 from transforms.clustering.params import ClusterParams
 from transforms.clustering.parts import ClustererParts
-from transforms.clustering.story import Member, Story
+from transforms.clustering.story import Member, Story, count_embeddings
 from transforms.signatures import SIGNATURE_VERSION
 
-STATE_VERSION = 3
-READABLE_STATE_VERSIONS = (2, 3)
-"""Version 3 stores MinHash signatures as base64; version 2 checkpoints (lists of ints) still load."""
+STATE_VERSION = 4
+READABLE_STATE_VERSIONS = (2, 3, 4)
+"""Version 4 adds to each member whether it has a body and its embedding codes (base64); version 3
+stores MinHash signatures as base64, version 2 as lists of ints. Both still load: their members
+have a body and no embedding (issue 14)."""
 
 C = TypeVar("C", bound=ClustererParts)
 
@@ -53,14 +55,18 @@ def decode_minhash(raw: object) -> npt.NDArray[np.uint32]:
 
 
 def member_to_json(member: Member) -> list[object]:
-    """``[article_id, seen_ms, publisher_id, copy_of, terms, weights, entities]``."""
+    """``[article_id, seen_ms, publisher_id, copy_of, terms, weights, entities, has_body, embedding]``,
+    the embedding codes as base64 (or None)."""
+    embedding = None if member.embedding is None else base64.b64encode(member.embedding).decode("ascii")
     return [member.article_id, member.seen_ms, member.publisher_id, member.copy_of, list(member.terms),
-            list(member.weights), list(member.entities)]
+            list(member.weights), list(member.entities), member.has_body, embedding]
 
 
 def member_from_json(raw: Sequence[object]) -> Member:
-    """The inverse of :func:`member_to_json`."""
-    aid, seen, publisher, copy_of, terms, weights, entities = raw
+    """The inverse of :func:`member_to_json`; a member of a version 2 or 3 state (seven fields)
+    has a body and no embedding."""
+    aid, seen, publisher, copy_of, terms, weights, entities = raw[:7]
+    body, embedding = (raw[7], raw[8]) if len(raw) > 7 else (True, None)
     return Member(
         article_id=str(aid),
         seen_ms=int(seen),  # type: ignore[call-overload]
@@ -69,6 +75,8 @@ def member_from_json(raw: Sequence[object]) -> Member:
         terms=tuple(map(str, terms)),  # type: ignore[call-overload]
         weights=tuple(map(float, weights)),  # type: ignore[call-overload]
         entities=tuple(map(str, entities)),  # type: ignore[call-overload]
+        has_body=bool(body),
+        embedding=None if embedding is None else base64.b64decode(str(embedding)),
     )
 
 
@@ -93,7 +101,7 @@ def story_from_json(raw: Sequence[object]) -> Story:
     """The inverse of :func:`story_to_json`; a story written before the norm cache has none."""
     sid, first_id, first_ms, last_ms, size, centroid, entities, years, members, repaired = raw[:10]
     norms = raw[10] if len(raw) > 10 else None  # states written before the norm cache lack it
-    return Story(
+    story = Story(
         story_id=str(sid),
         first_article_id=str(first_id),
         first_seen_ms=int(first_ms),  # type: ignore[call-overload]
@@ -106,6 +114,8 @@ def story_from_json(raw: Sequence[object]) -> Story:
         repaired_ms=None if repaired is None else int(repaired),  # type: ignore[call-overload]
         norms=None if norms is None else (float(norms[0]), float(norms[1]), float(norms[2])),  # type: ignore[index]
     )
+    count_embeddings(story)
+    return story
 
 
 def clusterer_to_state(clusterer: ClustererParts) -> dict[str, object]:

@@ -5,6 +5,11 @@ coverage only). Three paths change it and must agree: the running mean as articl
 (:func:`add_original`), a new version of a member swapping its share (:func:`replace_version`),
 and the plain mean recomputed from the member rows by a merge or split (:func:`rebuild_story`).
 They live here together; the indexes that point at a story are the clusterer's business.
+
+A story also keeps the sum of its original members' sentence embeddings (issue 14), each member's
+held as int8 codes (:func:`embedding_code`): the sum is exact integer arithmetic, so the running
+sum, a version's swap and a merge's or split's recount always agree, and a checkpoint need not
+store it (it is recounted from the members on load).
 """
 
 from __future__ import annotations
@@ -14,9 +19,17 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
+
 from transforms.features import DATE_TERM_PREFIX, ArticleFeatures
+from transforms.signatures import is_empty_signature
 
 ENTITY_LIMIT = 20
+EMBEDDING_CODE_SCALE = 508.0
+"""int8 code = round(component × 508), clipped to ±127: a unit 512-d embedding's components stay
+within ±0.14 on the dev corpora, and cosines through the codes differ from the float ones by at
+most 0.004 (docs/measurements.md)."""
 _YEAR_RE = re.compile(r"^(1[89]\d\d|20\d\d)$")
 
 
@@ -40,7 +53,12 @@ class Assignment:
 
 @dataclass(frozen=True, slots=True)
 class Member:
-    """What a story keeps of each of its articles: enough to re-score, split and merge it."""
+    """What a story keeps of each of its articles: enough to re-score, split and merge it.
+
+    ``has_body`` is False for an article known by its headline alone (no body of its own: a
+    title-only feed item, a paywalled or unfetchable page); ``embedding`` is its sentence
+    embedding as int8 codes (:func:`embedding_code`), or None.
+    """
 
     article_id: str
     seen_ms: int
@@ -49,6 +67,8 @@ class Member:
     terms: tuple[str, ...]
     weights: tuple[float, ...]
     entities: tuple[str, ...]
+    has_body: bool = True
+    embedding: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -59,6 +79,11 @@ class Story:
     IDF's document count they were computed at (see :func:`transforms.clustering.scoring.story_norms`);
     None until the story is next scored (computed then, lazily, so a resumed writer computes them
     at the same point).
+
+    ``embedding_sum`` is the sum of the embedding codes of the ``embedded`` original members that
+    have one (None when none has); derived from the members, never stored. ``embedding_direction``
+    caches its unit vector (None until the story is next scored after a change; see
+    :func:`embedding_direction`).
     """
 
     story_id: str
@@ -72,6 +97,9 @@ class Story:
     members: list[Member] = field(default_factory=list)
     repaired_ms: int | None = None
     norms: tuple[float, float, float] | None = None
+    embedding_sum: npt.NDArray[np.int32] | None = field(default=None, compare=False, repr=False)
+    embedded: int = field(default=0, compare=False)
+    embedding_direction: npt.NDArray[np.float64] | None = field(default=None, compare=False, repr=False)
 
 
 def story_years(terms: Iterable[str]) -> list[str]:
@@ -97,6 +125,29 @@ def entity_words(entities: Sequence[str], limit: int = ENTITY_LIMIT) -> list[str
     return list(out)
 
 
+def has_body(features: ArticleFeatures) -> bool:
+    """Whether an article has a body of its own: one long enough to sign (a copy signature);
+    else it is known by its headline alone (see :func:`transforms.features.features_from_text`)."""
+    return not is_empty_signature(features.minhash)
+
+
+def embedding_code(embedding: Sequence[float] | None) -> bytes | None:
+    """A unit embedding as int8 codes (``EMBEDDING_CODE_SCALE``), or None for none or an empty one.
+
+    >>> list(embedding_code([0.6, -0.8, 0.0]))
+    [127, 129, 0]
+    """
+    if not embedding:
+        return None
+    codes = np.clip(np.rint(np.asarray(embedding, dtype=np.float64) * EMBEDDING_CODE_SCALE), -127, 127)
+    return codes.astype(np.int8).tobytes()
+
+
+def code_vector(code: bytes) -> npt.NDArray[np.int32]:
+    """int8 codes as an int32 vector (to be summed exactly)."""
+    return np.frombuffer(code, dtype=np.int8).astype(np.int32)
+
+
 def make_member(features: ArticleFeatures, now_ms: int, copy_of: str | None, member_terms: int) -> Member:
     """The member row a story keeps of an article (its leading ``member_terms`` terms)."""
     return Member(
@@ -107,7 +158,38 @@ def make_member(features: ArticleFeatures, now_ms: int, copy_of: str | None, mem
         terms=features.terms[:member_terms],
         weights=features.term_weights[:member_terms],
         entities=tuple(entity_words(features.entities)),
+        has_body=has_body(features),
+        embedding=embedding_code(features.embedding),
     )
+
+
+def count_embeddings(story: Story) -> None:
+    """Recount a story's embedding sum from its original members."""
+    codes = [code_vector(m.embedding) for m in story.members if m.copy_of is None and m.embedding is not None]
+    story.embedding_sum = np.sum(codes, axis=0, dtype=np.int32) if codes else None
+    story.embedded = len(codes)
+    story.embedding_direction = None
+
+
+def _add_embedding(story: Story, code: bytes | None, sign: int) -> None:
+    if code is None:
+        return
+    vector = code_vector(code) * sign
+    story.embedding_sum = vector if story.embedding_sum is None else story.embedding_sum + vector
+    story.embedded += sign
+    story.embedding_direction = None
+    if story.embedded == 0:
+        story.embedding_sum = None
+
+
+def embedding_direction(story: Story) -> npt.NDArray[np.float64] | None:
+    """The unit vector of a story's embedding sum (None without one), cached on the story until
+    the sum changes: the mean's direction, as the codes' scale cancels out."""
+    if story.embedding_direction is None and story.embedding_sum is not None:
+        norm = float(np.linalg.norm(story.embedding_sum))
+        if norm > 0:
+            story.embedding_direction = story.embedding_sum / norm
+    return story.embedding_direction
 
 
 def _top(weights: Iterable[tuple[str, float]], limit: int) -> dict[str, float]:
@@ -117,7 +199,7 @@ def _top(weights: Iterable[tuple[str, float]], limit: int) -> dict[str, float]:
 
 def start_story(story_id: str, features: ArticleFeatures, member: Member, now_ms: int) -> Story:
     """A story of one article."""
-    return Story(
+    story = Story(
         story_id=story_id,
         first_article_id=features.article_id,
         first_seen_ms=now_ms,
@@ -128,6 +210,8 @@ def start_story(story_id: str, features: ArticleFeatures, member: Member, now_ms
         years=story_years(features.terms),
         members=[member],
     )
+    _add_embedding(story, member.embedding, 1)
+    return story
 
 
 def add_copy(story: Story, member: Member, now_ms: int) -> None:
@@ -155,6 +239,7 @@ def add_original(story: Story, features: ArticleFeatures, member: Member, now_ms
     story.years = sorted(set(story.years) | set(story_years(features.terms)))
     story.last_seen_ms = max(story.last_seen_ms, now_ms)
     story.members.append(member)
+    _add_embedding(story, member.embedding, 1)
 
 
 def replace_version(story: Story, index: int, new: Member, features: ArticleFeatures, centroid_terms: int) -> Member:
@@ -171,6 +256,8 @@ def replace_version(story: Story, index: int, new: Member, features: ArticleFeat
     story.members[index] = new
     if old.copy_of is not None:
         return old
+    _add_embedding(story, old.embedding, -1)
+    _add_embedding(story, new.embedding, 1)
     originals = [m for m in story.members if m.copy_of is None]
     if len(originals) == 1:
         centroid = dict(zip(features.terms, features.term_weights, strict=True))
@@ -215,6 +302,7 @@ def rebuild_story(story: Story, members: Sequence[Member], now_ms: int, centroid
     story.entities = dict(entities)
     story.years = story_years(t for m in originals for t in m.terms)
     story.members = members
+    count_embeddings(story)
     story.size = len(members)
     story.first_seen_ms = members[0].seen_ms
     story.last_seen_ms = max(m.seen_ms for m in members)

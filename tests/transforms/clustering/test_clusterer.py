@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from embedded_articles import SBARRO, SBARRO_OTHER_WORDS, bodied, direction, headline, near
+from repair_corpus import mannheim
 
 from transforms.clustering import (
     Assignment,
@@ -16,6 +18,7 @@ from transforms.clustering import (
     cluster_articles,
     make_story_id,
 )
+from transforms.clustering.story import EMBEDDING_CODE_SCALE
 from transforms.clustering.term_index import TermIndex
 from transforms.features import ArticleFeatures, features_from_text
 
@@ -332,3 +335,38 @@ def test_a_version_update_survives_a_checkpoint_round_trip() -> None:
     version = _article("d-same-event", SAME_EVENT + "\nUpdated with the mayor's statement.", 50)
     assert resumed.assign(version) == clusterer.assign(version)
     assert resumed.to_state() == clusterer.to_state()
+
+
+@pytest.mark.parametrize(("same_direction", "joins"), [(True, True), (False, False)],
+                         ids=["its-embedding-agrees", "its-embedding-points-elsewhere"])
+def test_a_headline_joins_the_story_its_embedding_agrees_with(same_direction: bool, joins: bool) -> None:
+    """Issue 14: an article known by its title alone leans on its sentence embedding."""
+    story_dir, other_dir = direction(1), direction(2)
+    clusterer = LanguageClusterer("en")
+    first = [clusterer.assign(headline(f"s{i}", t, i, near(story_dir, 10 + i))) for i, t in enumerate(SBARRO)]
+    assert len({a.story_id for a in first}) == 1  # the story's own headlines agree in words and embedding
+    late = clusterer.assign(headline("late", SBARRO_OTHER_WORDS, 10,
+                                     near(story_dir if same_direction else other_dir, 20)))
+    assert (late.story_id == first[0].story_id) is joins
+
+
+def test_a_headline_without_an_embedding_is_placed_by_its_words_as_before() -> None:
+    plain = ClusterParams(embedding_weight=0.0, headline_embedding_weight=0.0)
+    decisions = []
+    for params in (ClusterParams(), plain):
+        clusterer = LanguageClusterer("en", params)
+        decisions.append([(a.is_new_story, a.score) for a in
+                          (clusterer.assign(headline(f"s{i}", t, i, None)) for i, t in enumerate(SBARRO))])
+    assert decisions[0] == decisions[1]
+
+
+def test_members_keep_whether_they_have_a_body_and_their_embedding_codes() -> None:
+    clusterer = LanguageClusterer("en")
+    embedding = near(direction(3), 4)
+    head = clusterer.assign(headline("h", SBARRO[0], 0, embedding))
+    body = clusterer.assign(bodied("b", mannheim(0), 1))
+    (h,), (b,) = clusterer.story_members(head.story_id), clusterer.story_members(body.story_id)
+    assert not h.has_body and b.has_body and b.embedding is None
+    assert h.embedding is not None
+    codes = np.frombuffer(h.embedding, dtype=np.int8).astype(float) / EMBEDDING_CODE_SCALE
+    assert float(codes @ np.asarray(embedding)) / float(np.linalg.norm(codes)) > 0.999

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from repair_corpus import bern, mannheim
+from embedded_articles import bodied, direction, headline, near
+from repair_corpus import _BERN, _MANNHEIM, bern, mannheim
 
 from transforms.clustering import (
     ClusterParams,
@@ -16,6 +18,7 @@ from transforms.clustering import (
     split_members,
     story_representative,
 )
+from transforms.clustering.repair import SplitCut, passes_split
 from transforms.features import ArticleFeatures, features_from_text
 
 T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
@@ -58,13 +61,14 @@ def test_split_follows_a_given_representative() -> None:
     assert {aid for aid, _ in repairs[0].moved} == {f"m{i}" for i in range(6)}
 
 
-def test_split_needs_three_sources_per_half() -> None:
+@pytest.mark.parametrize(("publishers", "splits"), [(3, 0), (4, 1)], ids=["three-sources-a-half", "four"])
+def test_split_needs_four_sources_per_half(publishers: int, splits: int) -> None:
     clusterer = LanguageClusterer("en", MIXING)
-    stream = [_f(f"m{i}", mannheim(i), i, publisher="one") for i in range(6)]
-    stream += [_f(f"b{i}", bern(i), 10 + i, publisher=f"p{i}") for i in range(6)]
-    for f in stream:
+    stream = [_f(f"m{i}", mannheim(i), 2 * i, publisher=f"m-pub{i % publishers}") for i in range(6)]
+    stream += [_f(f"b{i}", bern(i), 2 * i + 1, publisher=f"b-pub{i % publishers}") for i in range(6)]
+    for f in sorted(stream, key=lambda f: f.first_seen_at):
         clusterer.assign(f)
-    assert repair_stories(clusterer, T0 + timedelta(minutes=30)) == []
+    assert len(repair_stories(clusterer, T0 + timedelta(minutes=30))) == splits
 
 
 def test_two_stories_born_a_minute_apart_are_merged_into_the_older() -> None:
@@ -121,8 +125,8 @@ def test_split_members_is_deterministic_and_orders_halves() -> None:
     members = clusterer.story_members(decisions[0].story_id)
     cut = split_members(members, clusterer.idf())
     assert cut is not None and cut == split_members(members, clusterer.idf())
-    half_a, half_b, within, across = cut
-    assert half_a[0] == "m0" and within > across
+    assert cut.half_a[0] == "m0" and cut.within > cut.across and cut.separation > 0
+    assert sorted(cut.half_a) == [f"m{i}" for i in range(6)]
     assert split_members(members[:1], clusterer.idf()) is None
 
 
@@ -206,3 +210,95 @@ def test_split_prefers_the_published_representative_over_authority() -> None:
     (split,) = repair_stories(clusterer, T0 + timedelta(minutes=20), representatives={story_id: "m4"},
                               authority=authority)
     assert {aid for aid, _ in split.moved} == {f"b{i}" for i in range(6)}
+
+
+def _two_events_with_embeddings(clusterer: LanguageClusterer, with_headlines: bool) -> None:
+    """One story fed two events (an online pass that joins everything), each told by six outlets
+    with a body; with ``with_headlines``, each event also by two title-only items whose embedding
+    agrees with its event's."""
+    m_dir, b_dir = direction(11), direction(12)
+    for i in range(6):
+        clusterer.assign(bodied(f"m{i}", mannheim(i), 2 * i, near(m_dir, 400 + i)))
+        clusterer.assign(bodied(f"b{i}", bern(i), 2 * i + 1, near(b_dir, 500 + i)))
+    if with_headlines:
+        for i, (title, event_dir, prefix) in enumerate([("Klitschko wins again", m_dir, "hm"),
+                                                         ("Klitschko wins again", b_dir, "hb")] * 2):
+            clusterer.assign(headline(f"{prefix}{i}", title, 13 + i, near(event_dir, 600 + i)))
+
+
+def test_title_only_members_follow_the_half_their_embedding_agrees_with() -> None:
+    clusterer = LanguageClusterer("en", MIXING)
+    _two_events_with_embeddings(clusterer, with_headlines=True)
+    (repair,) = repair_stories(clusterer, T0 + timedelta(minutes=30))
+    moved = {aid for aid, _ in repair.moved}
+    assert moved == {f"b{i}" for i in range(6)} | {"hb1", "hb3"}
+
+
+def test_a_story_of_headlines_alone_is_never_cut_by_their_words() -> None:
+    clusterer = LanguageClusterer("en", MIXING)
+    titles = [mannheim(i).split(". ")[0] for i in range(6)] + [bern(i).split(". ")[0] for i in range(6)]
+    for i, title in enumerate(titles):
+        clusterer.assign(headline(f"h{i}", title, i, None))
+    assert len(clusterer.story_ids()) == 1
+    assert repair_stories(clusterer, T0 + timedelta(minutes=30)) == []
+    # the same articles with their bodies are cut in two
+    with_bodies = LanguageClusterer("en", MIXING)
+    _two_events_with_embeddings(with_bodies, with_headlines=False)
+    assert [r.kind for r in repair_stories(with_bodies, T0 + timedelta(minutes=30))] == ["split"]
+
+
+@pytest.mark.parametrize(("margin", "separation", "splits"), [(0.2, 8.0, True), (0.2, 3.0, False), (0.03, 20.0, False)],
+                         ids=["apart-and-sure", "apart-by-chance", "sure-but-barely-apart"])
+def test_a_split_needs_its_halves_apart_by_enough_and_surely(margin: float, separation: float, splits: bool) -> None:
+    members = {f"{side}{i}": Member(f"{side}{i}", 0, f"p-{side}{i}", None, (), (), ()) for side in "ab" for i in range(4)}
+    cut = SplitCut([f"a{i}" for i in range(4)], [f"b{i}" for i in range(4)], 0.2 + margin, 0.2, separation)
+    assert passes_split(cut, members, RepairParams()) is splits
+
+
+def _fragments() -> tuple[LanguageClusterer, str, str]:
+    """m0 alone in a story, and m1-m3 in another (merged by hand): the online pass kept m0 apart."""
+    clusterer = LanguageClusterer("en", ClusterParams(join_threshold=0.95))
+    ids = [clusterer.assign(bodied(f"m{i}", mannheim(i), i)).story_id for i in range(4)]
+    for sid in ids[2:]:
+        clusterer.apply_merge(ids[1], sid, T0 + timedelta(minutes=5))
+    clusterer.params = dataclasses.replace(clusterer.params, join_threshold=ClusterParams().join_threshold)
+    return clusterer, ids[0], ids[1]
+
+
+def test_a_one_article_story_is_adopted_by_the_story_its_article_would_now_join() -> None:
+    clusterer, alone, larger = _fragments()
+    other = clusterer.assign(bodied("b0", bern(0), 6)).story_id
+    repairs = repair_stories(clusterer, T0 + timedelta(minutes=40))
+    assert [(r.kind, r.story_id, r.other_story_id) for r in repairs] == [("merge", larger, alone)]
+    assert sorted(clusterer.story_ids()) == sorted([larger, other])  # the other event stays apart
+
+
+def test_without_adoption_the_merge_pass_keeps_the_oldest() -> None:
+    clusterer, alone, larger = _fragments()
+    repairs = repair_stories(clusterer, T0 + timedelta(minutes=40), RepairParams(adopt=False))
+    assert [(r.story_id, r.other_story_id) for r in repairs] == [(alone, larger)]
+
+
+@pytest.mark.parametrize(("sources", "merges"), [(3, 1), (4, 0)], ids=["too-few-sources-to-split", "would-split"])
+def test_two_stories_the_split_would_cut_apart_again_are_not_merged(sources: int, merges: int) -> None:
+    clusterer = LanguageClusterer("en", ClusterParams(date_conflict_penalty=0.0, year_conflict_penalty=0.0))
+    for i in range(6):  # undated, so that only the split rule can keep them apart
+        clusterer.assign(bodied(f"m{i}", _MANNHEIM[i].format(d="last night"), i, publisher=f"m-pub{i % sources}"))
+    for i in range(6):
+        clusterer.assign(bodied(f"b{i}", _BERN[i].format(d="last night"), 10 + i, publisher=f"b-pub{i % sources}"))
+    assert len(clusterer.story_ids()) == 2
+    forced = RepairParams(merge_threshold=0.0, adopt=False)
+    assert sum(r.kind == "merge" for r in repair_stories(clusterer, T0 + timedelta(minutes=30), forced)) == merges
+
+
+def test_the_cut_follows_the_events_not_an_outlier() -> None:
+    clusterer = LanguageClusterer("en", MIXING)
+    _two_events_with_embeddings(clusterer, with_headlines=False)
+    clusterer.assign(bodied("z", "Klitschko's old trainer opened a bakery in Riverton on Monday, selling bread and "
+                                  "cakes to the neighbours.", 14))
+    (story_id,) = clusterer.story_ids()
+    originals = [m for m in clusterer.story_members(story_id) if m.copy_of is None]
+    cut = split_members(originals, clusterer.idf())
+    assert cut is not None
+    for half in (cut.half_a, cut.half_b):
+        assert not {"m", "b"} <= {aid[0] for aid in half}  # the giraffe goes either way; the events part
