@@ -59,7 +59,9 @@ def parse_checkpoint(data: bytes) -> dict[str, Any] | None:
         return None
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("offset"), int) \
             or not isinstance(checkpoint.get("state_key"), str | None) \
-            or not isinstance(checkpoint.get("consumed"), list):
+            or not isinstance(checkpoint.get("consumed"), list) \
+            or not isinstance(checkpoint.get("deltas", []), list) \
+            or not all(isinstance(k, str) for k in checkpoint.get("deltas", [])):
         return None
     return checkpoint
 

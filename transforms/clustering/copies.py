@@ -37,9 +37,11 @@ class CopyIndex:
     Attributes:
         recent: Article id → :class:`Recent`, in the order they were remembered.
         buckets: LSH key → ids of the recent articles that hash there (once per band).
+        changed: Recent articles remembered or moved to another story since :meth:`forget_changes`.
+        removed: Recent articles forgotten since then (what a writer's delta holds).
     """
 
-    __slots__ = ("bands", "rows", "recent", "buckets", "_bands_memo")
+    __slots__ = ("bands", "rows", "recent", "buckets", "_bands_memo", "changed", "removed")
 
     def __init__(self, bands: int, rows: int) -> None:
         self.bands = bands
@@ -47,6 +49,13 @@ class CopyIndex:
         self.recent: dict[str, Recent] = {}
         self.buckets: dict[int, list[str]] = defaultdict(list)
         self._bands_memo: tuple[Sequence[int], list[int]] | None = None
+        self.changed: set[str] = set()
+        self.removed: set[str] = set()
+
+    def forget_changes(self) -> None:
+        """Start tracking changes afresh (a writer committed the ones so far)."""
+        self.changed = set()
+        self.removed = set()
 
     def bands_of(self, minhash: Sequence[int]) -> list[int]:
         """LSH keys of a signature; the copy check and :meth:`remember` of one article share them."""
@@ -73,6 +82,8 @@ class CopyIndex:
         self.recent[recent.article_id] = recent
         for key in recent.bands:
             self.buckets[key].append(recent.article_id)
+        self.changed.add(recent.article_id)
+        self.removed.discard(recent.article_id)
 
     def add_all(self, rows: Sequence[tuple[str, str, str, int]], signatures: npt.NDArray[np.uint32]) -> None:
         """Index ``(article id, story id, root id, seen ms)`` rows with their signatures (one per
@@ -103,6 +114,8 @@ class CopyIndex:
         for recent in old:
             self.discard(recent)
             del self.recent[recent.article_id]
+            self.changed.discard(recent.article_id)
+            self.removed.add(recent.article_id)
 
     def restory(self, article_ids: Iterable[str], story_id: str) -> None:
         """Point the recent articles among ``article_ids`` at ``story_id`` (a merge or split moved them)."""
@@ -110,6 +123,7 @@ class CopyIndex:
             recent = self.recent.get(article_id)
             if recent is not None:
                 recent.story_id = story_id
+                self.changed.add(article_id)
 
     def best_match(self, article_id: str, minhash: Sequence[int], live_stories: Container[str],
                    threshold: float) -> tuple[Recent, float] | None:

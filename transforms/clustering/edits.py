@@ -42,6 +42,7 @@ def merge_stories(clusterer: LanguageClusterer, survivor_id: str, merged_id: str
     merged = clusterer.stories[merged_id]
     clusterer.drop_story(merged)
     moved = list(merged.members)
+    survivor.trimmed += merged.trimmed  # the survivor's size counts what either story trimmed
     _rebuild(clusterer, survivor, survivor.members + moved, to_ms(now))
     clusterer.copies.restory((m.article_id for m in moved), survivor_id)
     return moved

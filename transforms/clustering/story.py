@@ -5,6 +5,16 @@ coverage only). Three paths change it and must agree: the running mean as articl
 (:func:`add_original`), a new version of a member swapping its share (:func:`replace_version`),
 and the plain mean recomputed from the member rows by a merge or split (:func:`rebuild_story`).
 They live here together; the indexes that point at a story are the clusterer's business.
+
+Members are trimmed (:func:`trim_members`) so a story that stays active for weeks does not carry
+every article it ever had: a member seen before the active window leaves the story once the story
+holds at least ``KEPT_ORIGINALS`` newer original members (issue 15). The rule keeps every
+decision that reads members as it was: the running mean's weight of a new article is
+``max(1 / originals, centroid_min_weight)``, the same for any count of 10 or more; a split looks
+at the newest ``RepairParams.max_split_members`` (200) originals only; a new version of a
+trimmed article is placed as a new article, as one of an expired story is. What changes is a
+merge's or split's centroid, recomputed from the kept members only, and a merge's average link,
+judged on them. ``Story.trimmed`` counts what left, so the story's size still counts it.
 """
 
 from __future__ import annotations
@@ -17,6 +27,8 @@ from dataclasses import dataclass, field
 from transforms.features import DATE_TERM_PREFIX, ArticleFeatures
 
 ENTITY_LIMIT = 20
+KEPT_ORIGINALS = 200
+"""Original members a story keeps however old they are (the repair's ``max_split_members``)."""
 _YEAR_RE = re.compile(r"^(1[89]\d\d|20\d\d)$")
 
 
@@ -58,7 +70,8 @@ class Story:
     ``norms`` caches the IDF-weighted norms of the centroid and of the entity counts, and the
     IDF's document count they were computed at (see :func:`transforms.clustering.scoring.story_norms`);
     None until the story is next scored (computed then, lazily, so a resumed writer computes them
-    at the same point).
+    at the same point). ``trimmed`` counts the members :func:`trim_members` took out (``size``
+    still counts them).
     """
 
     story_id: str
@@ -72,6 +85,7 @@ class Story:
     members: list[Member] = field(default_factory=list)
     repaired_ms: int | None = None
     norms: tuple[float, float, float] | None = None
+    trimmed: int = 0
 
 
 def story_years(terms: Iterable[str]) -> list[str]:
@@ -215,8 +229,38 @@ def rebuild_story(story: Story, members: Sequence[Member], now_ms: int, centroid
     story.entities = dict(entities)
     story.years = story_years(t for m in originals for t in m.terms)
     story.members = members
-    story.size = len(members)
-    story.first_seen_ms = members[0].seen_ms
+    story.size = len(members) + story.trimmed
+    if not story.trimmed:  # else its first members were trimmed: it keeps their time and article
+        story.first_seen_ms = members[0].seen_ms
+        story.first_article_id = members[0].article_id
     story.last_seen_ms = max(m.seen_ms for m in members)
-    story.first_article_id = members[0].article_id
     story.repaired_ms = now_ms
+
+
+def trim_members(story: Story, cutoff_ms: int, kept_originals: int = KEPT_ORIGINALS) -> list[Member]:
+    """Take out of ``story`` the members seen before ``cutoff_ms``, keeping its newest
+    ``kept_originals`` original members and the copies of those (see the module doc).
+
+    Returns:
+        The members taken out (counted in ``story.trimmed``), oldest first.
+
+    >>> m = [Member(f"a{i}", i, None, None, (), (), ()) for i in range(4)]
+    >>> s = Story("s", "a0", 0, 3, 4, {}, {}, [], list(m))
+    >>> [x.article_id for x in trim_members(s, 3, kept_originals=2)], s.size, s.trimmed
+    (['a0', 'a1'], 4, 2)
+    """
+    if not story.members or story.members[0].seen_ms >= cutoff_ms:
+        return []  # members are appended as they arrive: the first is the oldest (a merge sorts them)
+    originals = [m.article_id for m in story.members if m.copy_of is None]
+    kept = set(originals[-kept_originals:]) if kept_originals > 0 else set()
+    keep: list[Member] = []
+    dropped: list[Member] = []
+    for member in story.members:
+        if member.seen_ms >= cutoff_ms or member.article_id in kept or member.copy_of in kept:
+            keep.append(member)
+        else:
+            dropped.append(member)
+    if dropped:
+        story.members = keep
+        story.trimmed += len(dropped)
+    return dropped
