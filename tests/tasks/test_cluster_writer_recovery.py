@@ -207,8 +207,9 @@ def test_pruning_keeps_the_named_state_and_the_writer_still_loads(tmp_path: Path
     report = prune_writer_states(store)
     assert report.pruned_writer_states == len(stream) + 1  # the old chain and the crashed run's delta
     assert set(_states(store)) == {checkpoint["state_key"], *checkpoint["deltas"]}
-    assert cluster_language(store, "en", T0 + timedelta(minutes=42))["committed"] is True
-    assert sorted(final_story(changes_of(store))) == sorted([a for a, *_ in stream] + ["late", "later"])
+    write_articles(store, [("last", UNRELATED_TEXT + " Markets fell.", 42, "pub9")])
+    assert cluster_language(store, "en", T0 + timedelta(minutes=42))["committed"] is True  # it still loads
+    assert sorted(final_story(changes_of(store))) == sorted([a for a, *_ in stream] + ["late", "later", "last"])
 
 
 def test_a_log_language_that_cannot_name_a_writer_is_reported_and_the_others_go_on(tmp_path: Path) -> None:

@@ -195,8 +195,9 @@ def state_changes(clusterer: LanguageClusterer) -> StateColumns:
             entries.append((story, True, story.members))
             continue
         fingerprint, norms = before
-        now = _fingerprint(story)
-        if now != fingerprint:
+        # The centroid by identity: one rebuilt with the same weights in another order is a change
+        # (its norms are summed in that order); the rest by value, identity first.
+        if story.centroid is not fingerprint[0] or _fingerprint(story)[1:] != fingerprint[1:]:
             old_members: tuple[Member, ...] = fingerprint[1]  # type: ignore[assignment]
             members = story.members
             if len(members) >= len(old_members) and all(map(is_, old_members, members)):
