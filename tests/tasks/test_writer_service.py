@@ -1,0 +1,71 @@
+"""The long-running writer (tasks/writer_service.py, issue 15): segments consumed as they land,
+the same decisions as per-minute runs, the state kept between batches, compaction adopted, and a
+second writer fenced."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from repair_corpus import T0, changes_of, final_story, two_event_stream, write_articles
+
+from tasks.cluster import cluster_language
+from tasks.writer_service import serve_language_writers
+from warehouse import layout
+from warehouse.store import LocalStore
+
+
+def _serve(store: LocalStore, chunks: list[list[tuple[str, str, int, str]]], compact_every: int,
+           other: LocalStore | None = None) -> dict[str, object]:
+    """Serve while the chunks land one per poll; ``other`` commits between two batches."""
+    landing = iter(enumerate(chunks))
+    clock = {"now": T0}
+    done = {"flag": False}
+
+    def land(_: float) -> None:
+        step = next(landing, None)
+        if step is None:
+            done["flag"] = True
+            return
+        i, chunk = step
+        write_articles(store, chunk)
+        clock["now"] = T0 + timedelta(minutes=max(m for _, _, m, _ in chunk) + 1)
+        if other is not None and i == 2:
+            cluster_language(other, "en", clock["now"])  # another writer commits: this one must reload
+
+    report = serve_language_writers(store, ["en"], clock=lambda: clock["now"], until=lambda: done["flag"],
+                                    poll_seconds=0.0, compact_every=compact_every, repair_every_minutes=None,
+                                    sleep=land)
+    return report.totals()
+
+
+def test_a_long_running_writer_decides_as_per_minute_runs_and_keeps_its_state(tmp_path: Path) -> None:
+    stream = two_event_stream()
+    chunks = [stream[i:i + 2] for i in range(0, len(stream), 2)]
+    store = LocalStore(tmp_path / "service")
+    totals = _serve(store, chunks, compact_every=2)
+    assert totals["articles"] == len(stream) and totals["segments"] == len(stream)  # a segment per article
+    assert totals["batches"] == len(chunks) and totals["failed"] == 0
+    assert totals["states_reused"] == len(chunks) - 1  # only the first batch loads
+    assert totals["compactions"] >= 1
+    checkpoint = store.get(layout.story_checkpoint_key("en")).data
+    assert b"deltas" in checkpoint
+    reference = LocalStore(tmp_path / "reference")
+    for chunk in chunks:
+        write_articles(reference, chunk)
+        cluster_language(reference, "en", T0 + timedelta(minutes=max(m for _, _, m, _ in chunk) + 1))
+    assert [(c["article_id"], c["story_id"], c["kind"]) for c in changes_of(store)] == [
+        (c["article_id"], c["story_id"], c["kind"]) for c in changes_of(reference)]
+    assert sorted(final_story(changes_of(store))) == sorted(a for a, _, _, _ in stream)
+
+
+def test_a_long_running_writer_reloads_after_another_writer_commits(tmp_path: Path) -> None:
+    stream = two_event_stream()
+    chunks = [stream[i:i + 2] for i in range(0, len(stream), 2)]
+    root = tmp_path / "store"
+    store = LocalStore(root)
+    totals = _serve(store, chunks, compact_every=100, other=LocalStore(root))
+    # The other writer took one batch; this one's batch after it found the checkpoint moved and loaded.
+    assert totals["states_reused"] < len(chunks) - 1 and totals["failed"] == 0
+    ids = [c["article_id"] for c in changes_of(store) if c["kind"] in ("assign", "new_story", "copy")]
+    assert sorted(ids) == sorted(a for a, _, _, _ in stream) and len(ids) == len(set(ids))
