@@ -33,8 +33,34 @@ def test_every_flow_has_a_deployment() -> None:
 
 
 def test_one_writer_deployment_is_active_at_a_time() -> None:
-    # The hourly writer session replaces the per-minute cluster flow; it ships switched off.
+    # The hourly writer session ships switched off. The per-minute flow and the long-running writer
+    # are both scheduled, and NEWSROOM_SCALE_WRITER_MODE makes exactly one of them write (issue 15).
     writers = {d["name"]: d for d in DEPLOYMENTS if d["entrypoint"].startswith("flows/cluster.py:")}
     active = [name for name, d in writers.items() if any(s.get("active", True) for s in d["schedules"])]
-    assert set(writers) == {"cluster_stories-every-minute", "cluster_writer_session-hourly"}
-    assert active == ["cluster_stories-every-minute"]
+    assert set(writers) == {"cluster_stories-every-minute", "cluster_writer_session-hourly",
+                            "cluster_writer_service-long-running"}
+    assert sorted(active) == ["cluster_stories-every-minute", "cluster_writer_service-long-running"]
+
+
+@pytest.mark.parametrize("mode", ["per_minute", "long_running"])
+def test_the_writer_mode_setting_chooses_which_writer_deployment_writes(
+        mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from prefect.logging import disable_run_logger
+
+    from flows.cluster import cluster_stories, cluster_writer_service
+    from tasks.settings import get_scale_settings
+
+    monkeypatch.setenv("NEWSROOM_SCALE_WRITER_MODE", mode)
+    monkeypatch.setenv("NEWSROOM_WAREHOUSE_ROOT", str(tmp_path / "store"))
+    get_scale_settings.cache_clear()
+    try:
+        with disable_run_logger():
+            service = cluster_writer_service.fn(languages=["en"], run_minutes=0.0)
+            minute = cluster_stories.fn(languages=["en"]) if mode == "long_running" else None
+    finally:
+        get_scale_settings.cache_clear()
+    if mode == "per_minute":
+        assert service == {"skipped": "per_minute"}
+    else:
+        assert "skipped" not in service and service["batches"] == 0
+        assert minute == []  # a scheduled per-minute run leaves the language to the long-running writer
