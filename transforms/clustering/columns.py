@@ -157,12 +157,9 @@ def _norm_columns(stories: Sequence[Story]) -> Columns:
 
 
 def _recent_columns(clusterer: LanguageClusterer, ids: Sequence[str] | None) -> Columns:
-    recent = clusterer.copies.recent
-    rows = list(recent.values()) if ids is None else [recent[a] for a in ids]
-    matrix = np.vstack([r.minhash for r in rows]) if rows else np.empty((0, NUM_PERM), dtype=np.uint32)
-    return {"article_id": [r.article_id for r in rows], "story_id": [r.story_id for r in rows],
-            "root_id": [r.root_id for r in rows], "seen_ms": np.array([r.seen_ms for r in rows], dtype=np.int64),
-            "minhash": matrix.astype(np.uint32, copy=False)}
+    columns = clusterer.copies.columns(ids)
+    minhash = np.asarray(columns["minhash"], dtype=np.uint32).reshape(-1, NUM_PERM)
+    return {**columns, "minhash": minhash}
 
 
 def _df_columns(df: dict[str, float], terms: Sequence[str] | None) -> Columns:
