@@ -78,7 +78,8 @@ class CopyIndex:
     """
 
     __slots__ = ("bands", "rows", "row_of", "_ids", "_story", "_root", "_seen", "_alive", "_sig", "_n",
-                 "_sorted_keys", "_sorted_rows", "_pending", "_pending_rows", "_bands_memo", "changed", "removed")
+                 "_sorted_keys", "_sorted_rows", "_directory", "_shift", "_pending", "_pending_rows", "_bands_memo",
+                 "changed", "removed")
 
     def __init__(self, bands: int, rows: int) -> None:
         self.bands = bands
@@ -92,7 +93,9 @@ class CopyIndex:
         self._sig = np.zeros((_MIN_CAPACITY, NUM_PERM), dtype=np.uint32)
         self._n = 0
         self._sorted_keys = np.empty(0, dtype=np.int64)
-        self._sorted_rows = np.empty(0, dtype=np.int64)
+        self._sorted_rows = np.empty(0, dtype=np.int32)
+        self._directory = np.zeros(2, dtype=np.int32)
+        self._shift = 63
         self._pending: dict[int, list[int]] = {}
         self._pending_rows = 0
         self._bands_memo: tuple[Sequence[int], list[int]] | None = None
@@ -145,10 +148,18 @@ class CopyIndex:
         query = np.asarray(keys, dtype=np.int64)
         parts: list[npt.NDArray[np.int64]] = []
         if self._sorted_keys.size:
-            lo = np.searchsorted(self._sorted_keys, query, side="left")
-            hi = np.searchsorted(self._sorted_keys, query, side="right")
-            for a, b in zip(lo[hi > lo].tolist(), hi[hi > lo].tolist(), strict=True):
-                parts.append(self._sorted_rows[a:b])
+            # The directory gives each query the few sorted keys sharing its top bits: two memory
+            # reads where a binary search over millions of keys makes twenty.
+            prefix = query >> self._shift
+            lo, hi = self._directory[prefix].astype(np.int64), self._directory[prefix + 1].astype(np.int64)
+            width = int((hi - lo).max())
+            if width:
+                at = lo[:, None] + np.arange(width)
+                inside = at < hi[:, None]
+                at = np.where(inside, at, 0)
+                hit = inside & (self._sorted_keys[at] == query[:, None])
+                if hit.any():
+                    parts.append(self._sorted_rows[at[hit]])
         pending = self._pending
         if pending:
             found = [row for key in keys for row in pending.get(key, ())]
@@ -297,8 +308,18 @@ class CopyIndex:
         empty = np.all(signatures == np.iinfo(np.uint32).max, axis=1) if live.size else np.empty(0, bool)
         keys, rows = keys[~empty].ravel(), np.repeat(live[~empty], self.bands)
         order = np.argsort(keys, kind="stable")
-        self._sorted_keys, self._sorted_rows = keys[order], rows[order]
+        self._index_sorted(keys[order], rows[order])
         self._pending, self._pending_rows = {}, 0
+
+    def _index_sorted(self, keys: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> None:
+        """Hold the sorted ``(key, row)`` arrays and their directory: for each value of a key's top
+        bits, where its keys start (about two keys per entry)."""
+        self._sorted_keys, self._sorted_rows = keys, rows.astype(np.int32)
+        bits = max(1, int(keys.size).bit_length() - 1)
+        self._shift = 63 - bits
+        directory = np.zeros((1 << bits) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(keys >> self._shift, minlength=1 << bits), out=directory[1:])
+        self._directory = directory.astype(np.int32)
 
     def _merge_pending(self) -> None:
         """Fold the keys of rows added since the last rebuild into the sorted arrays."""
@@ -310,8 +331,7 @@ class CopyIndex:
         order = np.argsort(keys, kind="stable")
         keys, rows = keys[order], rows[order]
         at = np.searchsorted(self._sorted_keys, keys, side="right")
-        self._sorted_keys = np.insert(self._sorted_keys, at, keys)
-        self._sorted_rows = np.insert(self._sorted_rows, at, rows)
+        self._index_sorted(np.insert(self._sorted_keys, at, keys), np.insert(self._sorted_rows, at, rows))
         self._pending, self._pending_rows = {}, 0
 
     def _maybe_compact(self) -> None:
