@@ -96,13 +96,18 @@ class OnlineIdf:
     def count(self, terms: Iterable[str], entity_words: Iterable[str]) -> None:
         """Count one document with these terms and entity words."""
         self.n_docs += 1.0
-        df, scale, changed = self.df, self.scale, self.changed
+        df, scale = self.df, self.scale
+        keys = [*terms, *[ENTITY_PREFIX + word for word in entity_words]]
+        self.changed.update(keys)
+        if scale == 1.0:  # nothing decayed since the counts were folded in: none has faded
+            for key in keys:
+                df[key] = df.get(key, 0.0) + 1.0
+            return
         step = 1.0 / scale
-        for key in (*terms, *(ENTITY_PREFIX + word for word in entity_words)):
+        for key in keys:
             count = df.get(key)
             # A faded count starts again from nothing, as if it had been dropped.
             df[key] = step if count is None or count * scale < DF_FLOOR else count + step
-            changed.add(key)
 
     def decay(self, hours: float) -> None:
         """Age every frequency by ``hours`` of stream time: one change to the scale. Once the
