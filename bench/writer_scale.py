@@ -95,12 +95,11 @@ def _setup(args: argparse.Namespace) -> None:
 def _measure_run(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(args.code_root.resolve()))
     import gc
+    from datetime import UTC, datetime
 
     import transforms.clustering.clusterer as clusterer_module
     from tasks import cluster as writer
     from warehouse.store import LocalStore
-
-    from datetime import UTC, datetime  # noqa: I001
 
     t_start = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     assign_cpu = [0.0]

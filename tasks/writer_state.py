@@ -45,6 +45,7 @@ from warehouse.state_blobs import (
     encode_state_object,
     fold_states,
     read_state_header,
+    release_table_memory,
     table_to_columns,
 )
 from warehouse.store import ObjectStore
@@ -134,11 +135,13 @@ def columns_of(obj: StateObject) -> tuple[StateColumns, list[tuple[str, str]]]:
     return columns, seen
 
 
-def load_chain(store: ObjectStore, chain: Sequence[str]) -> tuple[LanguageClusterer, dict[str, str], StateObject]:
+def load_chain(store: ObjectStore, chain: Sequence[str]) -> tuple[LanguageClusterer, dict[str, str], dict[str, Any]]:
     """Rebuild a writer from its base and deltas: fold them (tables), then build the objects once.
+    The tables are let go before the objects are built, so a load peaks at the objects plus
+    their flat columns, not the tables too.
 
     Returns:
-        The clusterer (marked as committed), its seen-article map, and the folded object.
+        The clusterer (marked as committed), its seen-article map, and the folded state's header.
 
     Raises:
         ObjectNotFoundError: An object of the chain is gone (``key`` names it).
@@ -152,9 +155,14 @@ def load_chain(store: ObjectStore, chain: Sequence[str]) -> tuple[LanguageCluste
             raise StateObjectError(str(e), key) from e
     with paused_gc():
         folded = fold_states(objects[0], objects[1:], SEEN_ARTICLES_KEPT)
+        del objects
+        header = folded.header
         columns, seen = columns_of(folded)
+        del folded
+        release_table_memory()  # the tables' memory, back before the objects grow
         clusterer = clusterer_from_columns(columns, LanguageClusterer)
-    return clusterer, dict(seen), folded
+        del columns
+    return clusterer, dict(seen), header
 
 
 class StateObjectError(StateBlobError):

@@ -367,6 +367,12 @@ def table_to_columns(table: pa.Table, vocabulary: dict[str, str], signature_widt
     return out
 
 
+def release_table_memory() -> None:
+    """Hand the memory of freed Arrow tables back to the system now (the allocator keeps it a
+    while otherwise), so a load's tables and its objects do not peak together."""
+    pa.default_memory_pool().release_unused()
+
+
 def fold_states(base: StateObject, deltas: Sequence[StateObject], seen_kept: int) -> StateObject:
     """The state a base and the deltas after it (in order) describe, as one base.
 

@@ -124,10 +124,10 @@ def test_a_change_segment_written_before_segments_named_their_state_still_rolls_
     store.delete(key)
     write_segment(store, key, table.replace_schema_metadata(None), STORY_CHANGES_SCHEMA)
     (base,) = _states(store)  # the base the run wrote, rewritten as the JSON blob the writer wrote before
-    clusterer, seen, folded = load_chain(store, [base])
+    clusterer, seen, header = load_chain(store, [base])
     store.put(layout.story_state_key("en", len(articles)), encode_state(
-        {"clusterer": clusterer.to_state(), "seen": list(seen.items()), "consumed": folded.header["consumed"],
-         "updated_at": folded.header["updated_at"]}))
+        {"clusterer": clusterer.to_state(), "seen": list(seen.items()), "consumed": header["consumed"],
+         "updated_at": header["updated_at"]}))
     store.delete(base)
 
     checkpoint, _ = open_writer(store, "en")

@@ -59,7 +59,7 @@ class Member:
     publisher_id: str | None
     copy_of: str | None
     terms: tuple[str, ...]
-    weights: tuple[float, ...]
+    weights: Sequence[float]  # a tuple, or an array of doubles for a member loaded from a state
     entities: tuple[str, ...]
 
 
