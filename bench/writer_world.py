@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from array import array
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -122,7 +123,7 @@ class World:
                 for t, w in zip(terms, a.term_weights, strict=True):
                     summed[t] += w / size
                 members.append(Member(a.article_id, _ms(a.first_seen_at), a.publisher_id, None,
-                                      terms[:params.member_terms], a.term_weights[:params.member_terms],
+                                      terms[:params.member_terms], array("d", a.term_weights[:params.member_terms]),
                                       tuple(entity_words(a.entities))))
                 recent_rows.append((a.article_id, sid, a.article_id, _ms(a.first_seen_at)))
                 signatures.append(a.minhash)
