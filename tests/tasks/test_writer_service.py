@@ -69,3 +69,29 @@ def test_a_long_running_writer_reloads_after_another_writer_commits(tmp_path: Pa
     assert totals["states_reused"] < len(chunks) - 1 and totals["failed"] == 0
     ids = [c["article_id"] for c in changes_of(store) if c["kind"] in ("assign", "new_story", "copy")]
     assert sorted(ids) == sorted(a for a, _, _, _ in stream) and len(ids) == len(set(ids))
+
+
+def test_maintenance_folds_a_chain_and_the_next_commit_adopts_it(tmp_path: Path) -> None:
+    import json
+
+    from tasks.maintenance import run_maintenance
+
+    stream = two_event_stream()
+    store = LocalStore(tmp_path / "store")
+    for i in range(0, 8, 2):
+        write_articles(store, stream[i:i + 2])
+        cluster_language(store, "en", T0 + timedelta(minutes=stream[i + 1][2] + 1), compact_every=100)
+    before = json.loads(store.get(layout.story_checkpoint_key("en")).data)
+    assert len(before["deltas"]) == 3
+    report = run_maintenance(store, T0 + timedelta(hours=1))
+    assert any("folded" in note for note in report["notes"])
+    assert report["pruned_writer_states"] == 0  # the chain is still the checkpoint's
+    write_articles(store, stream[8:])
+    cluster_language(store, "en", T0 + timedelta(minutes=30), compact_every=100)
+    after = json.loads(store.get(layout.story_checkpoint_key("en")).data)
+    assert after["state_key"] not in [before["state_key"], *before["deltas"]] and len(after["deltas"]) == 1
+    assert run_maintenance(store, T0 + timedelta(hours=2))["pruned_writer_states"] == 4  # the old chain
+    reference = LocalStore(tmp_path / "reference")
+    write_articles(reference, stream)
+    cluster_language(reference, "en", T0 + timedelta(minutes=30))
+    assert final_story(changes_of(store)) == final_story(changes_of(reference))
