@@ -470,7 +470,12 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
         for article_id in list(seen)[:len(seen) - SEEN_ARTICLES_KEPT]:
             del seen[article_id]
     updated_at = now.astimezone(UTC).isoformat()
-    current = chain if chain is not None else ([state_key] if state_key is not None else [])
+    if chain is None:  # a caller naming only the state: the chain is the checkpoint's (fenced by ``etag``)
+        chain = []
+        if state_key is not None:
+            stored_checkpoint, _ = _load_checkpoint(store, language)
+            chain = chain_of(stored_checkpoint) if stored_checkpoint.get("state_key") == state_key else [state_key]
+    current = chain
     stored = store_state(store, language, new_offset, current, clusterer, seen, seen_added or [], consumed,
                          updated_at, compact_every)
     state_key = stored.key

@@ -38,6 +38,7 @@ from tasks.cluster import (
     with_damage,
 )
 from tasks.registry import load_registry
+from tasks.writer_state import chain_of
 from transforms.clustering import RepairParams, repair_stories
 from warehouse import layout
 from warehouse.damage import collect_damage, describe_error, record_damage
@@ -133,7 +134,7 @@ def _repair_language(store: ObjectStore, language: str, now: datetime,
             changes.append(change_row(language, offset + len(changes), r.kind, target, article_id, copy_of,
                                       source, r.score, now))
     new_offset = commit_writer(store, language, etag, offset, changes, clusterer, seen,
-                               list(checkpoint["consumed"]), now)
+                               list(checkpoint["consumed"]), now, chain=chain_of(checkpoint))
     log.info("repair_committed language=%s merges=%d splits=%d offset=%d", language, kinds["merge"],
              kinds["split"], new_offset)
     return {"language": language, "committed": True, "offset": new_offset, "merge": kinds["merge"],

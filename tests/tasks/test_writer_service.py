@@ -95,3 +95,24 @@ def test_maintenance_folds_a_chain_and_the_next_commit_adopts_it(tmp_path: Path)
     write_articles(reference, stream)
     cluster_language(reference, "en", T0 + timedelta(minutes=30))
     assert final_story(changes_of(store)) == final_story(changes_of(reference))
+
+
+def test_a_repair_commits_a_delta_on_the_writer_chain(tmp_path: Path) -> None:
+    import json
+
+    from tasks.repair import repair_language
+    from transforms.clustering import ClusterParams
+
+    store = LocalStore(tmp_path / "store")
+    stream = two_event_stream()
+    mixing = ClusterParams(join_threshold=0.0, date_conflict_penalty=0.0, year_conflict_penalty=0.0)
+    write_articles(store, stream[:6])
+    cluster_language(store, "en", T0 + timedelta(minutes=6), params=mixing)  # a writer that mixes events
+    write_articles(store, stream[6:])
+    cluster_language(store, "en", T0 + timedelta(minutes=15))
+    before = json.loads(store.get(layout.story_checkpoint_key("en")).data)
+    summary = repair_language(store, "en", T0 + timedelta(minutes=20))
+    after = json.loads(store.get(layout.story_checkpoint_key("en")).data)
+    assert summary["committed"] is True
+    assert after["state_key"] == before["state_key"] and after["deltas"][:-1] == before["deltas"]
+    assert "/delta-" in after["deltas"][-1]
