@@ -364,7 +364,11 @@ def load_writer_state(store: ObjectStore, language: str, checkpoint: dict[str, A
 
 def languages_in_log(store: ObjectStore) -> list[str]:
     """Languages that have articles in the log (read from segment metadata-light scans)."""
-    keys = list_segments(store, layout.ARTICLES_PREFIX)
+    return languages_of_segments(store, list_segments(store, layout.ARTICLES_PREFIX))
+
+
+def languages_of_segments(store: ObjectStore, keys: list[str]) -> list[str]:
+    """Languages that have articles in the article segments ``keys`` (damaged ones skipped)."""
     if not keys:
         return []
     table = read_segments(store, keys, ARTICLES_SCHEMA, skip_damaged=True).select(["language"])

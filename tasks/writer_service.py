@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from tasks.cluster import WriterFencedError, cluster_language, keep_states_in_memory, languages_in_log
+from tasks.cluster import WriterFencedError, cluster_language, keep_states_in_memory, languages_of_segments
 from tasks.repair import repair_language
 from tasks.writer_state import COMPACT_EVERY, compact_writer_state
 from warehouse import layout
@@ -101,6 +101,8 @@ def serve_language_writers(
     """
     report = ServiceReport()
     first_listed: dict[str, float] = {}
+    known: set[str] = set()
+    languages_read: set[str] = set()
     last_repair: datetime | None = None
     compactor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="writer-compaction")
     pending: dict[str, Future[str | None]] = {}
@@ -111,7 +113,14 @@ def serve_language_writers(
                 listed = time.time()
                 for key in segments:
                     first_listed.setdefault(key, listed)
-                targets = list(languages) if languages else languages_in_log(store)
+                if languages:
+                    targets = list(languages)
+                else:  # the languages of the segments not read before, added to those known
+                    fresh = [k for k in segments if k not in languages_read]
+                    if fresh:
+                        known.update(languages_of_segments(store, fresh))
+                        languages_read.update(fresh)
+                    targets = sorted(known)
                 waiting = {lang: [k for k in segments if k not in _consumed(store, lang)] for lang in targets}
                 if not any(waiting.values()):
                     sleep(poll_seconds)

@@ -116,3 +116,26 @@ def test_a_repair_commits_a_delta_on_the_writer_chain(tmp_path: Path) -> None:
     assert summary["committed"] is True
     assert after["state_key"] == before["state_key"] and after["deltas"][:-1] == before["deltas"]
     assert "/delta-" in after["deltas"][-1]
+
+
+def test_a_long_running_writer_for_every_language_finds_a_new_one_as_it_lands(tmp_path: Path) -> None:
+    from tasks.writer_service import serve_language_writers
+
+    store = LocalStore(tmp_path / "store")
+    stream = two_event_stream()
+    landing = iter([lambda: write_articles(store, stream[:2]),
+                    lambda: write_articles(store, [("de0", "Der Streik der Lokführer ist beendet.", 3, "pub1")],
+                                           language="de")])
+    done = {"flag": False}
+
+    def land(_: float) -> None:
+        step = next(landing, None)
+        if step is None:
+            done["flag"] = True
+        else:
+            step()
+
+    report = serve_language_writers(store, None, clock=lambda: T0 + timedelta(minutes=10), until=lambda: done["flag"],
+                                    poll_seconds=0.0, repair_every_minutes=None, sleep=land)
+    assert {b["language"] for b in report.batches} == {"de", "en"}  # English marks the German segment read too
+    assert {c["article_id"] for c in changes_of(store)} == {"m0", "b0", "de0"}
