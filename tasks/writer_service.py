@@ -152,8 +152,9 @@ def serve_language_writers(
                         pending[language] = compactor.submit(compact_writer_state, store, language, compact_every)
                     if on_batch is not None:
                         on_batch(summary, report)
-                if repair_every_minutes and (last_repair is None or now - last_repair >= timedelta(
-                        minutes=repair_every_minutes)):
+                if last_repair is None:
+                    last_repair = now  # the first repair one interval after the writer starts, as the flow's
+                if repair_every_minutes and now - last_repair >= timedelta(minutes=repair_every_minutes):
                     for language in targets:
                         try:
                             repair_language(store, language, now)
