@@ -46,6 +46,7 @@ from tasks.writer_state import (
     is_state_object_key,
     load_chain,
     paused_gc,
+    read_state_object,
     store_state,
 )
 from transforms.clustering import ClusterParams, LanguageClusterer
@@ -157,9 +158,8 @@ def _checkpoint_from_state(store: ObjectStore, key: str, offset: int) -> dict[st
     if is_state_object_key(key):
         try:
             chain, header = chain_named_by(store, key)
-            for link in chain[:-1]:
-                if store.head(link) is None:
-                    return None
+            for link in chain:  # every link must read whole: a rebuilt checkpoint is one the writer loads
+                read_state_object(store, link)
         except (ObjectNotFoundError, StateBlobError):
             return None
         return _checkpoint_at(offset, chain, list(header.get("consumed") or []), header.get("updated_at"))
