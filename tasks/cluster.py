@@ -40,6 +40,7 @@ from tasks.writer_state import (
     COMPACT_EVERY,
     SEEN_ARTICLES_KEPT,
     StateObjectError,
+    StoredState,
     chain_named_by,
     chain_of,
     compact_writer_state,
@@ -77,7 +78,6 @@ from warehouse.tables import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SEEN_ARTICLES_KEPT", "paused_gc"]
 STATE_KEY_METADATA = b"newsroom.state_key"
 """Key of a change segment's Parquet metadata naming the state (object or blob) its decisions lead to."""
 
@@ -451,6 +451,22 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
                   kill_before_checkpoint: bool = False, state_key: str | None = None, *,
                   chain: list[str] | None = None, seen_added: list[tuple[str, str]] | None = None,
                   compact_every: int = COMPACT_EVERY) -> int:
+    """Commit a writer's decisions, fenced (see :func:`commit_writer_state`).
+
+    Returns:
+        The new offset.
+    """
+    return commit_writer_state(store, language, etag, offset, changes, clusterer, seen, consumed, now,
+                               kill_before_checkpoint, state_key, chain=chain, seen_added=seen_added,
+                               compact_every=compact_every)[0]
+
+
+def commit_writer_state(store: ObjectStore, language: str, etag: str | None, offset: int,
+                        changes: list[dict[str, Any]], clusterer: LanguageClusterer, seen: dict[str, str],
+                        consumed: list[str], now: datetime, kill_before_checkpoint: bool = False,
+                        state_key: str | None = None, *, chain: list[str] | None = None,
+                        seen_added: list[tuple[str, str]] | None = None,
+                        compact_every: int = COMPACT_EVERY) -> tuple[int, StoredState]:
     """Commit a writer's decisions, fenced: state object, then change segment, then the checkpoint
     with If-Match. A writer that loses the change segment to other decisions, or the checkpoint
     to any other commit, raises :class:`WriterFencedError` and nothing of its own becomes visible.
@@ -467,7 +483,7 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
         seen_added: The input rows read since that chain (``seen`` holds them too).
 
     Returns:
-        The new offset.
+        The new offset, and what was stored.
     """
     new_offset = offset + len(changes)
     if len(seen) > SEEN_ARTICLES_KEPT:
@@ -501,12 +517,7 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
     KEPT_STATES.put(store, language, new_etag, clusterer, seen)
     log.info("writer_state_stored language=%s kind=%s bytes=%d chain=%d rows=%s", language, stored.kind,
              stored.bytes, len(stored.chain), stored.rows)
-    LAST_STORED[language] = stored
-    return new_offset
-
-
-LAST_STORED: dict[str, Any] = {}
-"""The last state each language's commit stored in this process (for run summaries and benches)."""
+    return new_offset, stored
 
 
 def change_row(language: str, offset: int, kind: str, story_id: str, article_id: str | None, copy_of: str | None,
@@ -623,10 +634,10 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
     # Read before the commit: once committed, the state may be kept and taken by the next run.
     stories, sizes = clusterer.active_story_count, clusterer.story_size_counts()
     every = compact_every if compact_every is not None else writer_compact_every()
-    new_offset = commit_writer(store, language, etag, offset, changes, clusterer, seen, new_consumed, now,
-                               kill_before_checkpoint=kill_before_checkpoint, chain=chain_of(checkpoint),
-                               seen_added=seen_added, compact_every=every or COMPACT_EVERY)
-    stored = LAST_STORED[language]
+    new_offset, stored = commit_writer_state(
+        store, language, etag, offset, changes, clusterer, seen, new_consumed, now,
+        kill_before_checkpoint=kill_before_checkpoint, chain=chain_of(checkpoint), seen_added=seen_added,
+        compact_every=every or COMPACT_EVERY)
     log.info("cluster_committed language=%s articles=%d offset=%d", language, len(changes), new_offset)
     summary = {"language": language, "articles": len(changes), "committed": True, "offset": new_offset,
                "stories": stories, "sizes": sizes, "state_bytes": stored.bytes, "state_kind": stored.kind,
