@@ -6,14 +6,18 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint bench clean
 
+# pip's own output goes to $(VENV)/pip.log, not the terminal (it is mostly this machine's index
+# settings and progress bars; `pip -qq --log` would still print them); a failure shows its end.
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
-	touch $(STAMP)
+	@echo "newsroom: installing Python packages into $(VENV) (a couple of minutes the first time; log: $(VENV)/pip.log)"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --upgrade pip > $(VENV)/pip.log 2>&1 || { tail -n 40 $(VENV)/pip.log; exit 1; }
+	@$(BIN)/python -m pip install -e '.[test]' >> $(VENV)/pip.log 2>&1 || { tail -n 40 $(VENV)/pip.log; exit 1; }
+	@touch $(STAMP)
+	@echo "newsroom: installed ($$($(BIN)/python -m pip list 2>/dev/null | tail -n +3 | wc -l) packages)"
 
 demo: $(STAMP)
-	$(BIN)/newsroom demo
+	@$(BIN)/newsroom demo $(DEMO_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bcubed import ClusterScore, read_gold, read_prediction, score_partition  # noqa: E402
 from tasks.cluster_eval import run_cluster_eval  # noqa: E402
+from tasks.progress import terminal_progress  # noqa: E402
 
 DEFAULT_CORPUS = Path("/work/shared/corpus/clustering")
 BASELINE_THRESHOLDS = [round(0.05 * i, 2) for i in range(2, 17)]
@@ -116,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     header = f"{'file':8} {'system':34} {'B3-P':>6} {'B3-R':>6} {'B3-F1':>6} {'pw-P':>6} {'pw-R':>6} {'pw-F1':>6} {'pred':>5} {'gold':>5}"
     print(header)
     print("-" * len(header))
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, terminal_progress() as progress:
         workdir = Path(tmp)
+        advance = progress.stage("cluster-eval runs", len(files) * args.orders)
         for name, path in files:
             rows = _read_rows(path)
             gold = read_gold(path)
@@ -131,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             f1s, linked_f1s = [], []
             for seed in range(args.orders):
                 by_story, by_link, elapsed = _run_newsroom(path, seed, workdir)
+                advance(1)
                 f1s.append(by_story.bcubed_f1)
                 linked_f1s.append(by_link.bcubed_f1)
                 tag = "file order" if seed == 0 else f"shuffle {seed}"

@@ -48,6 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tasks.cluster import paused_gc  # noqa: E402
+from tasks.progress import terminal_progress  # noqa: E402
 from transforms.clustering import (  # noqa: E402
     STATE_VERSION,
     Assignment,
@@ -273,9 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     params = ClusterParams()
     synth = _Synth(args.seed)
     t0 = time.perf_counter()
-    state, topics, prebuilt = build_state(synth, args.stories, params)
-    per_hour = len(prebuilt) / 48.0
-    stream = build_stream(synth, args.articles, topics, prebuilt, per_hour)
+    with terminal_progress() as progress:  # stages only: nothing draws inside a timed run
+        progress.stage(f"synthesising {args.stories} stories")
+        state, topics, prebuilt = build_state(synth, args.stories, params)
+        per_hour = len(prebuilt) / 48.0
+        progress.stage(f"synthesising {args.articles} articles")
+        stream = build_stream(synth, args.articles, topics, prebuilt, per_hour)
     t1 = time.perf_counter()
     with paused_gc():  # as tasks.cluster.load_writer_state rebuilds it
         indexed = LanguageClusterer.from_state(state)

@@ -27,6 +27,7 @@ import trafilatura
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.shingle_metric import CorpusScore, score_corpus  # noqa: E402
+from tasks.progress import terminal_progress  # noqa: E402
 from transforms.canonical_url import canonicalize_url  # noqa: E402
 from transforms.extraction import ExtractedPage, extract_page  # noqa: E402
 
@@ -88,10 +89,11 @@ def main() -> None:
         ours[page_id] = page
         return page.text
 
-    runs = [
-        time_run("trafilatura default", ids, lambda i: trafilatura.extract(texts[i]) or "", truth),
-        time_run("newsroom extract_page", ids, run_ours, truth),
-    ]
+    with terminal_progress() as progress:  # one stage per extractor: nothing draws inside a timed run
+        progress.stage("trafilatura default")
+        runs = [time_run("trafilatura default", ids, lambda i: trafilatura.extract(texts[i]) or "", truth)]
+        progress.stage("newsroom extract_page")
+        runs.append(time_run("newsroom extract_page", ids, run_ours, truth))
 
     print(f"pages: {len(ids)}  ({args.pages})")
     print()

@@ -262,6 +262,8 @@ def bench_for_you(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     sys.path.insert(0, str(REPO / "tests"))
     from pgserver import find_pg_binary, run_postgres
 
+    from tasks.progress import terminal_progress
+
     with contextlib.ExitStack() as stack:
         backends: dict[str, str | None] = {"sqlite": None}
         names = seed_profiles(str(root / "profiles.sqlite3"), args.readers)
@@ -280,11 +282,15 @@ def bench_for_you(root: Path, args: argparse.Namespace) -> dict[str, Any]:
             for name, (_, port) in servers.items():  # warm up (pool, prepared statements)
                 drive(port, path, 0.5, args.connections, 2_000, readers[name])
             results: dict[str, dict[str, list[float]]] = {n: {"lat": [], "rps": []} for n in servers}
-            for _ in range(args.rounds):
-                for name, (_, port) in servers.items():
-                    lat, rps, _ = drive(port, path, args.seconds, args.connections, args.max_requests, readers[name])
-                    results[name]["lat"] += lat
-                    results[name]["rps"].append(rps)
+            with terminal_progress() as progress:
+                advance = progress.stage("For-you rounds", args.rounds * len(servers))
+                for _ in range(args.rounds):
+                    for name, (_, port) in servers.items():
+                        lat, rps, _ = drive(port, path, args.seconds, args.connections, args.max_requests,
+                                            readers[name])
+                        results[name]["lat"] += lat
+                        results[name]["rps"].append(rps)
+                        advance(1)
         finally:
             for server, _ in servers.values():
                 server.terminate()

@@ -51,6 +51,7 @@ def main() -> int:
     from flows.maintenance import maintain_store
     from replay.site import ReplaySite
     from tasks.health import check_health, health_report
+    from tasks.progress import terminal_progress
     from tasks.registry import import_publishers
     from tasks.replay_control import download_publishers_csv
     from warehouse.duck import EXAMPLE_QUERIES, connect, load_example_sql
@@ -65,16 +66,19 @@ def main() -> int:
     try:
         with pipeline_env({"NEWSROOM_WAREHOUSE_ROOT": str(store_dir)}) as store:
             import_publishers(store, download_publishers_csv(site.control_url, store_dir.parent / "soak.csv"))
-            for minute in range(1, total + 1):
-                now = start + timedelta(minutes=args.history + minute)
-                site.set_clock(now)
-                pipeline_cycle(now=now.isoformat())
-                if minute % args.maintenance_every == 0:
-                    maintain_store(now=now.isoformat(), keep_page_hours=args.keep_page_hours)
-                if minute % 10 == 0:
-                    counts.append((minute, len(store.list(""))))
-                    print(f"minute {minute:>3}: {counts[-1][1]} objects, {time.perf_counter() - began:.0f}s",
-                          flush=True)
+            with terminal_progress() as progress:
+                advance = progress.stage("simulated minutes", total)
+                for minute in range(1, total + 1):
+                    now = start + timedelta(minutes=args.history + minute)
+                    site.set_clock(now)
+                    pipeline_cycle(now=now.isoformat())
+                    if minute % args.maintenance_every == 0:
+                        maintain_store(now=now.isoformat(), keep_page_hours=args.keep_page_hours)
+                    if minute % 10 == 0:
+                        counts.append((minute, len(store.list(""))))
+                        print(f"minute {minute:>3}: {counts[-1][1]} objects, {time.perf_counter() - began:.0f}s",
+                              flush=True)
+                    advance(1)
             report = health_report(check_health(store, now))
             con = connect(store)
             rows = {name: len(con.sql(load_example_sql(name)).fetchall()) for name in EXAMPLE_QUERIES}

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cluster_speed import _Synth, build_state  # noqa: E402
 
 from tasks.cluster import paused_gc  # noqa: E402
+from tasks.progress import terminal_progress  # noqa: E402
 from transforms.clustering import ClusterParams, LanguageClusterer  # noqa: E402
 from warehouse.state_blobs import decode_state, encode_state  # noqa: E402
 
@@ -70,12 +71,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stories", type=int, default=50_000)
     args = parser.parse_args(argv)
-    state, _, _ = build_state(_Synth(7), args.stories, ClusterParams())
-    with paused_gc():
-        clusterer = LanguageClusterer.from_state(state)
-    del state
-    base_save, base_load = _timed("before: json + gzip 9", clusterer, _gzip_json, _gunzip_json)
-    save, load = _timed("now: orjson + zstd 1", clusterer, encode_state, decode_state)
+    with terminal_progress() as progress:  # stages only: nothing draws inside a timed step
+        progress.stage(f"synthesising {args.stories} stories")
+        state, _, _ = build_state(_Synth(7), args.stories, ClusterParams())
+        with paused_gc():
+            clusterer = LanguageClusterer.from_state(state)
+        del state
+        progress.stage("before: json + gzip 9")
+        base_save, base_load = _timed("before: json + gzip 9", clusterer, _gzip_json, _gunzip_json)
+        progress.stage("now: orjson + zstd 1")
+        save, load = _timed("now: orjson + zstd 1", clusterer, encode_state, decode_state)
     print(f"save {base_save / save:.1f}x faster, load {base_load / load:.2f}x faster, "
           f"a run's state I/O {base_save + base_load:.1f} s -> {save + load:.1f} s")
     return 0

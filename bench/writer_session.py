@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cluster_speed import T_START, _Synth, build_state, build_stream  # noqa: E402
 
 from tasks.cluster import cluster_language, commit_writer, keep_states_in_memory  # noqa: E402
+from tasks.progress import terminal_progress  # noqa: E402
 from transforms.clustering import ClusterParams, LanguageClusterer  # noqa: E402
 from transforms.features import ArticleFeatures, features_to_row  # noqa: E402
 from warehouse import layout  # noqa: E402
@@ -60,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
             commit_writer(store, "en", None, 0, [], LanguageClusterer.from_state(state), {}, [], T_START)
         del state
         times: dict[str, list[float]] = {mode: [] for mode in stores}
-        with keep_states_in_memory() as kept:
+        with keep_states_in_memory() as kept, terminal_progress() as progress:
+            advance = progress.stage("writer runs (both modes)", args.runs)
             for run in range(args.runs):
                 batch = stream[run * args.per_run:(run + 1) * args.per_run]
                 now = T_START + timedelta(minutes=run + 1)
@@ -73,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                     summary = cluster_language(store, "en", now)
                     times[mode].append(time.perf_counter() - start)
                     assert summary["articles"] == len(batch), summary
+                advance(1)
             assert kept.hits == args.runs - 1
         changes = {mode: read_segments(store, list_segments(store, layout.STORY_CHANGES_PREFIX), STORY_CHANGES_SCHEMA)
                    .to_pylist() for mode, store in stores.items()}

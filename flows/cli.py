@@ -4,23 +4,32 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from flows import lifeline
+
+if TYPE_CHECKING:
+    from tasks.settings import PipelineSettings
 
 DEFAULT_CORPORA = ("clustering/ecbplus-dev.jsonl", "clustering/mmds-dev.jsonl")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _quiet_prefect_defaults() -> None:
-    """Local runs talk to nobody but loopback, and give the temporary server time to start."""
+    """Local runs talk to nobody but loopback, and give the temporary server time to start.
+
+    Prefect's own settings, as defaults for this process and the server it starts (a user's
+    values win); newsroom's settings are never written to the environment (issue 17).
+    """
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
@@ -42,13 +51,14 @@ class ReplayProcess:
     """The replay publisher site, run as a child process on loopback."""
 
     def __init__(self, corpora: list[Path], start: datetime, seed: int, limit: int | None) -> None:
-        cmd = [sys.executable, "-m", "replay", "--port", "0", "--seed", str(seed),
-               "--start", start.strftime("%Y-%m-%dT%H:%M:%SZ")]
+        args = ["--port", "0", "--seed", str(seed), "--start", start.strftime("%Y-%m-%dT%H:%M:%SZ")]
         for corpus in corpora:
-            cmd += ["--corpus", str(corpus)]
+            args += ["--corpus", str(corpus)]
         if limit:
-            cmd += ["--limit", str(limit)]
-        self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
+            args += ["--limit", str(limit)]
+        # Tied to this process (flows.lifeline): it goes even if the demo is killed with SIGKILL.
+        self.process = subprocess.Popen(lifeline.command("replay", *args), stdout=subprocess.PIPE, text=True,
+                                        start_new_session=True)
         assert self.process.stdout is not None
         line = self.process.stdout.readline().strip()
         if "control=" not in line:
@@ -97,32 +107,56 @@ def _interrupt(signum: int, frame: object) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     if not args.no_serve and not _port_free(args.host, args.port):
         raise SystemExit(f"{args.host}:{args.port} is in use: stop what holds it, or pass --port")
-    # A SIGTERM (a supervisor, `timeout`, `kill`) stops the demo like Ctrl-C: its children go too.
-    signal.signal(signal.SIGTERM, _interrupt)
-    _quiet_prefect_defaults()
-    os.environ["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"  # the replay site is on loopback
-    store_dir = Path(args.store).resolve()
-    if store_dir.exists() and not args.keep:
-        shutil.rmtree(store_dir)
-    os.environ["NEWSROOM_WAREHOUSE_ROOT"] = str(store_dir)
-
-    from flows.cycle import pipeline_cycle
-    from tasks.registry import import_publishers
-    from tasks.replay_control import download_publishers_csv, set_replay_clock
-    from tasks.storage import configured_store, reset_configured_store
-
-    reset_configured_store()
     corpus_dir = Path(args.corpus_dir) if args.corpus_dir else default_corpus_dir()
     corpora = [Path(c) for c in args.corpus] if args.corpus else [corpus_dir / c for c in DEFAULT_CORPORA]
     for corpus in corpora:
         if not corpus.exists():
             raise SystemExit(f"corpus not found: {corpus} (set NEWSROOM_CORPUS_DIR or pass --corpus)")
+    store_dir = Path(args.store).resolve()
+    if store_dir.exists() and not args.keep:
+        shutil.rmtree(store_dir)
     step = timedelta(minutes=args.step_minutes)
     end = datetime.now(UTC).replace(second=0, microsecond=0)
     start = end - step * args.cycles
+    if not args.no_serve:
+        from flows.demo import LiveDemoPlan, run_live_demo
+
+        return run_live_demo(LiveDemoPlan(
+            corpora=corpora, store_dir=store_dir, start=start, cycles=args.cycles, step_minutes=args.step_minutes,
+            seed=args.seed, limit=args.limit, host=args.host, port=args.port, prefect_ui=args.prefect_ui))
+    return _batch_demo(args, corpora, store_dir, start, step)
+
+
+def _batch_demo(args: argparse.Namespace, corpora: list[Path], store_dir: Path, start: datetime,
+                step: timedelta) -> int:
+    """``newsroom demo --no-serve``: every cycle in this process, one plain line each, then exit (tests
+    and benchmarks)."""
+    # A SIGTERM (a supervisor, `timeout`, `kill`) stops the demo like Ctrl-C: its children go too.
+    signal.signal(signal.SIGTERM, _interrupt)
+    _quiet_prefect_defaults()
+    from tasks.settings import use_settings
+
+    with use_settings(demo_settings(store_dir)):
+        return _batch_cycles(args, corpora, store_dir, start, step)
+
+
+def demo_settings(store_dir: Path) -> PipelineSettings:
+    """The settings in effect plus the demo's own: its store, and fetches of the replay site on loopback."""
+    from tasks.settings import current_settings
+
+    return current_settings().with_store(str(store_dir)).with_private_addresses()
+
+
+def _batch_cycles(args: argparse.Namespace, corpora: list[Path], store_dir: Path, start: datetime,
+                  step: timedelta) -> int:
+    from flows.cycle import pipeline_cycle
+    from flows.demo_pipeline import cycle_counts
+    from tasks.registry import import_publishers
+    from tasks.replay_control import download_publishers_csv, set_replay_clock
+    from tasks.storage import configured_store
+
     _say(f"[1/4] starting the replay publisher site ({', '.join(c.name for c in corpora)}) ...")
     replay = ReplayProcess(corpora, start, args.seed, args.limit)
-    api: subprocess.Popen[bytes] | None = None
     try:
         _say(f"      {replay.banner}")
         csv_path = store_dir.parent / "replay-publishers.csv"
@@ -136,40 +170,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
             now = start + step * i
             set_replay_clock(replay.control_url, now)
             summary = pipeline_cycle(now=now.isoformat())
-            ingest, rank = summary["ingest"], summary["rank"]
-            clustered = sum(s.get("articles", 0) for s in summary["cluster"])
-            repaired = sum(s.get("merge", 0) + s.get("split", 0) for s in summary["repair"])
-            _say(f"      cycle {i:>2}/{args.cycles} {now:%H:%M}Z  polled={ingest['feeds_polled']} "
-                 f"new_articles={ingest['new_articles']} clustered={clustered} repaired={repaired} "
-                 f"pages={rank['pages']} published={len(rank['published'])} stories={rank['stories']}")
+            counts = cycle_counts(summary)
+            _say(f"      cycle {i:>2}/{args.cycles} {now:%H:%M}Z  " + " ".join(f"{k}={v}" for k, v in counts.items()))
         if not summary or summary["rank"]["pages"] == 0:
             _say("no page was published")
             return 1
-        if args.no_serve:
-            _say(f"[4/4] pages written under {store_dir}/pages")
-            return 0
-        # Readers' sessions and click tokens are signed; the demo makes a key for this run.
-        os.environ.setdefault("NEWSROOM_SERVING_HMAC_KEY", secrets.token_urlsafe(32))
-        os.environ.setdefault("NEWSROOM_SERVING_PROFILES_PATH", str(store_dir.parent / "profiles.sqlite3"))
-        api = serve_api(args.host, args.port)
-        base = f"http://{args.host}:{args.port}"
-        _say(f"[4/4] serving\n      reader page: {base}/\n      edition API: {base}/v1/editions\n"
-             f"      e.g.         {base}/v1/editions/en-US/top\n"
-             "      the profiles flow folds readers' clicks every minute (Ctrl-C to stop)")
-        from flows.profiles import fold_profiles
-
-        next_fold = time.monotonic() + 60
-        while api.poll() is None:
-            time.sleep(0.5)
-            if time.monotonic() >= next_fold:
-                fold_profiles()
-                next_fold = time.monotonic() + 60
-        return api.returncode or 0
+        _say(f"[4/4] pages written under {store_dir}/pages")
+        return 0
     except KeyboardInterrupt:
         return 0
     finally:
-        if api is not None:
-            _stop_group(api)
         replay.stop()
 
 
@@ -223,8 +233,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         _say(f"the Prefect server did not become healthy; see {RUN_DIR}/prefect-server.log")
         return 1
     if args.replay:
-        os.environ["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"
-        env["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"
+        env["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"  # the worker's flows fetch the replay site
         corpus = default_corpus_dir()
         start = datetime.now(UTC).replace(second=0, microsecond=0)
         cmd = [sys.executable, "-m", "replay", "--port", str(args.replay_port), "--seed", "7",
@@ -282,12 +291,21 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_progress(run: Callable[..., int], source: Path, output: str, done: str) -> int:
+    """``run(source, output, progress=...)`` with rich bars on a terminal, then the line ``done``
+    (``{count}`` is what ``run`` returned) and where it went."""
+    from tasks.progress import terminal_progress
+
+    with terminal_progress() as progress:
+        count = run(source, Path(output), progress=progress)
+    _say(f"{done.format(count=count)} -> {output}")
+    return 0
+
+
 def cmd_cluster_eval(args: argparse.Namespace) -> int:
     from tasks.cluster_eval import run_cluster_eval
 
-    count = run_cluster_eval(Path(args.input), Path(args.output))
-    _say(f"clustered {count} articles -> {args.output}")
-    return 0
+    return _with_progress(run_cluster_eval, Path(args.input), args.output, "clustered {count} articles")
 
 
 def cmd_classify_sections(args: argparse.Namespace) -> int:
@@ -301,9 +319,7 @@ def cmd_classify_sections(args: argparse.Namespace) -> int:
 def cmd_extract(args: argparse.Namespace) -> int:
     from tasks.extract_pages import extract_directory
 
-    count = extract_directory(Path(args.input_dir), Path(args.output))
-    _say(f"extracted {count} pages -> {args.output}")
-    return 0
+    return _with_progress(extract_directory, Path(args.input_dir), args.output, "extracted {count} pages")
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -314,10 +330,12 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from tasks.progress import terminal_progress
     from tasks.sql import export_tables
     from tasks.storage import configured_store
 
-    counts = export_tables(configured_store(), args.date, Path(args.output))
+    with terminal_progress() as progress:
+        counts = export_tables(configured_store(), args.date, Path(args.output), progress=progress)
     _say(" ".join(f"{name}={rows}" for name, rows in counts.items()) + f" -> {args.output}")
     return 0
 
@@ -330,7 +348,8 @@ def _err(message: str) -> None:
 def cmd_publishers(args: argparse.Namespace) -> int:
     """``newsroom publishers import FILE [--skip-invalid]`` or ``export``: every invalid row is reported
     as ``FILE:LINE: why``; nothing is imported then unless ``--skip-invalid`` (exit 1 either way)."""
-    from tasks.registry import RegistryImportError, export_opml, import_publishers, load_registry
+    from tasks.errors import RegistryImportError
+    from tasks.registry import export_opml, import_publishers, load_registry
     from tasks.settings import get_ingest_settings
     from tasks.storage import configured_store
 
@@ -364,8 +383,10 @@ def cmd_flow(args: argparse.Namespace) -> int:
     from flows.rank import rank_and_publish
     from flows.repair import repair_stories
 
-    flow = {"ingest": ingest_feeds, "cluster": cluster_stories, "repair": repair_stories, "rank": rank_and_publish,
-            "cycle": pipeline_cycle}[args.command]
+    flows: dict[str, Callable[..., object]] = {"ingest": ingest_feeds, "cluster": cluster_stories,
+                                               "repair": repair_stories, "rank": rank_and_publish,
+                                               "cycle": pipeline_cycle}
+    flow = flows[args.command]
     _say(str(flow(now=args.now)))
     return 0
 
@@ -390,9 +411,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     """
     import json
 
+    from newsroom.errors import NewsroomError
     from tasks.clock import resolve_now
     from tasks.doctor import doctor_report, run_doctor
-    from tasks.errors import NewsroomError
     from tasks.storage import configured_store
 
     try:
@@ -404,9 +425,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         _say(json.dumps(report, indent=2))
     else:
-        for e in entries:
-            _say(f"{e.kind:<16} {e.key}\n{'':<16} {e.problem}\n{'':<16} -> {e.action}")
-        left = sum(1 for e in entries if not e.repaired)
+        for entry in entries:
+            _say(f"{entry.kind:<16} {entry.key}\n{'':<16} {entry.problem}\n{'':<16} -> {entry.action}")
+        left = sum(1 for entry in entries if not entry.repaired)
         _say(f"{len(entries)} damaged objects, {len(entries) - left} repaired" if entries else "no damaged objects")
     return 0 if report["clean"] else 1
 
@@ -416,22 +437,46 @@ def cmd_rank(args: argparse.Namespace) -> int:
     if not args.as_of:
         return cmd_flow(args)
     from tasks.clock import resolve_now
+    from tasks.progress import terminal_progress
     from tasks.rank import rebuild_as_of
     from tasks.settings import get_rank_settings
     from tasks.storage import configured_store
 
     output = Path(args.output) if args.output else None
-    report = rebuild_as_of(configured_store(), resolve_now(args.as_of), get_rank_settings(), output)
+    with terminal_progress() as progress:
+        report = rebuild_as_of(configured_store(), resolve_now(args.as_of), get_rank_settings(), output,
+                               progress=progress)
     for row in report:
         _say(f"{row['key']} as_of={row['as_of']} version={row['version']} "
              f"{'identical' if row['identical'] else 'DIFFERENT'} sha256={row['sha256'][:16]}")
     return 0 if report and all(r["identical"] for r in report) else 1
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    """``newsroom explain STORY_ID [--edition E]``: the score parts, the representative's choice and
+    the story's lineage (issue 18)."""
+    import json
+
+    from tasks.errors import StoryNotListedError
+    from tasks.explain import explain_story, render_explanation
+    from tasks.settings import get_rank_settings
+    from tasks.storage import configured_store
+
+    try:
+        explanation = explain_story(configured_store(), args.story_id, args.edition, get_rank_settings())
+    except StoryNotListedError as e:
+        raise SystemExit(f"newsroom explain: {e}") from e
+    if args.json:
+        sys.stdout.write(json.dumps(explanation, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write(render_explanation(explanation))
+    return 0
+
+
 def cmd_pages_rollback(args: argparse.Namespace) -> int:
     """``newsroom pages rollback EDITION SECTION VERSION``."""
+    from newsroom.errors import NewsroomError
     from tasks.clock import resolve_now
-    from tasks.errors import NewsroomError
     from tasks.rank import rollback_pointer
     from tasks.storage import configured_store
 
@@ -484,7 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="newsroom", description="A news aggregator as a micro-batch pipeline.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="replay publishers -> flows -> pages -> API and reader page")
+    demo = sub.add_parser("demo", help="replay publishers -> flows -> pages -> API and reader page, served "
+                                       "from the first published cycle on")
     demo.add_argument("--cycles", type=int, default=18, help="pipeline cycles to run (default 18)")
     demo.add_argument("--step-minutes", type=int, default=20, help="simulated minutes between cycles")
     demo.add_argument("--corpus", action="append", help="a JSONL corpus (repeatable; default: the dev corpora)")
@@ -495,7 +541,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--keep", action="store_true", help="keep the store from an earlier demo")
     demo.add_argument("--host", default="127.0.0.1")
     demo.add_argument("--port", type=int, default=8000)
-    demo.add_argument("--no-serve", action="store_true", help="stop after publishing")
+    demo.add_argument("--no-serve", action="store_true",
+                      help="run every cycle in this process, then stop without serving (tests, benchmarks)")
+    demo.add_argument("--no-prefect-ui", dest="prefect_ui", action="store_false",
+                      help="run the temporary Prefect server without its UI (a few background services fewer)")
     demo.set_defaults(func=cmd_demo)
 
     ce = sub.add_parser("cluster-eval", help="run dedup + clustering over a JSONL file of articles")
@@ -544,6 +593,12 @@ def build_parser() -> argparse.ArgumentParser:
                            help="rebuild the pages live at this past instant from the logs; writes nothing to the store")
             p.add_argument("--output", default=None, help="with --as-of: a folder for the rebuilt page files")
             p.set_defaults(func=cmd_rank)
+
+    explain = sub.add_parser("explain", help="why a story is where it is: score parts, representative, lineage")
+    explain.add_argument("story_id")
+    explain.add_argument("--edition", default=None, help="the edition to explain it on (default: its first top page)")
+    explain.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    explain.set_defaults(func=cmd_explain)
 
     pages = sub.add_parser("pages", help="page pointers: roll a page back to an earlier version")
     pages_sub = pages.add_subparsers(dest="pages_action", required=True)
@@ -598,15 +653,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "publishers" and args.action == "import" and not args.file:
         raise SystemExit("newsroom publishers import FILE")
-    if args.command not in _NO_SETTINGS:
-        from tasks.settings import check_all_settings
+    if args.command in _NO_SETTINGS:
+        return int(args.func(args))
+    from tasks.settings import PipelineSettings, use_settings
 
-        try:
-            check_all_settings()  # one line and exit 2 for a bad setting, before any work (#16)
-        except ValueError as e:
-            _err(f"newsroom {args.command}: {e}")
-            return 2
-    return int(args.func(args))
+    try:
+        settings = PipelineSettings.from_environment()  # one line and exit 2 for a bad setting, before any work (#16)
+    except ValueError as e:
+        _err(f"newsroom {args.command}: {e}")
+        return 2
+    with use_settings(settings):  # read once; every flow and task of the command gets these (issue 17)
+        return int(args.func(args))
 
 
 if __name__ == "__main__":

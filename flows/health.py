@@ -1,4 +1,5 @@
-"""Health flow: the monitoring checks, as a scheduled run with a summary artifact."""
+"""Health flow: the monitoring checks, as a scheduled run with a summary artifact, and the dashboards
+(freshness, fetches, errors, publishers) refreshed as Prefect artifacts (issue 18)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from tasks.clock import resolve_now
+from tasks.dashboards import publish_dashboards_task
 from tasks.health import check_health_task
 from tasks.reports import health_markdown, publish_artifact
 from tasks.storage import configured_store
@@ -14,11 +16,14 @@ from tasks.storage import configured_store
 
 @flow(name="check_health")
 def check_health(now: str | None = None) -> dict[str, Any]:
-    """Flag freshness lag, silent tier-1 feeds, stale snapshots, duplicates and stalled writers."""
+    """Flag freshness lag, silent tier-1 feeds, stale snapshots, duplicates and stalled writers; refresh
+    the dashboards."""
     at = resolve_now(now)
-    report = check_health_task(configured_store(), at)
+    store = configured_store()
+    report = check_health_task(store, at)
     logger = get_run_logger()
     for flag in report["flags"]:
         logger.warning("health_flag check=%s subject=%s detail=%s", flag["check"], flag["subject"], flag["detail"])
     publish_artifact("health", health_markdown(report, at.isoformat()), "health checks")
+    report["dashboards"] = publish_dashboards_task(store, at)
     return report

@@ -21,14 +21,13 @@ writes a base.
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import os
 import signal
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,15 +35,14 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.crashpoints import crash_point
+from tasks.errors import WriterFencedError
 from tasks.writer_state import (
     COMPACT_EVERY,
     SEEN_ARTICLES_KEPT,
     StateObjectError,
     StoredState,
     chain_named_by,
-    chain_of,
     compact_writer_state,
-    is_state_object_key,
     load_chain,
     paused_gc,
     read_state_object,
@@ -53,19 +51,20 @@ from tasks.writer_state import (
 from transforms.clustering import ClusterParams, LanguageClusterer
 from transforms.clustering.columns import mark_committed
 from transforms.features import features_from_row
+from transforms.records import ChangeKind, StoryChange
 from warehouse import layout
+from warehouse.checkpoints import WriterCheckpoint
 from warehouse.damage import DamagedObject, collect_damage, describe_error, record_damage
 from warehouse.errors import (
     CorruptObjectError,
-    NewsroomError,
     ObjectNotFoundError,
     PreconditionFailedError,
     SchemaMismatchError,
+    StateBlobError,
 )
-from warehouse.integrity import parse_checkpoint
 from warehouse.maintenance import is_compacted
 from warehouse.schemas import ARTICLES_SCHEMA, STORY_CHANGES_SCHEMA
-from warehouse.state_blobs import StateBlobError, decode_state
+from warehouse.state_blobs import decode_state
 from warehouse.store import ObjectStore
 from warehouse.tables import (
     list_segments,
@@ -82,25 +81,10 @@ STATE_KEY_METADATA = b"newsroom.state_key"
 """Key of a change segment's Parquet metadata naming the state (object or blob) its decisions lead to."""
 
 
-class WriterFencedError(NewsroomError):
-    """Another writer moved this language's checkpoint first; this run's decisions are dropped."""
-
-    def __init__(self, message: str, key: str) -> None:
-        super().__init__(message)
-        self.key = key
-
-
-def _fresh_checkpoint() -> dict[str, Any]:
-    return {"offset": 0, "state_key": None, "consumed": []}
-
-
-def _checkpoint_at(offset: int, chain: list[str], consumed: list[str], updated_at: object) -> dict[str, Any]:
+def _checkpoint_at(offset: int, chain: list[str], consumed: list[str], updated_at: object) -> WriterCheckpoint:
     """A checkpoint naming ``chain`` (a version 4 base and its deltas, or one JSON blob)."""
-    out: dict[str, Any] = {"offset": offset, "state_key": chain[0] if chain else None, "consumed": consumed,
-                           "updated_at": updated_at}
-    if chain and is_state_object_key(chain[0]):
-        out["deltas"] = chain[1:]
-    return out
+    return WriterCheckpoint(offset, chain[0] if chain else None, tuple(consumed),
+                            updated_at if isinstance(updated_at, str) else None, tuple(chain[1:]))
 
 
 def _has_history(store: ObjectStore, language: str) -> bool:
@@ -109,7 +93,7 @@ def _has_history(store: ObjectStore, language: str) -> bool:
         bool(list_segments(store, f"{layout.STORY_CHANGES_PREFIX}language={language}/"))
 
 
-def _load_checkpoint(store: ObjectStore, language: str) -> tuple[dict[str, Any], str | None]:
+def _load_checkpoint(store: ObjectStore, language: str) -> tuple[WriterCheckpoint, str | None]:
     """The checkpoint and its ETag; a fresh one (ETag None) before the language's first commit.
 
     A corrupt checkpoint, or a missing one while the language has state blobs or change segments,
@@ -126,10 +110,10 @@ def _load_checkpoint(store: ObjectStore, language: str) -> tuple[dict[str, Any],
         obj = store.get(key)
     except ObjectNotFoundError:
         if not _has_history(store, language):
-            return _fresh_checkpoint(), None
+            return WriterCheckpoint(), None
         problem, etag = "missing: the language has state blobs or change segments", None
     else:
-        checkpoint = parse_checkpoint(obj.data)
+        checkpoint = WriterCheckpoint.parse(obj.data)
         if checkpoint is not None:
             return checkpoint, obj.etag
         problem, etag = "corrupt: not a checkpoint", obj.etag
@@ -138,7 +122,7 @@ def _load_checkpoint(store: ObjectStore, language: str) -> tuple[dict[str, Any],
         record_damage(key, problem, "the writer stops: no state blob matches the change log (newsroom doctor)")
         raise CorruptObjectError(f"{problem}; no state blob matches the change log to rebuild it from", key=key)
     new_etag = put_checkpoint(store, language, rebuilt, etag)
-    record_damage(key, problem, f"rebuilt at offset {rebuilt['offset']} from {rebuilt['state_key']}")
+    record_damage(key, problem, f"rebuilt at offset {rebuilt.offset} from {rebuilt.state_key}")
     return rebuilt, new_etag
 
 
@@ -152,10 +136,10 @@ def _is_state_key(key: str) -> bool:
     return key.rsplit("/", 1)[-1].startswith(("state-", "base-", "delta-"))
 
 
-def _checkpoint_from_state(store: ObjectStore, key: str, offset: int) -> dict[str, Any] | None:
+def _checkpoint_from_state(store: ObjectStore, key: str, offset: int) -> WriterCheckpoint | None:
     """The checkpoint at ``offset`` naming the state ``key`` stands for (a state object: its chain,
     every link readable; a JSON blob: itself), or None when it cannot be read."""
-    if is_state_object_key(key):
+    if layout.is_state_object_key(key):
         try:
             chain, header = chain_named_by(store, key)
             for link in chain:  # every link must read whole: a rebuilt checkpoint is one the writer loads
@@ -168,11 +152,12 @@ def _checkpoint_from_state(store: ObjectStore, key: str, offset: int) -> dict[st
             blob = decode_state(store.get(key).data)
     except (ObjectNotFoundError, StateBlobError):
         return None
-    return {"offset": offset, "state_key": key, "consumed": list(blob.get("consumed") or []),
-            "updated_at": blob.get("updated_at")}
+    updated_at = blob.get("updated_at")
+    return WriterCheckpoint(offset, key, tuple(blob.get("consumed") or ()),
+                            updated_at if isinstance(updated_at, str) else None)
 
 
-def rebuild_checkpoint(store: ObjectStore, language: str) -> dict[str, Any] | None:
+def rebuild_checkpoint(store: ObjectStore, language: str) -> WriterCheckpoint | None:
     """The checkpoint the language's last commit left, rebuilt from the change log and state blobs.
 
     Its offset is one past the highest change offset stored (a run that died after its change
@@ -205,7 +190,7 @@ def rebuild_checkpoint(store: ObjectStore, language: str) -> dict[str, Any] | No
         rebuilt = _checkpoint_from_state(store, key, end)
         if rebuilt is not None:
             return rebuilt
-    return _fresh_checkpoint() if end == 0 else None
+    return WriterCheckpoint() if end == 0 else None
 
 
 @dataclass(slots=True)
@@ -266,7 +251,7 @@ def keep_states_in_memory() -> Iterator[KeptStates]:
         KEPT_STATES.clear()
 
 
-def rewind_writer(store: ObjectStore, language: str, now: datetime) -> dict[str, Any]:
+def rewind_writer(store: ObjectStore, language: str, now: datetime) -> WriterCheckpoint:
     """Point a language writer whose state is lost at its newest readable state blob, or a fresh one.
 
     For ``newsroom doctor --repair`` when the state blob the checkpoint names is missing or corrupt
@@ -287,31 +272,31 @@ def rewind_writer(store: ObjectStore, language: str, now: datetime) -> dict[str,
         obj = store.get(key)
     except ObjectNotFoundError:
         obj = None
-    checkpoint = parse_checkpoint(obj.data) if obj is not None else None
-    offset = max(int(checkpoint["offset"]) if checkpoint else 0, _change_log_end(store, language))
+    checkpoint = WriterCheckpoint.parse(obj.data) if obj is not None else None
+    offset = max(checkpoint.offset if checkpoint else 0, _change_log_end(store, language))
     # The state the checkpoint names is the one lost; an earlier link of its chain may still load.
-    damaged = (chain_of(checkpoint) or [None])[-1] if checkpoint else None
+    damaged = (checkpoint.chain or [None])[-1] if checkpoint else None
     blobs = [k for k in store.list(f"{layout.STORY_STATE_PREFIX}{language}/")
              if _is_state_key(k) and k != damaged and (_state_offset(k) or 0) <= offset]
-    rewound: dict[str, Any] = {"offset": offset, "state_key": None, "consumed": [],
-                               "updated_at": now.astimezone(UTC).isoformat()}
+    rewound = WriterCheckpoint(offset, updated_at=now.astimezone(UTC).isoformat())
     for blob_key in sorted(blobs, key=lambda k: (_state_offset(k) or 0, k), reverse=True):
         try:
-            if is_state_object_key(blob_key):
+            if layout.is_state_object_key(blob_key):
                 chain, header = chain_named_by(store, blob_key)
                 load_chain(store, chain)
-                rewound.update(state_key=chain[0], deltas=chain[1:], consumed=list(header.get("consumed") or []))
+                rewound = replace(rewound, state_key=chain[0], deltas=tuple(chain[1:]),
+                                  consumed=tuple(header.get("consumed") or ()))
                 break
             with paused_gc():
                 blob = decode_state(store.get(blob_key).data)
             LanguageClusterer.from_state(blob["clusterer"])
         except (ObjectNotFoundError, StateBlobError, KeyError, TypeError, ValueError):
             continue
-        rewound.update(state_key=blob_key, consumed=list(blob.get("consumed") or []))
+        rewound = replace(rewound, state_key=blob_key, consumed=tuple(blob.get("consumed") or ()))
         break
     put_checkpoint(store, language, rewound, obj.etag if obj is not None else None)
     KEPT_STATES.forget(store, language)
-    log.warning("writer_rewound language=%s offset=%d state_key=%s", language, offset, rewound["state_key"])
+    log.warning("writer_rewound language=%s offset=%d state_key=%s", language, offset, rewound.state_key)
     return rewound
 
 
@@ -328,24 +313,24 @@ def _change_log_end(store: ObjectStore, language: str) -> int:
     return end
 
 
-def load_writer_state(store: ObjectStore, language: str, checkpoint: dict[str, Any],
+def load_writer_state(store: ObjectStore, language: str, checkpoint: WriterCheckpoint,
                       params: ClusterParams | None = None) -> tuple[LanguageClusterer, dict[str, str]]:
     """The writer's clusterer and seen-article map; a fresh one (with ``params``) before the first commit."""
-    if checkpoint["state_key"] is None:
+    if checkpoint.state_key is None:
         return LanguageClusterer(language, params), {}
-    key = checkpoint["state_key"]
+    key = checkpoint.state_key
     stops = "the writer of this language stops until `newsroom doctor --repair` rewinds it"
-    if is_state_object_key(key):
+    if layout.is_state_object_key(key):
         try:
-            clusterer, seen, _ = load_chain(store, chain_of(checkpoint))
+            clusterer, seen, _ = load_chain(store, checkpoint.chain)
             return clusterer, seen
         except ObjectNotFoundError as e:
             lost = e.key or key
             record_damage(lost, "missing: a state object the checkpoint names", stops)
             raise ObjectNotFoundError("missing: a state object the checkpoint names", key=lost) from e
         except StateObjectError as e:
-            record_damage(e.key, f"corrupt: {e}", stops)
-            raise CorruptObjectError(f"unreadable writer state: {e}", key=e.key) from e
+            record_damage(e.key, f"corrupt: {e.reason}", stops)
+            raise CorruptObjectError(f"unreadable writer state: {e.reason}", key=e.key) from e
     try:
         data = store.get(key).data
     except ObjectNotFoundError as e:
@@ -375,11 +360,11 @@ def languages_of_segments(store: ObjectStore, keys: list[str]) -> list[str]:
     return sorted({v for v in table.column("language").to_pylist() if v})
 
 
-def _orphan_changes(store: ObjectStore, language: str, checkpoint: dict[str, Any]) -> tuple[int, str | None] | None:
+def _orphan_changes(store: ObjectStore, language: str, checkpoint: WriterCheckpoint) -> tuple[int, str | None] | None:
     """A change segment written at the checkpoint's offset by a run that died before its checkpoint
     (its state blob was written first, so it can be rolled forward): its number of rows and the
     state blob it names (None if written before segments named their state); None if none."""
-    key = layout.story_changes_key(language, checkpoint["offset"])
+    key = layout.story_changes_key(language, checkpoint.offset)
     try:
         obj = store.get(key)
     except ObjectNotFoundError:
@@ -404,7 +389,7 @@ def _read_state(store: ObjectStore, key: str) -> tuple[str, bytes]:
         return legacy, store.get(legacy).data
 
 
-def open_writer(store: ObjectStore, language: str) -> tuple[dict[str, Any], str | None]:
+def open_writer(store: ObjectStore, language: str) -> tuple[WriterCheckpoint, str | None]:
     """Load a language writer's checkpoint, first rolling forward a run that died between its
     change segment and its checkpoint (so none of its decisions is lost or made twice).
 
@@ -417,26 +402,25 @@ def open_writer(store: ObjectStore, language: str) -> tuple[dict[str, Any], str 
         if orphan is None:
             return checkpoint, etag
         rows, named = orphan
-        if named is not None and is_state_object_key(named):
+        if named is not None and layout.is_state_object_key(named):
             chain, header = chain_named_by(store, named)
-            rolled = _checkpoint_at(checkpoint["offset"] + rows, chain, list(header["consumed"]), header["updated_at"])
+            rolled = _checkpoint_at(checkpoint.offset + rows, chain, list(header["consumed"]), header["updated_at"])
         else:
-            state_key, data = _read_state(store, named or layout.story_state_key(language, checkpoint["offset"] + rows))
+            state_key, data = _read_state(store, named or layout.story_state_key(language, checkpoint.offset + rows))
             with paused_gc():
                 blob = decode_state(data)
-            rolled = {"offset": checkpoint["offset"] + rows, "state_key": state_key, "consumed": blob["consumed"],
-                      "updated_at": blob["updated_at"]}
+            rolled = WriterCheckpoint(checkpoint.offset + rows, state_key, tuple(blob["consumed"]), blob["updated_at"])
         try:
             put_checkpoint(store, language, rolled, etag)
-            log.info("cluster_rolled_forward language=%s offset=%d", language, rolled["offset"])
+            log.info("cluster_rolled_forward language=%s offset=%d", language, rolled.offset)
         except WriterFencedError:
             continue  # another run moved it first; read it again
     raise WriterFencedError(f"checkpoint of {language} keeps moving", key=layout.story_checkpoint_key(language))
 
 
-def put_checkpoint(store: ObjectStore, language: str, checkpoint: dict[str, Any], etag: str | None) -> str:
+def put_checkpoint(store: ObjectStore, language: str, checkpoint: WriterCheckpoint, etag: str | None) -> str:
     """Replace the checkpoint, fenced; returns its new ETag."""
-    data = json.dumps(checkpoint, sort_keys=True).encode()
+    data = checkpoint.to_json()
     try:
         if etag is None:
             return store.put(layout.story_checkpoint_key(language), data, if_none_match=True)
@@ -446,7 +430,7 @@ def put_checkpoint(store: ObjectStore, language: str, checkpoint: dict[str, Any]
                                 key=layout.story_checkpoint_key(language)) from e
 
 
-def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: int, changes: list[dict[str, Any]],
+def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: int, changes: list[StoryChange],
                   clusterer: LanguageClusterer, seen: dict[str, str], consumed: list[str], now: datetime,
                   kill_before_checkpoint: bool = False, state_key: str | None = None, *,
                   chain: list[str] | None = None, seen_added: list[tuple[str, str]] | None = None,
@@ -462,7 +446,7 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
 
 
 def commit_writer_state(store: ObjectStore, language: str, etag: str | None, offset: int,
-                        changes: list[dict[str, Any]], clusterer: LanguageClusterer, seen: dict[str, str],
+                        changes: list[StoryChange], clusterer: LanguageClusterer, seen: dict[str, str],
                         consumed: list[str], now: datetime, kill_before_checkpoint: bool = False,
                         state_key: str | None = None, *, chain: list[str] | None = None,
                         seen_added: list[tuple[str, str]] | None = None,
@@ -494,7 +478,7 @@ def commit_writer_state(store: ObjectStore, language: str, etag: str | None, off
         chain = []
         if state_key is not None:
             stored_checkpoint, _ = _load_checkpoint(store, language)
-            chain = chain_of(stored_checkpoint) if stored_checkpoint.get("state_key") == state_key else [state_key]
+            chain = stored_checkpoint.chain if stored_checkpoint.state_key == state_key else [state_key]
     current = chain
     stored = store_state(store, language, new_offset, current, clusterer, seen, seen_added or [], consumed,
                          updated_at, compact_every)
@@ -505,7 +489,8 @@ def commit_writer_state(store: ObjectStore, language: str, etag: str | None, off
         # first, its segment names that run's state, which made the same decisions.
         schema = STORY_CHANGES_SCHEMA.with_metadata({STATE_KEY_METADATA: state_key.encode()})
         try:
-            write_segment(store, layout.story_changes_key(language, offset), rows_to_table(changes, schema), schema)
+            write_segment(store, layout.story_changes_key(language, offset),
+                          rows_to_table([c.to_row() for c in changes], schema), schema)
         except PreconditionFailedError as e:
             raise WriterFencedError(f"changes of {language} at {offset} written by another writer",
                                     key=layout.story_changes_key(language, offset)) from e
@@ -518,14 +503,6 @@ def commit_writer_state(store: ObjectStore, language: str, etag: str | None, off
     log.info("writer_state_stored language=%s kind=%s bytes=%d chain=%d rows=%s", language, stored.kind,
              stored.bytes, len(stored.chain), stored.rows)
     return new_offset, stored
-
-
-def change_row(language: str, offset: int, kind: str, story_id: str, article_id: str | None, copy_of: str | None,
-               other_story_id: str | None, score: float, changed_at: datetime) -> dict[str, Any]:
-    """One ``log/story_changes`` row; its change id is ``<language>:<offset>``."""
-    return {"change_id": f"{language}:{offset}", "offset": offset, "language": language, "kind": kind,
-            "story_id": story_id, "article_id": article_id, "copy_of": copy_of, "other_story_id": other_story_id,
-            "score": score, "changed_at": changed_at}
 
 
 def cluster_language(store: ObjectStore, language: str, now: datetime, kill_before_checkpoint: bool = False,
@@ -569,7 +546,7 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
     commit, unless a long-running writer compacts in the background (``compact_every=0``).
     """
     checkpoint, etag = open_writer(store, language)
-    consumed = set(checkpoint["consumed"])
+    consumed = set(checkpoint.consumed)
     existing = list_segments(store, layout.ARTICLES_PREFIX)
     # Compacted segments hold only rows every writer has consumed (warehouse.maintenance).
     pending = [k for k in existing if k not in consumed and not is_compacted(k)]
@@ -599,8 +576,8 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
         ready.append(key)
         rows.extend(r for r in segment if r["language"] == language)
     rows.sort(key=lambda r: (r["first_seen_at"], r["article_id"], r["version"]))
-    offset = checkpoint["offset"]
-    changes: list[dict[str, Any]] = []
+    offset = checkpoint.offset
+    changes: list[StoryChange] = []
     kinds: Counter[str] = Counter()
     seen_added: list[tuple[str, str]] = []
     for row in rows:
@@ -617,17 +594,18 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
             # A new version of an article the writer holds: the same member of the same story
             # (its features replaced), so not an assignment; the row keeps the state and the
             # log in step (story_assignments reads only assignment kinds).
-            kind = "version"
+            kind: ChangeKind = "version"
         else:
             kind = "copy" if decision.copy_of else ("new_story" if decision.is_new_story else "assign")
         kinds[kind] += 1
-        changes.append(change_row(language, offset + len(changes), kind, decision.story_id, row["article_id"],
-                                  decision.copy_of, None, decision.score, row["first_seen_at"]))
+        changes.append(StoryChange.at(language, offset + len(changes), kind, decision.story_id,
+                                      article_id=row["article_id"], copy_of=decision.copy_of, score=decision.score,
+                                      changed_at=row["first_seen_at"]))
     # Keys compaction or retention removed are forgotten, so the checkpoint stays small.
     new_consumed = sorted((consumed | set(ready)) & set(existing))
     if not changes and new_consumed == sorted(consumed):
         # Nothing to commit and nothing changed: the state in memory is still the stored one.
-        if checkpoint["state_key"] is not None:
+        if checkpoint.state_key is not None:
             KEPT_STATES.put(store, language, etag, clusterer, seen)
         return {"language": language, "articles": 0, "committed": False, **dict(kinds)}
     clusterer.expire(now)
@@ -636,7 +614,7 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
     every = compact_every if compact_every is not None else writer_compact_every()
     new_offset, stored = commit_writer_state(
         store, language, etag, offset, changes, clusterer, seen, new_consumed, now,
-        kill_before_checkpoint=kill_before_checkpoint, chain=chain_of(checkpoint), seen_added=seen_added,
+        kill_before_checkpoint=kill_before_checkpoint, chain=checkpoint.chain, seen_added=seen_added,
         compact_every=every or COMPACT_EVERY)
     log.info("cluster_committed language=%s articles=%d offset=%d", language, len(changes), new_offset)
     summary = {"language": language, "articles": len(changes), "committed": True, "offset": new_offset,

@@ -19,25 +19,23 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from tasks.progress import NO_PROGRESS, Progress, counted
 from transforms.clustering import ClusterParams, RepairParams, cluster_and_repair, link_languages
 from transforms.embedding import embed_articles
 from transforms.features import ArticleFeatures, features_from_text
+from transforms.times import parse_iso_datetime
 
 SYNTHETIC_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+EMBED_CHUNK = 256
+"""Articles embedded per call, so progress moves while the model works through a big file."""
 
 
 def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip().replace("Z", "+00:00")
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return parse_iso_datetime(value, naive="utc")
 
 
-def read_eval_articles(input_path: Path, embed: bool = True) -> list[ArticleFeatures]:
+def read_eval_articles(input_path: Path, embed: bool = True, progress: Progress = NO_PROGRESS
+                       ) -> list[ArticleFeatures]:
     """Read a cluster-eval JSONL file and compute each article's features, in stream order.
 
     ``embed``: also compute each article's sentence embedding (title and lede), as ingestion does.
@@ -55,9 +53,18 @@ def read_eval_articles(input_path: Path, embed: bool = True) -> list[ArticleFeat
     if all(_parse_time(r["published_at"]) is not None for _, _, r in rows):
         rows.sort(key=lambda x: (x[0], x[1]))
     texts = [(str(row["title"] or ""), str(row["text"] or ""), str(row["language"] or "und")) for _, _, row in rows]
-    embeddings = embed_articles(texts) if embed else [None] * len(rows)
+    embeddings: list[tuple[float, ...] | None] = []
+    if embed:
+        advance = progress.stage("embedding titles and ledes", len(texts))
+        for start in range(0, len(texts), EMBED_CHUNK):
+            embeddings.extend(embed_articles(texts[start : start + EMBED_CHUNK]))
+            advance(len(texts[start : start + EMBED_CHUNK]))
+    else:
+        embeddings.extend([None] * len(rows))
     out: list[ArticleFeatures] = []
-    for (when, _, row), (title, text, language), embedding in zip(rows, texts, embeddings, strict=True):
+    advance = progress.stage("signatures and features", len(rows))
+    for (when, _, row), (title, text, language), embedding in counted(
+            zip(rows, texts, embeddings, strict=True), advance):
         out.append(
             features_from_text(
                 article_id=str(row["id"]),
@@ -73,7 +80,8 @@ def read_eval_articles(input_path: Path, embed: bool = True) -> list[ArticleFeat
 
 
 def run_cluster_eval(
-    input_path: Path, output_path: Path, params: ClusterParams | None = None, repair_params: RepairParams | None = None
+    input_path: Path, output_path: Path, params: ClusterParams | None = None, repair_params: RepairParams | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> int:
     """Cluster the articles of ``input_path`` and write the assignments to ``output_path``.
 
@@ -82,13 +90,16 @@ def run_cluster_eval(
         output_path: Where to write ``{"id", "story_id", "copy_of", "linked_id"}`` lines.
         params: Clusterer parameters; the tuned defaults if omitted.
         repair_params: Repair bars (merges and splits, as the repair flow runs them).
+        progress: Where to report stages and counts (``newsroom cluster-eval`` draws bars on a terminal).
 
     Returns:
         The number of articles written.
     """
     params = params or ClusterParams()
-    articles = read_eval_articles(input_path)
-    assignments = cluster_and_repair(articles, params, repair_params)
+    articles = read_eval_articles(input_path, progress=progress)
+    assignments = cluster_and_repair(counted(articles, progress.stage("clustering and repair", len(articles))),
+                                     params, repair_params)
+    progress.stage("cross-language links")
     links = link_languages(articles, assignments, params)
     by_id = {a.article_id: a for a in assignments}
     input_order = [f.article_id for f in articles]

@@ -19,6 +19,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from tasks.progress import NO_PROGRESS, Progress, counted
 from transforms.extraction import MAX_HTML_BYTES, extract_page
 
 PAGE_SUFFIXES = (".html.gz", ".html")
@@ -78,13 +79,15 @@ def extract_record(
     }
 
 
-def extract_directory(input_dir: Path, output: Path, max_bytes: int = MAX_HTML_BYTES) -> int:
+def extract_directory(input_dir: Path, output: Path, max_bytes: int = MAX_HTML_BYTES,
+                      progress: Progress = NO_PROGRESS) -> int:
     """Extract every ``.html`` / ``.html.gz`` page in ``input_dir`` into JSON lines at ``output``.
 
     Args:
         input_dir: Folder holding the pages (not searched recursively).
         output: The JSON-lines file to write (replaced if it exists).
         max_bytes: Per-page cap on the bytes parsed.
+        progress: Where to report pages done (``newsroom extract`` draws a bar on a terminal).
 
     Returns:
         The number of lines written (one per page, including pages that yield no text).
@@ -97,8 +100,9 @@ def extract_directory(input_dir: Path, output: Path, max_bytes: int = MAX_HTML_B
     pages = sorted((p for p in input_dir.iterdir() if p.is_file() and _page_id(p)), key=lambda p: p.name)
     output.parent.mkdir(parents=True, exist_ok=True)
     count = 0
+    advance = progress.stage("extracting pages", len(pages))
     with output.open("w", encoding="utf-8") as out:
-        for path in pages:
+        for path in counted(pages, advance):
             page_id = _page_id(path)
             assert page_id is not None  # filtered above
             record = extract_record(

@@ -20,7 +20,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.crashpoints import crash_point
+from tasks.progress import NO_PROGRESS, Progress, counted
 from tasks.settings import RankSettings
 from transforms.clustering import ClusterParams, link_story_profiles, neutral_tokens
 from transforms.diversity import DiversityRule
@@ -51,11 +52,13 @@ from transforms.pages import (
     validate_pool,
 )
 from transforms.ranking import BreakingRule, ScoreWeights, rank_editions, score_stories
-from transforms.representative import RepresentativeWeights
+from transforms.records import RankedStory
+from transforms.representative import RepresentativeChoice, RepresentativeWeights
 from warehouse import layout
 from warehouse.damage import collect_damage, describe_error, record_damage
 from warehouse.duck import connect, load_sql
 from warehouse.errors import ObjectNotFoundError, PreconditionFailedError, SnapshotNotFoundError
+from warehouse.schemas import LISTINGS_SCHEMA
 from warehouse.snapshots import (
     PagePointer,
     PublishResult,
@@ -67,6 +70,7 @@ from warehouse.snapshots import (
     rollback_page,
 )
 from warehouse.store import ObjectStore
+from warehouse.tables import content_segment_id, rows_to_table, write_segment
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +85,11 @@ class RankOutput:
     pages: Pages
     stories: dict[str, Any]
     breaking: list[dict[str, Any]]
+    listings: list[dict[str, Any]] = field(default_factory=list)
+    """Articles the story snapshot holds for the first time (``LISTINGS_SCHEMA`` rows), for the
+    freshness dashboard: written once the snapshot is live."""
+    choices: dict[tuple[str, str], RepresentativeChoice] = field(default_factory=dict)
+    """How each (edition, story) representative was chosen (``newsroom explain``)."""
 
 
 def score_params(now: datetime, s: RankSettings) -> dict[str, Any]:
@@ -102,6 +111,19 @@ def score_weights(s: RankSettings) -> ScoreWeights:
 def breaking_rule(s: RankSettings) -> BreakingRule:
     return BreakingRule(max_tail=s.burst_max_tail, baseline_floor=s.burst_baseline_floor,
                         breaking_hours=s.breaking_hours, min_regional_share=s.breaking_min_regional_share)
+
+
+def ranking_rules(s: RankSettings) -> dict[str, float]:
+    """The weights and rules behind a page's scores, published on each page so a reader can see how
+    ``score_parts`` become the ``score`` (the reader page's "Why this story?", issue 18)."""
+    return {
+        "coverage_weight": s.coverage_weight, "velocity_weight": s.velocity_weight,
+        "freshness_weight": s.freshness_weight, "regional_weight": s.regional_weight,
+        "smoothing_cycles": s.smoothing_cycles, "freshness_half_life_hours": s.freshness_half_life_hours,
+        "coverage_window_hours": s.coverage_window_hours, "breaking_hours": s.breaking_hours,
+        "publisher_daily_share_cap": s.publisher_daily_share_cap,
+        "representative_tie_margin": s.representative_tie_margin,
+    }
 
 
 def edition_rules(s: RankSettings) -> EditionRules:
@@ -346,11 +368,21 @@ def _compute_pages(con: duckdb.DuckDBPyConnection, now: datetime, settings: Rank
     impressions = {e: carry_impressions(history.live_at(e, POOL_SECTION, now, strict=True), now)
                    for e in edition_names}
     regions = dict(zip(editions["edition"].to_list(), editions["region"].to_list(), strict=True))
-    pages, listed, by_story_pages = build_ranked_pages(ranked.to_dicts(), members, now, edition_rules(settings),
-                                                       previous=previous, impressions=impressions, regions=regions)
+    choices: dict[tuple[str, str], RepresentativeChoice] = {}
+    pages, listed, by_story_pages = build_ranked_pages([RankedStory.from_row(r) for r in ranked.to_dicts()], members, now, edition_rules(settings),
+                                                       previous=previous, impressions=impressions, regions=regions,
+                                                       choices=choices)
+    rules = ranking_rules(settings)
+    for (_, section), payload in pages.items():
+        if section != POOL_SECTION:
+            payload["ranking"] = rules
     stories = build_story_snapshot(listed, by_story_pages, now, aliases)
     attach_links(stories, story_links(con, now, stories["stories"], by_story))
     carry_live_stories(stories, history, now)
+    already = {row[0] for row in con.sql(load_sql("listed_articles"), params={"now": now}).fetchall()}
+    listings = sorted(({"article_id": src["article_id"], "story_id": sid, "listed_at": now}
+                       for sid, story in stories["stories"].items() for src in story["sources"]
+                       if src["article_id"] not in already), key=lambda r: (r["article_id"], r["story_id"]))
     pinned = ranked.filter(pl.col("is_pinned") & (pl.col("section") == TOP_SECTION))
     breaking = [
         {"story_id": r["story_id"], "breaking_since": iso(r["breaking_since"]),
@@ -358,7 +390,8 @@ def _compute_pages(con: duckdb.DuckDBPyConnection, now: datetime, settings: Rank
          "publisher_ids": sorted({m["publisher_id"] for m in by_story[r["story_id"]] if not m["is_copy"]})}
         for r in scored.filter(pl.col("is_breaking")).select("story_id", "breaking_since").collect().to_dicts()
     ]
-    return RankOutput(pages, stories, sorted(breaking, key=lambda b: b["story_id"]))
+    unique = list({r["article_id"]: r for r in listings}.values())
+    return RankOutput(pages, stories, sorted(breaking, key=lambda b: b["story_id"]), unique, choices)
 
 
 def carry_live_stories(snapshot: dict[str, Any], history: PageHistory, now: datetime) -> None:
@@ -435,6 +468,9 @@ def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, sett
     # it was refused (stale) or lost its race, this cycle's pages wait for a later one.
     story_result = publish_stories(store, output.stories, now=now, validate=lambda new, prev: None)
     stories_live = story_result.published or story_result.reason == "unchanged"
+    if story_result.published and output.listings:
+        table = rows_to_table(output.listings, LISTINGS_SCHEMA)
+        write_segment(store, layout.listing_segment_key(now, content_segment_id(table)), table, LISTINGS_SCHEMA)
     crash_point("rank.after_stories")
     for i, ((edition, section), payload) in enumerate(sorted(output.pages.items())):
         if i == len(output.pages) // 2:
@@ -541,14 +577,15 @@ def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> di
 
 
 def rebuild_as_of(store: ObjectStore, at: datetime, settings: RankSettings,
-                  output_dir: Path | None = None) -> list[dict[str, Any]]:
+                  output_dir: Path | None = None, progress: Progress = NO_PROGRESS) -> list[dict[str, Any]]:
     """Rebuild every page (and story snapshot) version that was live at ``at`` from the logs, and
     compare the bytes.
 
     For each page, the version live at ``at`` is the newest published one (never an orphan: see
     :class:`PageHistory`) with ``as_of <= at``, or a later rollback's target; it is recomputed
     at its own ``as_of`` with its own version number. Nothing in the store is written; with
-    ``output_dir`` the rebuilt bytes go there under the same keys.
+    ``output_dir`` the rebuilt bytes go there under the same keys. ``progress`` counts the cycles
+    recomputed (one per distinct ``as_of``).
     """
     history = PageHistory(store)
     targets: dict[datetime, list[tuple[tuple[str, str] | None, int, str]]] = defaultdict(list)
@@ -562,7 +599,8 @@ def rebuild_as_of(store: ObjectStore, at: datetime, settings: RankSettings,
             as_of = payload["as_of"]
             targets[datetime.fromisoformat(as_of.replace("Z", "+00:00"))].append((page, found[0], found[1]))
     report = []
-    for when, pages in sorted(targets.items()):
+    advance = progress.stage("recomputing cycles", len(targets))
+    for when, pages in counted(sorted(targets.items()), advance):
         output = compute_pages(store, when, settings, history)
         for page, version, key in pages:
             rebuilt = output.stories if page is None else output.pages.get(page)
@@ -595,6 +633,6 @@ def rollback_pointer(store: ObjectStore, edition: str, section: str, version: in
     return result
 
 
-@task(name="publish_snapshot", retries=2, retry_delay_seconds=2, timeout_seconds=600, cache_policy=NO_CACHE)
+@task(name="publish_all", retries=2, retry_delay_seconds=2, timeout_seconds=600, cache_policy=NO_CACHE)
 def publish_all_task(store: ObjectStore, now: datetime, settings: RankSettings) -> dict[str, Any]:
     return publish_all(store, now, settings)

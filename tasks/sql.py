@@ -9,8 +9,17 @@ from typing import TextIO
 
 import duckdb
 
+from tasks.progress import NO_PROGRESS, Progress
 from warehouse.damage import collect_damage
-from warehouse.duck import TABLE_VIEWS, connect, export_day, load_example_sql, lock_down, split_queries
+from warehouse.duck import (
+    EXPORT_TABLES,
+    TABLE_VIEWS,
+    connect,
+    export_day,
+    load_example_sql,
+    lock_down,
+    split_queries,
+)
 from warehouse.store import ObjectStore
 
 TABLE_CELL_CHARS = 80
@@ -114,6 +123,8 @@ def example_query(name: str) -> str:
     return load_example_sql(name)
 
 
-def export_tables(store: ObjectStore, day: str, output: Path) -> dict[str, int]:
-    """``newsroom export``: a day's tables as Parquet for other tools."""
-    return export_day(store, day, output)
+def export_tables(store: ObjectStore, day: str, output: Path, progress: Progress = NO_PROGRESS) -> dict[str, int]:
+    """``newsroom export``: a day's tables as Parquet for other tools (the store is read first, then
+    each table is written; ``progress`` counts the tables)."""
+    advance = progress.stage(f"exporting {day}", len(EXPORT_TABLES))
+    return export_day(store, day, output, on_table=lambda name, rows: advance(1))

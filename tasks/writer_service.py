@@ -28,7 +28,7 @@ from tasks.cluster import WriterFencedError, cluster_language, keep_states_in_me
 from tasks.repair import repair_language
 from tasks.writer_state import COMPACT_EVERY, compact_writer_state
 from warehouse import layout
-from warehouse.integrity import parse_checkpoint
+from warehouse.checkpoints import WriterCheckpoint
 from warehouse.maintenance import is_compacted
 from warehouse.store import ObjectStore
 from warehouse.tables import list_segments
@@ -63,10 +63,10 @@ class ServiceReport:
 
 def _consumed(store: ObjectStore, language: str) -> set[str]:
     try:
-        checkpoint = parse_checkpoint(store.get(layout.story_checkpoint_key(language)).data)
+        checkpoint = WriterCheckpoint.parse(store.get(layout.story_checkpoint_key(language)).data)
     except Exception:  # noqa: BLE001 - a missing or damaged checkpoint: the writer run says why
         return set()
-    return set(checkpoint["consumed"]) if checkpoint else set()
+    return set(checkpoint.consumed) if checkpoint else set()
 
 
 def serve_language_writers(

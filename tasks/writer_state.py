@@ -34,11 +34,10 @@ from tasks.crashpoints import crash_point
 from transforms.clustering import LanguageClusterer
 from transforms.clustering.columns import StateColumns, clusterer_from_columns, state_changes, state_columns
 from warehouse import layout
-from warehouse.errors import ObjectNotFoundError, PreconditionFailedError
-from warehouse.integrity import parse_checkpoint
+from warehouse.checkpoints import WriterCheckpoint
+from warehouse.errors import ObjectNotFoundError, PreconditionFailedError, StateBlobError
 from warehouse.state_blobs import (
     STATE_TABLE_SCHEMAS,
-    StateBlobError,
     StateObject,
     columns_to_table,
     decode_state_object,
@@ -78,17 +77,6 @@ def paused_gc() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def is_state_object_key(key: str | None) -> bool:
-    """Whether a key names a version 4 state object (a base or a delta)."""
-    return key is not None and key.endswith(".nrws")
-
-
-def chain_of(checkpoint: dict[str, Any]) -> list[str]:
-    """The state objects a checkpoint names, base first; ``[]`` for none, or a JSON blob's key alone."""
-    key = checkpoint.get("state_key")
-    return [] if key is None else [key, *checkpoint.get("deltas", [])]
 
 
 def put_immutable(store: ObjectStore, key: str, data: bytes) -> None:
@@ -152,7 +140,7 @@ def load_chain(store: ObjectStore, chain: Sequence[str]) -> tuple[LanguageCluste
         try:
             objects.append(read_state_object(store, key))
         except StateBlobError as e:
-            raise StateObjectError(str(e), key) from e
+            raise StateObjectError(e.reason, key) from e
     with paused_gc():
         folded = fold_states(objects[0], objects[1:], SEEN_ARTICLES_KEPT)
         del objects
@@ -169,8 +157,8 @@ class StateObjectError(StateBlobError):
     """A state object of a writer's chain that cannot be read; ``key`` names it."""
 
     def __init__(self, message: str, key: str) -> None:
-        super().__init__(message)
-        self.key = key
+        super().__init__(message, key=key)
+        self.key: str = key
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +208,7 @@ def store_state(store: ObjectStore, language: str, offset: int, chain: list[str]
     """
     header: dict[str, Any] = {"format": "newsroom-writer-state", "offset": offset, "consumed": consumed,
                               "updated_at": updated_at}
-    full = (not chain or not is_state_object_key(chain[0]) or clusterer.journal is None
+    full = (not chain or not layout.is_state_object_key(chain[0]) or clusterer.journal is None
             or len(chain) > INLINE_BASE_AFTER * compact_every)
     if full:
         columns = state_columns(clusterer)
@@ -268,11 +256,11 @@ def compact_writer_state(store: ObjectStore, language: str, min_deltas: int = 1)
         no version 4 chain).
     """
     try:
-        checkpoint = parse_checkpoint(store.get(layout.story_checkpoint_key(language)).data)
+        checkpoint = WriterCheckpoint.parse(store.get(layout.story_checkpoint_key(language)).data)
     except ObjectNotFoundError:
         return None
-    chain = chain_of(checkpoint) if checkpoint is not None else []
-    if len(chain) - 1 < min_deltas or not is_state_object_key(chain[0]):
+    chain = checkpoint.chain if checkpoint is not None else []
+    if len(chain) - 1 < min_deltas or not layout.is_state_object_key(chain[0]):
         return None
     objects = [read_state_object(store, key) for key in chain]
     folded = fold_states(objects[0], objects[1:], SEEN_ARTICLES_KEPT)

@@ -143,10 +143,34 @@ def score_candidates(members: Sequence[Member], story_centroid: Mapping[str, flo
     return scored
 
 
-def choose_edition_representative(story_id: str, members: Sequence[Member], story_centroid: Mapping[str, float],
-                                  *, edition: str, region: str, is_local_story: bool, now: datetime,
-                                  impressions: Mapping[str, float], weights: RepresentativeWeights) -> Member:
-    """The representative for one story on one edition.
+@dataclass(frozen=True, slots=True)
+class RepresentativeChoice:
+    """How one story's representative was chosen on one edition (``newsroom explain``, issue 18).
+
+    ``candidates`` are the scored candidates, best first; ``stepped_aside`` the publishers whose
+    daily share of representative impressions would pass the cap (they gave way to the others);
+    ``near_ties`` the candidates within ``tie_margin`` of the best allowed one (free ones only, when
+    any is free), in score order; ``chosen`` is ``near_ties[rotation]``, the hourly rotation.
+    """
+
+    chosen: Member
+    candidates: tuple[tuple[float, Member], ...]
+    stepped_aside: tuple[str, ...]
+    near_ties: tuple[tuple[float, Member], ...]
+    rotation: int
+    budget_minutes: float
+
+    def summary(self) -> dict[str, Any]:
+        """The compact form a page carries for each story (the reader page's "Why this story?")."""
+        return {"candidates": len(self.candidates), "near_ties": [m["article_id"] for _, m in self.near_ties],
+                "stepped_aside": list(self.stepped_aside)}
+
+
+def explain_edition_representative(story_id: str, members: Sequence[Member], story_centroid: Mapping[str, float],
+                                   *, edition: str, region: str, is_local_story: bool, now: datetime,
+                                   impressions: Mapping[str, float], weights: RepresentativeWeights
+                                   ) -> RepresentativeChoice:
+    """The representative for one story on one edition, with every step of the choice.
 
     Publishers that would pass ``daily_share_cap`` of the edition's representative impressions today
     (counted against at least ``cap_min_total``) step aside when another candidate exists; near-ties (within ``tie_margin``) prefer free
@@ -155,19 +179,37 @@ def choose_edition_representative(story_id: str, members: Sequence[Member], stor
     Raises:
         ValueError: No member has a title (page assembly skips such a story).
     """
-    scored = score_candidates(members, story_centroid, region=region, is_local_story=is_local_story, now=now,
-                              weights=weights)
-    if not scored:
+    candidates = score_candidates(members, story_centroid, region=region, is_local_story=is_local_story, now=now,
+                                  weights=weights)
+    if not candidates:
         raise ValueError(f"story {story_id} has no titled article to stand for it")
     w = weights.impression_minutes
     budget = weights.daily_share_cap * max(sum(impressions.values()) + w, weights.cap_min_total * w)
-    allowed = [sm for sm in scored if impressions.get(sm[1]["publisher_id"], 0.0) + w <= budget]
-    scored = allowed or scored
+    allowed = [sm for sm in candidates if impressions.get(sm[1]["publisher_id"], 0.0) + w <= budget]
+    stepped_aside = sorted({m["publisher_id"] for _, m in candidates} - {m["publisher_id"] for _, m in allowed}) \
+        if allowed else []
+    scored = allowed or candidates
     best = scored[0][0]
     ties = [sm for sm in scored if sm[0] >= best - abs(best) * weights.tie_margin]
     free = [sm for sm in ties if not sm[1]["is_paywalled"]]
     ties = free or ties
-    return ties[rotation_index(story_id, edition, now.replace(minute=0, second=0, microsecond=0), len(ties))][1]
+    rotation = rotation_index(story_id, edition, now.replace(minute=0, second=0, microsecond=0), len(ties))
+    return RepresentativeChoice(chosen=ties[rotation][1], candidates=tuple(candidates),
+                                stepped_aside=tuple(stepped_aside), near_ties=tuple(ties), rotation=rotation,
+                                budget_minutes=budget)
+
+
+def choose_edition_representative(story_id: str, members: Sequence[Member], story_centroid: Mapping[str, float],
+                                  *, edition: str, region: str, is_local_story: bool, now: datetime,
+                                  impressions: Mapping[str, float], weights: RepresentativeWeights) -> Member:
+    """The representative for one story on one edition (:func:`explain_edition_representative`'s choice).
+
+    Raises:
+        ValueError: No member has a title (page assembly skips such a story).
+    """
+    return explain_edition_representative(story_id, members, story_centroid, edition=edition, region=region,
+                                          is_local_story=is_local_story, now=now, impressions=impressions,
+                                          weights=weights).chosen
 
 
 def supporting_links(representative: Member, members: Sequence[Member], *, count: int, mmr_lambda: float,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from warehouse.schemas import (
     CLICKS_SCHEMA,
     FEED_STATE_SCHEMA,
     FEEDS_SCHEMA,
+    FETCHES_SCHEMA,
+    LISTINGS_SCHEMA,
     PAGES_SCHEMA,
     PUBLISHERS_SCHEMA,
     STORY_CHANGES_SCHEMA,
@@ -28,7 +31,8 @@ from warehouse.tables import list_segments, read_segments, read_table
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 """The SQL files ship inside the package (package data), next to this module."""
-TABLE_VIEWS = ("articles", "stories", "story_changes", "feeds", "publishers", "pages", "clicks", "article_links")
+TABLE_VIEWS = ("articles", "stories", "story_changes", "feeds", "publishers", "pages", "clicks", "article_links",
+               "fetches", "listings")
 EXAMPLE_QUERIES = ("first_reporter", "originality_rate", "syndication_chains", "story_lineage",
                    "coverage_by_region")
 """Documented analyst queries in ``warehouse/sql/examples`` (docs/queries.md), each tested."""
@@ -46,12 +50,17 @@ def load_example_sql(name: str) -> str:
     return (SQL_DIR / "examples" / f"{name}.sql").read_text(encoding="utf-8")
 
 
-def export_day(store: ObjectStore, day: str, output: Path) -> dict[str, int]:
+EXPORT_TABLES = ("articles", "story_changes", "clicks", "publishers", "feeds", "article_links", "stories")
+"""The Parquet files ``export_day`` writes, in order."""
+
+
+def export_day(store: ObjectStore, day: str, output: Path,
+               on_table: Callable[[str, int], None] | None = None) -> dict[str, int]:
     """Write one UTC day's rows of every log table, the stories active that day, and the registry,
-    as Parquet files in ``output``."""
+    as Parquet files in ``output``; ``on_table(name, rows)`` is called as each file is written."""
     con = connect(store)
     output.mkdir(parents=True, exist_ok=True)
-    queries = {
+    queries: dict[str, str] = {
         "articles": "select * from articles where cast(first_seen_at as date) = cast($day as date)",
         "story_changes": "select * from story_changes where cast(changed_at as date) = cast($day as date)",
         "clicks": "select * from clicks where cast(clicked_at as date) = cast($day as date)",
@@ -62,6 +71,7 @@ def export_day(store: ObjectStore, day: str, output: Path) -> dict[str, int]:
         "stories": "select * from stories where cast(first_seen_at as date) <= cast($day as date)"
                    " and cast(last_seen_at as date) >= cast($day as date)",
     }
+    assert tuple(queries) == EXPORT_TABLES
     counts = {}
     try:
         for name, query in queries.items():
@@ -69,6 +79,8 @@ def export_day(store: ObjectStore, day: str, output: Path) -> dict[str, int]:
             table = con.sql(query, params=params).to_arrow_table()
             pq.write_table(table, output / f"{name}.parquet", compression="zstd")
             counts[name] = table.num_rows
+            if on_table is not None:
+                on_table(name, table.num_rows)
     finally:
         con.close()
     return counts
@@ -130,6 +142,8 @@ def read_raw_tables(store: ObjectStore) -> dict[str, pa.Table]:
         "feed_state": feed_state,
         "clicks_log": log_table(layout.CLICKS_PREFIX, CLICKS_SCHEMA),
         "article_links_log": log_table("log/article_links/", ARTICLE_LINKS_SCHEMA),
+        "fetches_log": log_table(layout.FETCHES_PREFIX, FETCHES_SCHEMA),
+        "listings_log": log_table(layout.LISTINGS_PREFIX, LISTINGS_SCHEMA),
         "pages_raw": _pages_table(store),
     }
 

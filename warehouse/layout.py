@@ -19,6 +19,8 @@ STORY_CHANGES_PREFIX = "log/story_changes/"
 STORY_STATE_PREFIX = "state/stories/"
 PAGES_PREFIX = "pages/"
 CLICKS_PREFIX = "log/clicks/"
+FETCHES_PREFIX = "log/fetches/"
+LISTINGS_PREFIX = "log/listings/"
 WEBSUB_PREFIX = "state/websub/"
 PUSH_PREFIX = "state/push/"
 ROBOTS_CACHE_KEY = "state/robots/robots.json.gz"
@@ -75,6 +77,17 @@ def story_state_object_key(language: str, kind: str, offset: int, content_id: st
     if kind not in ("base", "delta"):
         raise ValueError(f"a state object is a base or a delta, got {kind!r}")
     return f"{STORY_STATE_PREFIX}{_check(language, 'language')}/{kind}-{offset:016d}-{_check(content_id, 'content id')}.nrws"
+
+
+def is_state_object_key(key: str | None) -> bool:
+    """Whether a key names a version 4 state object (a base or a delta), not a JSON state blob.
+
+    >>> is_state_object_key("state/stories/en/base-0000000000000007-ab12.nrws")
+    True
+    >>> is_state_object_key("state/stories/en/state-0000000000000007-ab12.json.zst")
+    False
+    """
+    return key is not None and key.endswith(".nrws")
 
 
 def story_compacted_key(language: str) -> str:
@@ -140,6 +153,16 @@ def story_snapshot_pointer_key() -> str:
 def article_links_key(day: datetime, segment_id: str) -> str:
     """Key of a segment of links from other URLs (AMP, print) to the article they copy."""
     return f"log/article_links/date={day:%Y-%m-%d}/{_check(segment_id, 'segment id')}.parquet"
+
+
+def fetch_segment_key(day: datetime, segment_id: str) -> str:
+    """Key of one ingest run's fetches (feed polls and page fetches), named by a hash of its rows."""
+    return f"{FETCHES_PREFIX}date={day:%Y-%m-%d}/{_check(segment_id, 'segment id')}.parquet"
+
+
+def listing_segment_key(day: datetime, segment_id: str) -> str:
+    """Key of one rank cycle's newly listed articles, named by a hash of its rows."""
+    return f"{LISTINGS_PREFIX}date={day:%Y-%m-%d}/{_check(segment_id, 'segment id')}.parquet"
 
 
 def partition_day(key: str) -> str | None:

@@ -28,7 +28,13 @@ import pyarrow.compute as pc
 from warehouse import layout
 from warehouse.damage import collect_damage, describe_error, record_damage
 from warehouse.errors import ObjectNotFoundError
-from warehouse.schemas import ARTICLES_SCHEMA, CLICKS_SCHEMA, STORY_CHANGES_SCHEMA
+from warehouse.schemas import (
+    ARTICLES_SCHEMA,
+    CLICKS_SCHEMA,
+    FETCHES_SCHEMA,
+    LISTINGS_SCHEMA,
+    STORY_CHANGES_SCHEMA,
+)
 from warehouse.store import (
     TEMPORARY_MAX_AGE_SECONDS,
     ObjectStore,
@@ -188,7 +194,8 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
 
     An article segment is merged once the writer of every language it holds, and every writer with
     a checkpoint, has consumed it (writers never read compacted segments; a language whose writer
-    has not committed yet has consumed nothing). Click segments of days before ``now``'s day, and
+    has not committed yet has consumed nothing). Fetch and listing segments are merged whenever there are
+    enough; click segments of days before ``now``'s day, and
     story-change segments whose changes all precede ``now``'s day and that their language writer
     has committed (below its checkpoint's offset), are merged per folder.
     """
@@ -222,6 +229,21 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
             continue
         _compact(store, folder, _read_each(store, small, CLICKS_SCHEMA), compacted, CLICKS_SCHEMA, ["click_id"],
                  ["clicked_at", "click_id"], min_segments, report)
+    # Fetches and listings (the dashboards' logs, issue 18): one segment per run, complete once
+    # written, so merged at every maintenance run, today's too (every rank and health run reads
+    # them through warehouse.duck.connect, and a day holds one segment per minute).
+    for prefix, schema, identity, order in [
+        (layout.FETCHES_PREFIX, FETCHES_SCHEMA, ["fetch_id"], ["fetched_at", "fetch_id"]),
+        (layout.LISTINGS_PREFIX, LISTINGS_SCHEMA, ["article_id", "story_id", "listed_at"],
+         ["listed_at", "article_id", "story_id"]),
+    ]:
+        for folder, keys in sorted(_by_folder(list_segments(store, prefix)).items()):
+            compacted = [k for k in keys if is_compacted(k)]
+            small = [k for k in keys if not is_compacted(k)]
+            if layout.partition_day(folder) is None or not _worth_compacting(small, compacted, min_segments):
+                continue
+            _compact(store, folder, _read_each(store, small, schema), compacted, schema, identity, order,
+                     min_segments, report)
     first_uncommitted = _first_uncommitted_changes(store)
     for folder, keys in sorted(_by_folder(list_segments(store, layout.STORY_CHANGES_PREFIX)).items()):
         compacted = [k for k in keys if is_compacted(k)]
@@ -271,13 +293,15 @@ def prune_writer_states(store: ObjectStore, *, keep: int = 3, report: Maintenanc
 
 def apply_retention(store: ObjectStore, now: datetime, *, article_days: int = 30, click_days: int = 90,
                     report: MaintenanceReport | None = None) -> MaintenanceReport:
-    """Delete article partitions older than ``article_days`` and click partitions older than ``click_days``.
+    """Delete article partitions older than ``article_days`` and click partitions older than ``click_days``;
+    fetch and listing partitions (the dashboards' logs) go with the articles.
 
     Story changes follow their articles: a compacted story-change segment whose newest change is
     older than ``article_days`` is deleted.
     """
     report = report or MaintenanceReport()
-    for prefix, days in [(layout.ARTICLES_PREFIX, article_days), (layout.CLICKS_PREFIX, click_days)]:
+    for prefix, days in [(layout.ARTICLES_PREFIX, article_days), (layout.CLICKS_PREFIX, click_days),
+                         (layout.FETCHES_PREFIX, article_days), (layout.LISTINGS_PREFIX, article_days)]:
         cutoff = (now - timedelta(days=days)).strftime("%Y-%m-%d")
         for key in list_segments(store, prefix):
             day = layout.partition_day(key)

@@ -144,3 +144,33 @@ ARTICLE_LINKS_SCHEMA = pa.schema(
         ("first_seen_at", _TS),
     ]
 )
+
+FETCHES_SCHEMA = pa.schema(
+    [
+        ("fetch_id", pa.string()),  # blake2b of (run instant, kind, url): a rerun of the same run repeats it
+        ("fetched_at", _TS),  # the ingest run's instant
+        ("kind", pa.string()),  # feed | page
+        ("feed_id", pa.string()),
+        ("publisher_id", pa.string()),
+        ("host", pa.string()),  # the politeness key, host[:port]
+        ("url", pa.string()),
+        ("status", pa.int16()),  # null when no response came (timeout, refused, robots.txt)
+        ("is_conditional", pa.bool_()),  # a feed poll that sent If-None-Match or If-Modified-Since
+        ("error_kind", pa.string()),
+        ("elapsed_ms", pa.float32()),
+        ("interval_seconds", pa.int32()),  # feeds: until the next poll
+        ("poll_reason", pa.string()),  # feeds: the rule that set it (rate, retry_after, backoff, ...)
+    ]
+)
+"""One row per HTTP fetch an ingest run made (feed polls and article pages), for the health flow's
+fetch, error and politeness dashboards (issue 18). Metrics only: no body, no header beyond the status."""
+
+LISTINGS_SCHEMA = pa.schema(
+    [
+        ("article_id", pa.string()),
+        ("story_id", pa.string()),
+        ("listed_at", _TS),  # the rank cycle whose published story snapshot first held the article
+    ]
+)
+"""When each article first reached a page (in its story's Full Coverage), for the freshness dashboard
+(published -> first seen -> in a story -> on a page, issue 18)."""

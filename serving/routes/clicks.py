@@ -20,6 +20,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 from serving.clicks import log_click, record_read_quietly
 from serving.deps import ClickLogDep, ProfilesDep, SignerDep, _bearer
 from serving.errors import UnknownArticleError
+from serving.head import is_head
 from serving.models import ClickTokenPublic, ClickTokenRequest, ErrorPublic
 from serving.routes.readers import private_json
 
@@ -70,14 +71,16 @@ def create_click_token(
     summary="Log a click (buffered), and redirect to the publisher",
 )
 def follow_click(
+    request: Request,
     token: Annotated[str, Path(max_length=4096)],
     signer: SignerDep,
     clicks: ClickLogDep,
 ) -> Response:
     click = signer.verify_click(token)
+    # HEAD is safe (RFC 9110 section 9.2.1): a link checker asking where a token leads is no click.
     # Buffered in memory, never waiting on the store (serving.clicks): a store outage can cost a
     # click, never the reader's redirect.
-    logged = log_click(clicks, click, datetime.fromtimestamp(time.time(), UTC))
+    logged = not is_head(request.scope) and log_click(clicks, click, datetime.fromtimestamp(time.time(), UTC))
     headers = {
         "Location": click.url,
         "Cache-Control": "no-store",

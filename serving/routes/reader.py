@@ -19,6 +19,10 @@ CONTENT_SECURITY_POLICY = (
 router = APIRouter(tags=["reader"])
 
 
+FAVICON_CACHE_CONTROL = "public, max-age=86400"
+"""The icon changes with a release at most; a day in any cache is fine."""
+
+
 @router.get("/", include_in_schema=False)
 def index() -> FileResponse:
     # no-cache: revalidate every time (cheap: FileResponse sends an ETag) so a deploy shows at once.
@@ -27,3 +31,10 @@ def index() -> FileResponse:
         media_type="text/html",
         headers={"Cache-Control": "no-cache", "Content-Security-Policy": CONTENT_SECURITY_POLICY},
     )
+
+
+@router.get("/favicon.ico", include_in_schema=False)
+def favicon() -> FileResponse:
+    """Browsers and feed readers ask for ``/favicon.ico`` whatever the page links (it 404ed)."""
+    return FileResponse(STATIC_DIR / "favicon.ico", media_type="image/vnd.microsoft.icon",
+                        headers={"Cache-Control": FAVICON_CACHE_CONTROL})

@@ -445,6 +445,8 @@
     list.setAttribute("aria-label", t("sources_label"));
     list.append(...sources.slice(0, MAX_SOURCES_ON_CARD).map((s) => sourceItem(s, ctx)));
 
+    if (options.why && story.score_parts) list.after(whyPanel(story, options.why));
+
     const more = node.querySelector(".full-coverage");
     more.href = storyHash(story.story_id);
     const hidden = sources.length - MAX_SOURCES_ON_CARD;
@@ -462,6 +464,129 @@
       controls.append(more, follow);
     }
     return node;
+  }
+
+  // ---- "Why this story?" (issue 18) -----------------------------------------------------------
+  // The card's score_parts and the page's ranking weights (docs/snapshots.md), turned back into
+  // what they stand for: the publishers' combined authority behind coverage, the age of the latest
+  // report behind freshness, the region's share, Breaking, the publisher cap, and how the parts
+  // multiply into the score. Nothing is fetched: the page already holds every number.
+
+  function num(value, fallback) {
+    const n = Number(value);
+    return Number.isFinite(n) ? n : fallback;
+  }
+
+  function fixed(value, digits = 2) {
+    return new Intl.NumberFormat(i18n.locale, { minimumFractionDigits: digits, maximumFractionDigits: digits })
+      .format(value);
+  }
+
+  function percent(value) {
+    return new Intl.NumberFormat(i18n.locale, { style: "percent", maximumFractionDigits: 0 }).format(value);
+  }
+
+  function agoText(hours) {
+    const minutes = Math.round(hours * 60);
+    if (minutes < 90) return rtf.format(-minutes, "minute");
+    if (hours < 36) return rtf.format(-Math.round(hours), "hour");
+    return rtf.format(-Math.round(hours / 24), "day");
+  }
+
+  function publisherName(story, publisherId) {
+    const found = (story.sources || []).find((s) => s.publisher_id === publisherId);
+    return found && found.publisher ? found.publisher : publisherId;
+  }
+
+  // The numbers the view shows, from the story and the page alone (a browser test checks each
+  // against the snapshot).
+  function whyNumbers(story, ranking) {
+    const parts = story.score_parts || {};
+    const w = {
+      coverage: num(ranking.coverage_weight, 1), velocity: num(ranking.velocity_weight, 0.5),
+      freshness: num(ranking.freshness_weight, 1), regional: num(ranking.regional_weight, 0.5),
+    };
+    const coverage = num(parts.coverage, 0);
+    const velocity = num(parts.velocity, 0);
+    const freshness = num(parts.freshness, 0);
+    const share = num(parts.regional_share, 0);
+    const halfLife = num(ranking.freshness_half_life_hours, 4);
+    const factor = 1 - w.regional + w.regional * share;
+    const score = num(story.score, 0);
+    return {
+      w, coverage, velocity, freshness, share, halfLife, factor, score,
+      authority: Math.expm1(coverage),
+      ageHours: freshness > 0 ? -Math.log2(freshness) * halfLife : null,
+      baseNow: (w.coverage * coverage + w.velocity * velocity) * Math.pow(freshness, w.freshness),
+      baseAveraged: factor ? score / factor : 0,
+      cycles: num(ranking.smoothing_cycles, 5),
+      windowHours: num(ranking.coverage_window_hours, 6),
+      cap: num(ranking.publisher_daily_share_cap, 0.1),
+    };
+  }
+
+  function whyRow(part, label, value, note) {
+    const row = el("div", "why-row");
+    row.dataset.part = part;
+    row.append(el("dt", "why-label", label));
+    const dd = el("dd", "why-detail");
+    if (value !== null) dd.append(el("span", "why-value", value));
+    dd.append(el("span", "why-note", note));
+    row.append(dd);
+    return row;
+  }
+
+  function whyBody(story, why) {
+    const n = whyNumbers(story, why.ranking);
+    const region = (why.edition || "").split("-").pop();
+    const body = el("div", "why-body");
+    body.append(el("p", "why-rank", t("why_rank", {
+      rank: story.rank ?? "?", page: sectionLabel(why.section), score: fixed(n.score, 2),
+    })));
+    const list = el("dl", "why-parts");
+    list.append(
+      whyRow("coverage", t("why_coverage"), fixed(n.coverage), t("why_coverage_note", { hours: n.windowHours })),
+      whyRow("authority", t("why_authority"), fixed(n.authority), t("why_authority_note")),
+      whyRow("velocity", t("why_velocity"), fixed(n.velocity), t("why_velocity_note")),
+      whyRow("freshness", t("why_freshness"), fixed(n.freshness),
+        n.ageHours === null ? t("why_freshness_old", { hours: n.halfLife })
+          : t("why_freshness_note", { age: agoText(n.ageHours), hours: n.halfLife })),
+      whyRow("region", t("why_region"), percent(n.share), t("why_region_note", { region })),
+    );
+    const breaking = story.is_breaking
+      ? whyRow("breaking", t("why_breaking"), null, t("why_breaking_yes", { time: relativeTime(story.breaking_since) }))
+      : whyRow("breaking", t("why_breaking"), null, t("why_breaking_no"));
+    list.append(breaking);
+    const choice = story.representative_choice;
+    if (choice) {
+      const aside = Array.isArray(choice.stepped_aside) ? choice.stepped_aside : [];
+      list.append(whyRow("cap", t("why_cap"), null, aside.length
+        ? t("why_cap_stepped_aside", { publishers: aside.map((p) => publisherName(story, p)).join(", "), cap: percent(n.cap) })
+        : t("why_cap_none", { cap: percent(n.cap) })));
+      const ties = Array.isArray(choice.near_ties) ? choice.near_ties.length : 0;
+      list.append(whyRow("headline", t("why_headline"), null,
+        t("why_headline_note", { count: num(choice.candidates, 0) })
+        + (ties > 1 ? ` ${t("why_near_ties", { count: ties })}` : "")));
+    }
+    body.append(list);
+    const formula = el("p", "why-formula");
+    formula.dataset.part = "formula";
+    formula.textContent = t(story.is_breaking ? "why_formula_breaking" : "why_formula", {
+      wc: fixed(n.w.coverage, 1), wv: fixed(n.w.velocity, 1), wf: fixed(n.w.freshness, 1),
+      now: fixed(n.baseNow), avg: fixed(n.baseAveraged), cycles: n.cycles, factor: fixed(n.factor), score: fixed(n.score),
+    });
+    body.append(el("h4", "why-subheading", t("why_formula_heading")), formula);
+    return body;
+  }
+
+  function whyPanel(story, why) {
+    const details = el("details", "why");
+    const summary = el("summary", "why-toggle", t("why_this_story"));
+    details.append(summary);
+    details.addEventListener("toggle", () => {
+      if (details.open && !details.querySelector(".why-body")) details.append(whyBody(story, why));
+    });
+    return details;
   }
 
   async function showPage(wantedEdition, wantedSection, { quiet = false } = {}) {
@@ -497,7 +622,8 @@
     const stories = Array.isArray(page.stories) ? page.stories : [];
     const heading = el("h2", "page-heading", sectionLabel(section));
     const grid = el("div", "story-grid");
-    grid.append(...stories.map((story, i) => storyCard(story, i)));
+    const why = { ranking: page.ranking || {}, asOf: page.as_of, section, edition };
+    grid.append(...stories.map((story, i) => storyCard(story, i, { why })));
     els.front.replaceChildren(heading, grid);
     els.coverage.hidden = true;
     els.front.hidden = false;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,8 +15,12 @@ from fastapi.testclient import TestClient
 
 from serving.app import create_app
 from serving.settings import ServingSettings
+from serving.signing import Signer
+from warehouse import layout
+from warehouse.schemas import CLICKS_SCHEMA
 from warehouse.snapshots import PAGE_SCHEMA, STORIES_SCHEMA, publish_page, publish_stories
 from warehouse.store import LocalStore, ObjectStore, StoredObject
+from warehouse.tables import list_segments, read_segments
 
 
 def accept(new: dict[str, Any], previous: dict[str, Any] | None) -> str | None:
@@ -138,6 +143,36 @@ def _source(
     }
 
 
+RANKING = {"coverage_weight": 1.0, "velocity_weight": 0.5, "freshness_weight": 1.0, "regional_weight": 0.5,
+           "smoothing_cycles": 5, "freshness_half_life_hours": 4.0, "coverage_window_hours": 6.0,
+           "breaking_hours": 2.0, "publisher_daily_share_cap": 0.1, "representative_tie_margin": 0.05}
+"""The ranking weights a page carries (docs/snapshots.md), as rank & publish writes them by default."""
+
+# Per story (by rank): velocity, regional share, Breaking, the publishers that stepped aside for
+# the daily cap, near-ties, as rank & publish writes them (score_parts, representative_choice).
+_WHY: list[tuple[float, float, bool, list[str], int]] = [
+    (0.6931, 0.8, True, [], 1), (0.0, 0.5, False, ["daily-ledger"], 2), (0.1823, 1.0, False, [], 1),
+    (0.0, 0.0, False, [], 3),
+]
+
+
+def _why(score: float, rank: int, rows: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
+    """``score_parts`` consistent with ``score`` under ``RANKING``: the coverage is what makes them agree."""
+    velocity, share, breaking, aside, ties = _WHY[(rank - 1) % len(_WHY)]
+    latest = max(datetime.fromisoformat(r["first_seen_at"].replace("Z", "+00:00")) for r in rows if not r["is_copy"])
+    freshness = 0.5 ** ((now - latest).total_seconds() / 3600 / RANKING["freshness_half_life_hours"])
+    factor = 1 - RANKING["regional_weight"] + RANKING["regional_weight"] * share
+    coverage = (score / factor) / freshness - RANKING["velocity_weight"] * velocity
+    originals = [r for r in rows if not r["is_copy"]]
+    return {
+        "score_parts": {"coverage": round(coverage, 4), "velocity": velocity, "freshness": round(freshness, 4),
+                        "regional_share": share},
+        "is_breaking": breaking, "breaking_since": _iso(now - timedelta(minutes=50)) if breaking else None,
+        "representative_choice": {"candidates": len(originals), "stepped_aside": aside,
+                                  "near_ties": [r["article_id"] for r in originals[:ties]]},
+    }
+
+
 def make_stories(now: datetime, image_base: str | None = None, url_base: str | None = None) -> list[dict[str, Any]]:
     """Page story objects (representative source first), ranked in list order."""
     stories = []
@@ -153,7 +188,7 @@ def make_stories(now: datetime, image_base: str | None = None, url_base: str | N
                 "story_id": story_id,
                 "rank": rank,
                 "score": round(3.0 - rank * 0.4, 2),
-                "score_parts": {"coverage": 1.5, "freshness": 0.9},
+                **_why(round(3.0 - rank * 0.4, 2), rank, rows, now),
                 "title": title,
                 "snippet": snippet,
                 "image_url": f"{base}/{story_id}.svg" if has_image else None,
@@ -176,6 +211,7 @@ def page_payload(edition: str, section: str, stories: list[dict[str, Any]], now:
         "section": section,
         "version": 0,
         "as_of": _iso(now),
+        "ranking": RANKING,
         "stories": stories,
     }
 
@@ -301,3 +337,48 @@ def local_store(tmp_path: Path) -> ObjectStore:
 def client(local_store: ObjectStore, tmp_path: Path) -> Iterator[TestClient]:
     with TestClient(create_app(local_store, settings_for(tmp_path))) as c:
         yield c
+
+
+# -- readers, tokens and clicks over the fixture -------------------------------------------------
+
+FIRST_ARTICLE = "0196f1c2a3b40001-a0"
+"""The lead article of the fixture's first story."""
+SPORTS_STORY = "0196f1c2a3b40004"
+
+
+def signer() -> Signer:
+    return Signer(HMAC_KEY.encode(), click_ttl_seconds=86400, session_ttl_seconds=86400)
+
+
+def publish_with_first_url(store: ObjectStore, url: str) -> None:
+    """The en-US front page and story snapshot, with the first story's lead article at ``url``."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    stories = make_stories(now)
+    stories[0]["sources"][0]["url"] = url
+    assert publish_page(store, "en-US", "top", page_payload("en-US", "top", stories, now), now=now,
+                        validate=accept).published
+    assert publish_stories(store, stories_payload(stories, ["en-US"], now, ALIASES), now=now, validate=accept).published
+
+
+def client_with_first_url(tmp_path: Path, url: str) -> tuple[ObjectStore, TestClient]:
+    store = LocalStore(tmp_path / "store")
+    publish_with_first_url(store, url)
+    return store, TestClient(create_app(store, settings_for(tmp_path)), raise_server_exceptions=False)
+
+
+def sign_in(client: TestClient, reader: str) -> dict[str, str]:
+    return {"Authorization": "Bearer " + client.post("/v1/session", json={"reader": reader}).json()["token"]}
+
+
+def clicks_in(store: ObjectStore, client: TestClient | None = None) -> list[dict[str, object]]:
+    """The clicks written to ``store``, after ``client``'s app wrote its buffer when given."""
+    if client is not None:
+        flush_clicks(client)
+    keys = list_segments(store, layout.CLICKS_PREFIX)
+    return read_segments(store, keys, CLICKS_SCHEMA).to_pylist() if keys else []
+
+
+def token_json(token: str) -> str:
+    """What anyone can read from a token without the key: its payload, as text."""
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    return raw[:-32].decode()

@@ -27,7 +27,7 @@ from serving.app import create_app
 from serving.settings import ServingSettings
 from warehouse import layout
 from warehouse.schemas import CLICKS_SCHEMA
-from warehouse.snapshots import publish_page
+from warehouse.snapshots import publish_page, read_live_page
 from warehouse.store import LocalStore
 from warehouse.tables import list_segments, read_segments
 
@@ -325,3 +325,82 @@ def test_reader_for_you_follow_hide_new_stories_and_click_through(site: RunningS
     assert rows[0]["reader_hash"]
     assert blocked == [], "the reader page must not fetch anything from outside"
     assert errors == [], json.dumps(errors)
+
+
+def _fixed(value: float, digits: int = 2) -> str:
+    return f"{value:,.{digits}f}"
+
+
+def test_why_this_story_shows_the_numbers_of_the_snapshot(site: RunningSite, tmp_path: Path) -> None:
+    """Issue 18: every number the "Why this story?" view shows comes from the published page."""
+    import math
+
+    from playwright.sync_api import expect, sync_playwright
+
+    shots = Path(os.environ.get("NEWSROOM_SCREENSHOT_DIR") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    published = json.loads(read_live_page(site.store, "en-US", "top").data)
+    weights = published["ranking"]
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+            context.route("**/*", lambda route: route.continue_() if urlsplit(route.request.url).hostname == LOOPBACK
+                          else route.abort())
+            page = context.new_page()
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"{site.base_url}/#/e/en-US/top")
+            expect(page.locator("article.story")).to_have_count(len(published["stories"]))
+
+            for story in published["stories"]:
+                card = page.locator(f'article.story[data-story-id="{story["story_id"]}"]')
+                why = card.locator("details.why")
+                expect(why.locator("summary")).to_have_text("Why this story?")
+                expect(why.locator(".why-body")).to_have_count(0)  # built when opened
+                why.locator("summary").click()
+                parts = story["score_parts"]
+
+                def value(part: str, card=card) -> str:  # noqa: B023 - used within the iteration
+                    return card.locator(f'.why-row[data-part="{part}"] .why-value').inner_text()
+
+                assert value("coverage") == _fixed(parts["coverage"])
+                assert value("authority") == _fixed(math.expm1(parts["coverage"]))
+                assert value("velocity") == _fixed(parts["velocity"])
+                assert value("freshness") == _fixed(parts["freshness"])
+                assert value("region") == f"{round(parts['regional_share'] * 100)}%"
+                expect(card.locator(".why-rank")).to_have_text(
+                    f"#{story['rank']} on Top stories · score {_fixed(story['score'])}")
+                breaking = card.locator('.why-row[data-part="breaking"] .why-note')
+                if story["is_breaking"]:
+                    expect(breaking).to_contain_text("yes, since")
+                else:
+                    expect(breaking).to_have_text("no")
+                cap = card.locator('.why-row[data-part="cap"] .why-note')
+                aside = story["representative_choice"]["stepped_aside"]
+                if aside:
+                    names = {s["publisher_id"]: s["publisher"] for s in story["sources"]}
+                    expect(cap).to_have_text(re.compile(rf"^{re.escape(', '.join(names[a] for a in aside))} stepped aside"))
+                    expect(cap).to_contain_text(f"{weights['publisher_daily_share_cap']:.0%}")
+                else:
+                    expect(cap).to_have_text(f"no publisher was held back by the "
+                                             f"{weights['publisher_daily_share_cap']:.0%} daily cap")
+                expect(card.locator('.why-row[data-part="headline"] .why-note')).to_contain_text(
+                    f"chosen from {story['representative_choice']['candidates']} report")
+                w_r = weights["regional_weight"]
+                factor = 1 - w_r + w_r * parts["regional_share"]
+                now = (weights["coverage_weight"] * parts["coverage"] + weights["velocity_weight"] * parts["velocity"]) \
+                    * parts["freshness"] ** weights["freshness_weight"]
+                formula = card.locator(".why-formula")
+                expect(formula).to_contain_text(f"= {_fixed(now)}")
+                expect(formula).to_contain_text(f"× region factor {_fixed(factor)} = score {_fixed(story['score'])}")
+                if not story["is_breaking"]:
+                    expect(formula).to_contain_text(f"averaged over the last {weights['smoothing_cycles']} updates: "
+                                                    f"{_fixed(story['score'] / factor)}")
+            second = page.locator(f'article.story[data-story-id="{published["stories"][1]["story_id"]}"]')
+            second.scroll_into_view_if_needed()
+            page.wait_for_function("[...document.images].every((i) => i.complete)")
+            second.screenshot(path=str(shots / "reader-why-this-story.png"))
+        finally:
+            browser.close()
+    assert errors == []

@@ -21,7 +21,6 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from transforms.clustering.columns import Journal
 from transforms.clustering.copies import CopyIndex
 from transforms.clustering.edits import merge_stories, split_story
 from transforms.clustering.idf import ENTITY_PREFIX, Idf, OnlineIdf
@@ -38,6 +37,7 @@ from transforms.clustering.scoring import (
 from transforms.clustering.state import clusterer_from_state, clusterer_to_state
 from transforms.clustering.story import (
     Assignment,
+    Journal,
     Member,
     Story,
     add_copy,

@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from transforms.clustering.params import ClusterParams
 from transforms.clustering.state import params_from_state
-from transforms.clustering.story import Member, Story
+from transforms.clustering.story import Journal, Member, Story
 from transforms.signatures import NUM_PERM, SIGNATURE_VERSION
 
 if TYPE_CHECKING:
@@ -76,13 +76,6 @@ def _fingerprint(story: Story) -> tuple[object, ...]:
     is identity first): a replaced centroid, member, year list or counter shows."""
     return (story.centroid, tuple(story.members), story.years, len(story.entities), story.first_article_id,
             story.first_seen_ms, story.last_seen_ms, story.size, story.trimmed, story.repaired_ms)
-
-
-@dataclass(slots=True)
-class Journal:
-    """What the last commit stored of each story: its fingerprint and its cached norms."""
-
-    stories: dict[str, tuple[tuple[object, ...], tuple[float, float, float] | None]] = field(default_factory=dict)
 
 
 def mark_committed(clusterer: LanguageClusterer) -> None:

@@ -264,3 +264,12 @@ def trim_members(story: Story, cutoff_ms: int, kept_originals: int = KEPT_ORIGIN
         story.members = keep
         story.trimmed += len(dropped)
     return dropped
+
+
+@dataclass(slots=True)
+class Journal:
+    """What a writer's last commit stored of each story: its fingerprint and its cached norms
+    (``transforms.clustering.columns`` makes and reads it; here so the clusterer that holds one
+    needs no import of the columns)."""
+
+    stories: dict[str, tuple[tuple[object, ...], tuple[float, float, float] | None]] = field(default_factory=dict)

@@ -1,7 +1,8 @@
 -- views: the analyst-facing tables over the raw logs registered by warehouse.duck.connect.
 -- inputs: articles_log, story_changes_log, publishers_raw, feed_registry, feed_state, clicks_log,
---         article_links_log, pages_raw
--- output: views articles, story_changes, story_assignments, stories, feeds, publishers, pages, clicks, article_links
+--         article_links_log, pages_raw, fetches_log, listings_log
+-- output: views articles, story_changes, story_assignments, stories, feeds, publishers, pages, clicks,
+--         article_links, fetches, listings
 -- An article is its first-seen row per (article_id, version); a rerun after a crash may have
 -- appended the same row twice, and the views count it once.
 create or replace view articles as
@@ -50,6 +51,18 @@ select * from article_links_log;
 
 create or replace view pages as
 select * from pages_raw;
+
+-- fetches: every HTTP fetch of an ingest run (feed polls, article pages), once per fetch_id (a rerun
+-- of a run after a crash may have written it twice).
+create or replace view fetches as
+select * from fetches_log
+qualify row_number() over (partition by fetch_id order by fetched_at) = 1;
+
+-- listings: when each article first reached a page (its story's Full Coverage in a published story
+-- snapshot); one row per article.
+create or replace view listings as
+select * from listings_log
+qualify row_number() over (partition by article_id order by listed_at, story_id) = 1;
 
 -- story_assignments_as_of(t): each article's story as of t (its latest change at or before t);
 -- merges and splits move articles, so an article's latest change names its story (issue 4).
