@@ -7,6 +7,7 @@ import hashlib
 import json
 import multiprocessing
 import threading
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -222,11 +223,11 @@ def _as_json_state(store: ObjectStore, gzipped: bool) -> str:
     same state; Zstandard ``.json.zst``, or gzip ``.json.gz`` as before that), and point the
     checkpoint at it, as a store written by an older release holds it."""
     checkpoint_key = layout.story_checkpoint_key("en")
-    checkpoint = json.loads(store.get(checkpoint_key).data)
+    checkpoint, _ = open_writer(store, "en")
     clusterer, seen = load_writer_state(store, "en", checkpoint)
-    state = {"clusterer": clusterer.to_state(), "seen": list(seen.items()), "consumed": checkpoint["consumed"],
-             "updated_at": checkpoint["updated_at"]}
-    key = layout.story_state_key("en", checkpoint["offset"], "legacy")
+    state = {"clusterer": clusterer.to_state(), "seen": list(seen.items()), "consumed": list(checkpoint.consumed),
+             "updated_at": checkpoint.updated_at}
+    key = layout.story_state_key("en", checkpoint.offset, "legacy")
     if gzipped:
         key = key.removesuffix(".json.zst") + ".json.gz"
         store.put(key, gzip.compress(json.dumps(state, sort_keys=True).encode(), mtime=0))
@@ -235,8 +236,7 @@ def _as_json_state(store: ObjectStore, gzipped: bool) -> str:
     for old in store.list(layout.STORY_STATE_PREFIX):
         if old.endswith(".nrws"):
             store.delete(old)
-    store.put(checkpoint_key, json.dumps({**{k: v for k, v in checkpoint.items() if k != "deltas"},
-                                          "state_key": key}).encode())
+    store.put(checkpoint_key, replace(checkpoint, state_key=key, deltas=()).to_json())
     return key
 
 
