@@ -43,22 +43,16 @@ def test_one_writer_deployment_is_active_at_a_time() -> None:
 
 
 @pytest.mark.parametrize("mode", ["per_minute", "long_running"])
-def test_the_writer_mode_setting_chooses_which_writer_deployment_writes(
-        mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_writer_mode_setting_chooses_which_writer_deployment_writes(mode: str, tmp_path: Path) -> None:
     from prefect.logging import disable_run_logger
 
     from flows.cluster import cluster_stories, cluster_writer_service
-    from tasks.settings import get_scale_settings
+    from tasks.settings import PipelineSettings, ScaleSettings, use_settings
 
-    monkeypatch.setenv("NEWSROOM_SCALE_WRITER_MODE", mode)
-    monkeypatch.setenv("NEWSROOM_WAREHOUSE_ROOT", str(tmp_path / "store"))
-    get_scale_settings.cache_clear()
-    try:
-        with disable_run_logger():
-            service = cluster_writer_service.fn(languages=["en"], run_minutes=0.0)
-            minute = cluster_stories.fn(languages=["en"]) if mode == "long_running" else None
-    finally:
-        get_scale_settings.cache_clear()
+    settings = PipelineSettings.from_environment(scale=ScaleSettings(writer_mode=mode)).with_store(str(tmp_path / "store"))
+    with use_settings(settings), disable_run_logger():
+        service = cluster_writer_service.fn(languages=["en"], run_minutes=0.0)
+        minute = cluster_stories.fn(languages=["en"]) if mode == "long_running" else None
     if mode == "per_minute":
         assert service == {"skipped": "per_minute"}
     else:
