@@ -18,7 +18,9 @@ from tasks.cluster import (
 )
 from tasks.repair import repair_language_task
 from tasks.reports import cluster_markdown, publish_artifact
+from tasks.settings import get_scale_settings
 from tasks.storage import ObjectStore, configured_store
+from tasks.writer_service import ServiceReport, serve_language_writers
 
 
 def run_each_language(languages: Sequence[str], run: Callable[[str], dict[str, Any]], job: str
@@ -102,9 +104,65 @@ def cluster_stories(now: str | None = None, languages: list[str] | None = None,
 
     One language's failure does not stop the others: its summary carries the ``error``, and the
     flow run fails once every language has run (after its summary artifact is published).
+
+    With ``NEWSROOM_SCALE_WRITER_MODE=long_running`` the long-running writer
+    (:func:`cluster_writer_service`) writes every language, and a scheduled run of this flow
+    does nothing (a run given ``now``, as the command line and the demo run it, still writes).
     """
+    if now is None and get_scale_settings().writer_mode == "long_running":
+        get_run_logger().info("cluster_skipped writer_mode=long_running: the long-running writer commits")
+        return []
     return run_language_writers("cluster", cluster_language_task, now, languages, _publish_cluster_summary,
                                 except_languages)
+
+
+def _service_markdown(report: ServiceReport, latest: dict[str, Any]) -> str:
+    totals = report.totals()
+    lines = ["## Long-running writer", "", "| batches | articles | segments | lag p50 s | lag p95 s | lag max s | "
+             "state bytes written | compactions | states kept | fenced | failed |", "|---|---|---|---|---|---|---|---|---|---|---|",
+             "| " + " | ".join(str(totals[k]) if not isinstance(totals[k], float) else f"{totals[k]:.1f}" for k in (
+                 "batches", "articles", "segments", "lag_p50_seconds", "lag_p95_seconds", "lag_max_seconds",
+                 "state_bytes", "compactions", "states_reused", "fenced", "failed")) + " |", "",
+             f"Latest batch: {', '.join(f'{k}={v}' for k, v in latest.items() if k not in ('sizes', 'damaged'))}"]
+    return "\n".join(lines) + "\n"
+
+
+@flow(name="cluster_writer_service")
+def cluster_writer_service(languages: list[str] | None = None, run_minutes: float | None = 60.0,
+                           poll_seconds: float | None = None, repair_every_minutes: float | None = 10.0,
+                           report_every_batches: int = 10) -> dict[str, Any]:
+    """The long-running writer: keep each language's window in memory, consume article segments
+    as they land, commit each batch through the writer's If-Match fence (``tasks.writer_service``).
+
+    Runs for ``run_minutes`` (None: until stopped); the ``cluster_writer_service-long-running``
+    deployment starts one an hour, so a deploy or a crash costs at most a restart from base and
+    deltas. Progress and lag go to the run's log (one ``writer_batch`` line per batch) and to a
+    ``cluster-writer-service`` artifact every ``report_every_batches`` batches and at the end.
+    Does nothing unless ``NEWSROOM_SCALE_WRITER_MODE=long_running``: one setting chooses between
+    this and the per-minute ``cluster_stories``.
+    """
+    logger = get_run_logger()
+    settings = get_scale_settings()
+    if settings.writer_mode != "long_running":
+        logger.info("writer_service_skipped writer_mode=%s: cluster_stories writes each minute", settings.writer_mode)
+        return {"skipped": settings.writer_mode}
+    store = configured_store()
+    deadline = None if run_minutes is None else time.monotonic() + run_minutes * 60
+
+    def on_batch(summary: dict[str, Any], report: ServiceReport) -> None:
+        logger.info("writer_batch %s", " ".join(f"{k}={v}" for k, v in summary.items() if k not in ("sizes", "damaged")))
+        if len(report.batches) % report_every_batches == 0:
+            publish_artifact("cluster-writer-service", _service_markdown(report, summary), "long-running writer progress")
+
+    report = serve_language_writers(
+        store, languages, clock=lambda: resolve_now(None), until=lambda: deadline is not None and time.monotonic() > deadline,
+        poll_seconds=poll_seconds or settings.writer_poll_seconds, compact_every=settings.writer_compact_every,
+        repair_every_minutes=repair_every_minutes, on_batch=on_batch)
+    totals = report.totals()
+    publish_artifact("cluster-writer-service", _service_markdown(report, report.batches[-1] if report.batches else {}),
+                     "long-running writer progress")
+    logger.info("writer_service_done %s", " ".join(f"{k}={v}" for k, v in totals.items()))
+    return totals
 
 
 @flow(name="cluster_writer_session")

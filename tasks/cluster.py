@@ -5,21 +5,25 @@ to a story (or flags it as a copy), appends the decisions to ``log/story_changes
 the checkpoint with If-Match. A second writer for the same language loses that put (412) and stops,
 so exactly one set of decisions is kept.
 
-A commit writes three objects, in order: the run's state blob, under a key of its own (its offset
-and a hash of its bytes; never contested, so a blob left by a run that died is garbage and never in
-the way), then the change segment at the checkpoint's offset (written once: the first run's
-decisions hold it), which names that state blob in its Parquet metadata, then the checkpoint. A
-run that died after its change segment is rolled forward by the next, to the state the segment names.
+A commit writes three objects, in order: the run's state object, under a key of its own (its
+offset and a hash of its bytes; never contested, so one left by a run that died is garbage and
+never in the way), then the change segment at the checkpoint's offset (written once: the first
+run's decisions hold it), which names that state object in its Parquet metadata, then the
+checkpoint. A run that died after its change segment is rolled forward by the next, to the state
+the segment names.
+
+The state object is a delta of what the run changed, after the base and deltas the checkpoint
+names (``tasks.writer_state``, issue 15); the checkpoint names the whole chain. State blobs of the
+JSON format before (``state-*.json.zst``, ``.json.gz``) still load, and the first commit after one
+writes a base.
 """
 
 from __future__ import annotations
 
 import gc
-import hashlib
 import logging
 import os
 import signal
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,7 +36,20 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.crashpoints import crash_point
 from tasks.errors import WriterFencedError
+from tasks.writer_state import (
+    COMPACT_EVERY,
+    SEEN_ARTICLES_KEPT,
+    StateObjectError,
+    StoredState,
+    chain_named_by,
+    compact_writer_state,
+    load_chain,
+    paused_gc,
+    read_state_object,
+    store_state,
+)
 from transforms.clustering import ClusterParams, LanguageClusterer
+from transforms.clustering.columns import mark_committed
 from transforms.features import features_from_row
 from transforms.records import ChangeKind, StoryChange
 from warehouse import layout
@@ -47,7 +64,7 @@ from warehouse.errors import (
 )
 from warehouse.maintenance import is_compacted
 from warehouse.schemas import ARTICLES_SCHEMA, STORY_CHANGES_SCHEMA
-from warehouse.state_blobs import decode_state, encode_state
+from warehouse.state_blobs import decode_state
 from warehouse.store import ObjectStore
 from warehouse.tables import (
     list_segments,
@@ -60,35 +77,20 @@ from warehouse.tables import (
 
 log = logging.getLogger(__name__)
 
-SEEN_ARTICLES_KEPT = 200_000
 STATE_KEY_METADATA = b"newsroom.state_key"
-"""Key of a change segment's Parquet metadata naming the state blob its decisions lead to."""
-_STATE_PUT_ATTEMPTS = 5
-_STATE_PUT_PAUSE_SECONDS = 0.05
+"""Key of a change segment's Parquet metadata naming the state (object or blob) its decisions lead to."""
+
+
+def _checkpoint_at(offset: int, chain: list[str], consumed: list[str], updated_at: object) -> WriterCheckpoint:
+    """A checkpoint naming ``chain`` (a version 4 base and its deltas, or one JSON blob)."""
+    return WriterCheckpoint(offset, chain[0] if chain else None, tuple(consumed),
+                            updated_at if isinstance(updated_at, str) else None, tuple(chain[1:]))
 
 
 def _has_history(store: ObjectStore, language: str) -> bool:
     """Whether a writer of ``language`` ever committed: a state blob or a change segment exists."""
     return bool(store.list(f"{layout.STORY_STATE_PREFIX}{language}/")) or \
         bool(list_segments(store, f"{layout.STORY_CHANGES_PREFIX}language={language}/"))
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while many long-lived objects are built (a checkpoint
-    parsed and rebuilt: none of them can be garbage yet), and restore it as it was.
-
-    The collector would otherwise walk them again and again as they are allocated
-    (bench/writer_checkpoint.py). The writer's own switch, not the clustering code's:
-    :mod:`transforms.clustering` builds the objects and never touches the interpreter.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _load_checkpoint(store: ObjectStore, language: str) -> tuple[WriterCheckpoint, str | None]:
@@ -125,9 +127,34 @@ def _load_checkpoint(store: ObjectStore, language: str) -> tuple[WriterCheckpoin
 
 
 def _state_offset(key: str) -> int | None:
-    """The offset a state blob's key names (``state-<offset>[-<hash>].json.zst|.json.gz``)."""
-    digits = key.rsplit("/", 1)[-1][6:22]
-    return int(digits) if digits.isdigit() else None
+    """The offset a state blob's or object's key names (``state-<offset>[-<hash>].json.zst``,
+    ``base-<offset>-<hash>.nrws``, ``delta-...``)."""
+    return layout.state_object_offset(key)
+
+
+def _is_state_key(key: str) -> bool:
+    return key.rsplit("/", 1)[-1].startswith(("state-", "base-", "delta-"))
+
+
+def _checkpoint_from_state(store: ObjectStore, key: str, offset: int) -> WriterCheckpoint | None:
+    """The checkpoint at ``offset`` naming the state ``key`` stands for (a state object: its chain,
+    every link readable; a JSON blob: itself), or None when it cannot be read."""
+    if layout.is_state_object_key(key):
+        try:
+            chain, header = chain_named_by(store, key)
+            for link in chain:  # every link must read whole: a rebuilt checkpoint is one the writer loads
+                read_state_object(store, link)
+        except (ObjectNotFoundError, StateBlobError):
+            return None
+        return _checkpoint_at(offset, chain, list(header.get("consumed") or []), header.get("updated_at"))
+    try:
+        with paused_gc():
+            blob = decode_state(store.get(key).data)
+    except (ObjectNotFoundError, StateBlobError):
+        return None
+    updated_at = blob.get("updated_at")
+    return WriterCheckpoint(offset, key, tuple(blob.get("consumed") or ()),
+                            updated_at if isinstance(updated_at, str) else None)
 
 
 def rebuild_checkpoint(store: ObjectStore, language: str) -> WriterCheckpoint | None:
@@ -158,16 +185,11 @@ def rebuild_checkpoint(store: ObjectStore, language: str) -> WriterCheckpoint | 
             value = (table.schema.metadata or {}).get(STATE_KEY_METADATA)
             named = value.decode() if value else None
     blobs = [k for k in store.list(f"{layout.STORY_STATE_PREFIX}{language}/")
-             if k.rsplit("/", 1)[-1].startswith("state-") and _state_offset(k) == end]
+             if _is_state_key(k) and _state_offset(k) == end]
     for key in sorted(blobs, key=lambda k: (k != named, k)):
-        try:
-            with paused_gc():
-                blob = decode_state(store.get(key).data)
-        except (ObjectNotFoundError, StateBlobError):
-            continue
-        updated_at = blob.get("updated_at")
-        return WriterCheckpoint(end, key, tuple(blob.get("consumed") or ()),
-                                updated_at if isinstance(updated_at, str) else None)
+        rebuilt = _checkpoint_from_state(store, key, end)
+        if rebuilt is not None:
+            return rebuilt
     return WriterCheckpoint() if end == 0 else None
 
 
@@ -252,12 +274,19 @@ def rewind_writer(store: ObjectStore, language: str, now: datetime) -> WriterChe
         obj = None
     checkpoint = WriterCheckpoint.parse(obj.data) if obj is not None else None
     offset = max(checkpoint.offset if checkpoint else 0, _change_log_end(store, language))
-    damaged = checkpoint.state_key if checkpoint else None
+    # The state the checkpoint names is the one lost; an earlier link of its chain may still load.
+    damaged = (checkpoint.chain or [None])[-1] if checkpoint else None
     blobs = [k for k in store.list(f"{layout.STORY_STATE_PREFIX}{language}/")
-             if k.rsplit("/", 1)[-1].startswith("state-") and k != damaged and (_state_offset(k) or 0) <= offset]
+             if _is_state_key(k) and k != damaged and (_state_offset(k) or 0) <= offset]
     rewound = WriterCheckpoint(offset, updated_at=now.astimezone(UTC).isoformat())
     for blob_key in sorted(blobs, key=lambda k: (_state_offset(k) or 0, k), reverse=True):
         try:
+            if layout.is_state_object_key(blob_key):
+                chain, header = chain_named_by(store, blob_key)
+                load_chain(store, chain)
+                rewound = replace(rewound, state_key=chain[0], deltas=tuple(chain[1:]),
+                                  consumed=tuple(header.get("consumed") or ()))
+                break
             with paused_gc():
                 blob = decode_state(store.get(blob_key).data)
             LanguageClusterer.from_state(blob["clusterer"])
@@ -291,6 +320,17 @@ def load_writer_state(store: ObjectStore, language: str, checkpoint: WriterCheck
         return LanguageClusterer(language, params), {}
     key = checkpoint.state_key
     stops = "the writer of this language stops until `newsroom doctor --repair` rewinds it"
+    if layout.is_state_object_key(key):
+        try:
+            clusterer, seen, _ = load_chain(store, checkpoint.chain)
+            return clusterer, seen
+        except ObjectNotFoundError as e:
+            lost = e.key or key
+            record_damage(lost, "missing: a state object the checkpoint names", stops)
+            raise ObjectNotFoundError("missing: a state object the checkpoint names", key=lost) from e
+        except StateObjectError as e:
+            record_damage(e.key, f"corrupt: {e.reason}", stops)
+            raise CorruptObjectError(f"unreadable writer state: {e.reason}", key=e.key) from e
     try:
         data = store.get(key).data
     except ObjectNotFoundError as e:
@@ -309,7 +349,11 @@ def load_writer_state(store: ObjectStore, language: str, checkpoint: WriterCheck
 
 def languages_in_log(store: ObjectStore) -> list[str]:
     """Languages that have articles in the log (read from segment metadata-light scans)."""
-    keys = list_segments(store, layout.ARTICLES_PREFIX)
+    return languages_of_segments(store, list_segments(store, layout.ARTICLES_PREFIX))
+
+
+def languages_of_segments(store: ObjectStore, keys: list[str]) -> list[str]:
+    """Languages that have articles in the article segments ``keys`` (damaged ones skipped)."""
     if not keys:
         return []
     table = read_segments(store, keys, ARTICLES_SCHEMA, skip_damaged=True).select(["language"])
@@ -358,10 +402,14 @@ def open_writer(store: ObjectStore, language: str) -> tuple[WriterCheckpoint, st
         if orphan is None:
             return checkpoint, etag
         rows, named = orphan
-        state_key, data = _read_state(store, named or layout.story_state_key(language, checkpoint.offset + rows))
-        with paused_gc():
-            blob = decode_state(data)
-        rolled = WriterCheckpoint(checkpoint.offset + rows, state_key, tuple(blob["consumed"]), blob["updated_at"])
+        if named is not None and layout.is_state_object_key(named):
+            chain, header = chain_named_by(store, named)
+            rolled = _checkpoint_at(checkpoint.offset + rows, chain, list(header["consumed"]), header["updated_at"])
+        else:
+            state_key, data = _read_state(store, named or layout.story_state_key(language, checkpoint.offset + rows))
+            with paused_gc():
+                blob = decode_state(data)
+            rolled = WriterCheckpoint(checkpoint.offset + rows, state_key, tuple(blob["consumed"]), blob["updated_at"])
         try:
             put_checkpoint(store, language, rolled, etag)
             log.info("cluster_rolled_forward language=%s offset=%d", language, rolled.offset)
@@ -382,58 +430,59 @@ def put_checkpoint(store: ObjectStore, language: str, checkpoint: WriterCheckpoi
                                 key=layout.story_checkpoint_key(language)) from e
 
 
-def _put_state(store: ObjectStore, key: str, blob: bytes) -> None:
-    """Create the state blob ``key`` names (by a hash of ``blob``): if it exists, it holds these bytes.
-
-    A conditional put that failed while the key stays absent (S3 409: a concurrent put of the same
-    bytes was in flight, and may have failed) is tried again, so the blob exists before a change
-    segment names it.
-    """
-    for attempt in range(1, _STATE_PUT_ATTEMPTS + 1):
-        try:
-            store.put(key, blob, if_none_match=True)
-        except PreconditionFailedError:
-            if store.head(key) is None:
-                time.sleep(_STATE_PUT_PAUSE_SECONDS * attempt)
-                continue
-        return
-    raise PreconditionFailedError("conditional put kept conflicting with no object stored", key=key)
-
-
 def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: int, changes: list[StoryChange],
                   clusterer: LanguageClusterer, seen: dict[str, str], consumed: list[str], now: datetime,
-                  kill_before_checkpoint: bool = False, state_key: str | None = None) -> int:
-    """Commit a writer's decisions, fenced: state blob, then change segment, then the checkpoint
-    with If-Match. A writer that loses the change segment to other decisions, or the checkpoint
-    to any other commit, raises :class:`WriterFencedError` and nothing of its own becomes visible.
-
-    The state blob's key is this state's own (its offset and a hash of its bytes), so it is never
-    contested: a blob a crashed run left at the same offset is not in the way. The change segment
-    names it, for :func:`open_writer`'s roll-forward.
-
-    Args:
-        state_key: The state the checkpoint names now. A commit without changes (only newly
-            consumed segments) keeps it, instead of storing another, when given.
+                  kill_before_checkpoint: bool = False, state_key: str | None = None, *,
+                  chain: list[str] | None = None, seen_added: list[tuple[str, str]] | None = None,
+                  compact_every: int = COMPACT_EVERY) -> int:
+    """Commit a writer's decisions, fenced (see :func:`commit_writer_state`).
 
     Returns:
         The new offset.
     """
+    return commit_writer_state(store, language, etag, offset, changes, clusterer, seen, consumed, now,
+                               kill_before_checkpoint, state_key, chain=chain, seen_added=seen_added,
+                               compact_every=compact_every)[0]
+
+
+def commit_writer_state(store: ObjectStore, language: str, etag: str | None, offset: int,
+                        changes: list[StoryChange], clusterer: LanguageClusterer, seen: dict[str, str],
+                        consumed: list[str], now: datetime, kill_before_checkpoint: bool = False,
+                        state_key: str | None = None, *, chain: list[str] | None = None,
+                        seen_added: list[tuple[str, str]] | None = None,
+                        compact_every: int = COMPACT_EVERY) -> tuple[int, StoredState]:
+    """Commit a writer's decisions, fenced: state object, then change segment, then the checkpoint
+    with If-Match. A writer that loses the change segment to other decisions, or the checkpoint
+    to any other commit, raises :class:`WriterFencedError` and nothing of its own becomes visible.
+
+    The state object is a delta of what changed since the chain the checkpoint names
+    (:func:`tasks.writer_state.store_state`; a base when there is none yet). Its key is its own
+    (its offset and a hash of its bytes), so it is never contested: one a crashed run left at the
+    same offset is not in the way. The change segment names it, for :func:`open_writer`'s
+    roll-forward, and the delta's header names the chain before it.
+
+    Args:
+        state_key: The state the checkpoint names now (its base), when ``chain`` is not given.
+        chain: The base and deltas the checkpoint names now.
+        seen_added: The input rows read since that chain (``seen`` holds them too).
+
+    Returns:
+        The new offset, and what was stored.
+    """
     new_offset = offset + len(changes)
     if len(seen) > SEEN_ARTICLES_KEPT:
-        seen = dict(list(seen.items())[-SEEN_ARTICLES_KEPT:])
+        for article_id in list(seen)[:len(seen) - SEEN_ARTICLES_KEPT]:
+            del seen[article_id]
     updated_at = now.astimezone(UTC).isoformat()
-    stored = False  # whether the checkpoint will name this run's state (else it may not be kept)
-    if changes or state_key is None:
-        stored = True
-        with paused_gc():
-            # ``seen`` as pairs, oldest first: the order it is trimmed by must survive the key sorting.
-            state = {"clusterer": clusterer.to_state(), "seen": list(seen.items()), "consumed": consumed,
-                     "updated_at": updated_at}
-        blob = encode_state(state)
-        del state
-        state_key = layout.story_state_key(language, new_offset, hashlib.blake2b(blob, digest_size=10).hexdigest())
-        _put_state(store, state_key, blob)
-        del blob
+    if chain is None:  # a caller naming only the state: the chain is the checkpoint's (fenced by ``etag``)
+        chain = []
+        if state_key is not None:
+            stored_checkpoint, _ = _load_checkpoint(store, language)
+            chain = stored_checkpoint.chain if stored_checkpoint.state_key == state_key else [state_key]
+    current = chain
+    stored = store_state(store, language, new_offset, current, clusterer, seen, seen_added or [], consumed,
+                         updated_at, compact_every)
+    state_key = stored.key
     crash_point("cluster.after_state")
     if changes:
         # The segment names the state its decisions lead to. When another run wrote the same rows
@@ -448,15 +497,16 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
     crash_point("cluster.after_changes")
     if kill_before_checkpoint:
         os.kill(os.getpid(), signal.SIGKILL)
-    new_etag = put_checkpoint(store, language, WriterCheckpoint(new_offset, state_key, tuple(consumed), updated_at),
-                              etag)
-    if stored:
-        KEPT_STATES.put(store, language, new_etag, clusterer, seen)
-    return new_offset
+    new_etag = put_checkpoint(store, language, _checkpoint_at(new_offset, stored.chain, consumed, updated_at), etag)
+    mark_committed(clusterer)
+    KEPT_STATES.put(store, language, new_etag, clusterer, seen)
+    log.info("writer_state_stored language=%s kind=%s bytes=%d chain=%d rows=%s", language, stored.kind,
+             stored.bytes, len(stored.chain), stored.rows)
+    return new_offset, stored
 
 
 def cluster_language(store: ObjectStore, language: str, now: datetime, kill_before_checkpoint: bool = False,
-                     params: ClusterParams | None = None) -> dict[str, Any]:
+                     params: ClusterParams | None = None, compact_every: int | None = None) -> dict[str, Any]:
     """Assign this language's unconsumed articles to stories and commit, fenced. Returns a summary.
 
     See :func:`_cluster_language`; the writer's state is kept out of the cyclic garbage collector
@@ -474,7 +524,7 @@ def cluster_language(store: ObjectStore, language: str, now: datetime, kill_befo
     try:
         with collect_damage() as damaged:
             summary = _cluster_language(store, language, now, kill_before_checkpoint=kill_before_checkpoint,
-                                        params=params)
+                                        params=params, compact_every=compact_every)
         return with_damage(summary, damaged)
     finally:
         gc.unfreeze()
@@ -486,12 +536,14 @@ def with_damage(summary: dict[str, Any], damaged: list[DamagedObject]) -> dict[s
 
 
 def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_before_checkpoint: bool = False,
-                     params: ClusterParams | None = None) -> dict[str, Any]:
+                     params: ClusterParams | None = None, compact_every: int | None = None) -> dict[str, Any]:
     """Assign this language's unconsumed articles to stories and commit, fenced. Returns a summary.
 
     ``kill_before_checkpoint`` (crash tests only) makes the process SIGKILL itself after its
     change segment is written and before its checkpoint moves. ``params`` apply to a language's
-    first run only; later runs keep the parameters stored in the state.
+    first run only; later runs keep the parameters stored in the state. Once its chain holds
+    ``compact_every`` deltas (default: the setting), the run folds it into a new base after its
+    commit, unless a long-running writer compacts in the background (``compact_every=0``).
     """
     checkpoint, etag = open_writer(store, language)
     consumed = set(checkpoint.consumed)
@@ -527,11 +579,16 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
     offset = checkpoint.offset
     changes: list[StoryChange] = []
     kinds: Counter[str] = Counter()
+    seen_added: list[tuple[str, str]] = []
     for row in rows:
         if seen.get(row["article_id"]) == row["content_hash"]:
             kinds["duplicate_input"] += 1
             continue
+        # Most recently read last (a re-read moves to the end), so the newest SEEN_ARTICLES_KEPT
+        # are kept, whether trimmed at every commit or once when a state is folded.
+        seen.pop(row["article_id"], None)
         seen[row["article_id"]] = row["content_hash"]
+        seen_added.append((row["article_id"], row["content_hash"]))
         decision = clusterer.assign(features_from_row(row))
         if decision.is_new_version:
             # A new version of an article the writer holds: the same member of the same story
@@ -554,11 +611,26 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
     clusterer.expire(now)
     # Read before the commit: once committed, the state may be kept and taken by the next run.
     stories, sizes = clusterer.active_story_count, clusterer.story_size_counts()
-    new_offset = commit_writer(store, language, etag, offset, changes, clusterer, seen, new_consumed, now,
-                               kill_before_checkpoint=kill_before_checkpoint, state_key=checkpoint.state_key)
+    every = compact_every if compact_every is not None else writer_compact_every()
+    new_offset, stored = commit_writer_state(
+        store, language, etag, offset, changes, clusterer, seen, new_consumed, now,
+        kill_before_checkpoint=kill_before_checkpoint, chain=checkpoint.chain, seen_added=seen_added,
+        compact_every=every or COMPACT_EVERY)
     log.info("cluster_committed language=%s articles=%d offset=%d", language, len(changes), new_offset)
-    return {"language": language, "articles": len(changes), "committed": True, "offset": new_offset,
-            "stories": stories, "sizes": sizes, **dict(kinds)}
+    summary = {"language": language, "articles": len(changes), "committed": True, "offset": new_offset,
+               "stories": stories, "sizes": sizes, "state_bytes": stored.bytes, "state_kind": stored.kind,
+               "chain": len(stored.chain), **dict(kinds)}
+    if every and len(stored.chain) - 1 >= every:
+        # After the commit: the fold reads stored objects only, and the next commit adopts it.
+        summary["compacted"] = compact_writer_state(store, language, min_deltas=every)
+    return summary
+
+
+def writer_compact_every() -> int:
+    """Deltas after which a per-minute run folds its chain (``NEWSROOM_SCALE_WRITER_COMPACT_EVERY``)."""
+    from tasks.settings import get_scale_settings
+
+    return get_scale_settings().writer_compact_every
 
 
 @task(name="cluster_language", retries=1, retry_delay_seconds=2, timeout_seconds=900, cache_policy=NO_CACHE,

@@ -15,8 +15,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 CRASH_POINTS = (
     "ingest.after_fetch",      # pages fetched and extracted, nothing written
     "ingest.after_segment",    # the articles segment written, feed state not yet
-    "cluster.after_changes",   # story changes written, state and checkpoint not yet
-    "cluster.after_state",     # state written, checkpoint not yet moved
+    "cluster.after_changes",   # story changes written, checkpoint not yet moved
+    "cluster.after_state",     # the run's state delta (a base on a first commit) written, no changes yet
+    "cluster.after_fold",      # a compaction's new base written, the note naming it not yet
     "rank.after_stories",      # story snapshot published, no page yet
     "rank.mid_pages",          # some pages published, the rest not
     "rank.before_pointer",     # a page version written, its pointer not yet moved

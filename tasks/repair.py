@@ -133,7 +133,7 @@ def _repair_language(store: ObjectStore, language: str, now: datetime,
             changes.append(StoryChange.at(language, offset + len(changes), r.kind, target, article_id=article_id,
                                           copy_of=copy_of, other_story_id=source, score=r.score, changed_at=now))
     new_offset = commit_writer(store, language, etag, offset, changes, clusterer, seen,
-                               list(checkpoint.consumed), now)
+                               list(checkpoint.consumed), now, chain=checkpoint.chain)
     log.info("repair_committed language=%s merges=%d splits=%d offset=%d", language, kinds["merge"],
              kinds["split"], new_offset)
     return {"language": language, "committed": True, "offset": new_offset, "merge": kinds["merge"],

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -195,6 +195,21 @@ class ScaleSettings(BaseSettings):
         return value
 
     ingest_threads: int = Field(4, ge=1, le=256, description="In-process ingest shards run at once (no Dask).")
+
+    writer_mode: Literal["per_minute", "long_running"] = Field(
+        "per_minute",
+        description="How the cluster writers run: per_minute (a flow run each minute loads the state, small "
+        "installs) or long_running (one process per language keeps its window in memory and consumes "
+        "segments as they land; issue 15).",
+    )
+    writer_compact_every: int = Field(
+        30, ge=1, le=10_000,
+        description="Per-run state deltas after which a writer folds its chain into a new base (off the "
+        "critical path).",
+    )
+    writer_poll_seconds: float = Field(
+        5.0, gt=0, le=3600, description="How often a long-running writer looks for new article segments.",
+    )
 
 
 def get_scale_settings() -> ScaleSettings:

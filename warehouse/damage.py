@@ -78,7 +78,7 @@ def kind_of_key(key: str) -> ObjectKind:
     if key.startswith(layout.STORY_STATE_PREFIX) and len(parts) == 4:
         if name == "checkpoint.json":
             return "checkpoint"
-        if name.startswith("state-"):
+        if name.startswith(("state-", "base-", "delta-")):
             return "state_blob"
     for prefix, kind in prefixes:
         if key.startswith(prefix):

@@ -176,7 +176,7 @@ def check_writers(store: ObjectStore, *, verify_states: bool = True) -> tuple[di
         language = folder[len(layout.STORY_STATE_PREFIX):]
         key = f"{folder}/checkpoint.json"
         if "checkpoint.json" not in names:
-            if any(n.startswith("state-") for n in names):
+            if any(n.startswith(("state-", "base-", "delta-")) for n in names):
                 findings.append(finding(key, "missing: the language has state blobs"))
             continue
         try:
@@ -190,15 +190,17 @@ def check_writers(store: ObjectStore, *, verify_states: bool = True) -> tuple[di
         state_key = checkpoint.state_key
         if state_key is None:
             continue
-        try:
-            data = store.get(state_key).data
-        except ObjectNotFoundError:
-            findings.append(finding(state_key, f"missing: the state blob {key} names", key))
-            continue
-        if verify_states:
-            problem = object_problem(state_key, data)
-            if problem:
-                findings.append(finding(state_key, problem, key))
+        # A version 4 state is a base and its deltas (issue 15): every one of them must read.
+        for link in checkpoint.chain:
+            try:
+                data = store.get(link).data
+            except ObjectNotFoundError:
+                findings.append(finding(link, f"missing: the state blob {key} names", key))
+                continue
+            if verify_states:
+                problem = object_problem(link, data)
+                if problem:
+                    findings.append(finding(link, problem, key))
     return offsets, findings
 
 

@@ -66,6 +66,52 @@ def story_state_key(language: str, offset: int, content_id: str | None = None) -
     return f"{STORY_STATE_PREFIX}{_check(language, 'language')}/{name}.json.zst"
 
 
+def story_state_object_key(language: str, kind: str, offset: int, content_id: str) -> str:
+    """Key of an immutable version 4 state object (issue 15): a ``base`` snapshot of a writer's
+    whole state at ``offset``, or a ``delta`` of what one run changed, named by a hash of its bytes
+    as state blobs are.
+
+    >>> story_state_object_key("en", "delta", 7, "ab12")
+    'state/stories/en/delta-0000000000000007-ab12.nrws'
+    """
+    if kind not in ("base", "delta"):
+        raise ValueError(f"a state object is a base or a delta, got {kind!r}")
+    return f"{STORY_STATE_PREFIX}{_check(language, 'language')}/{kind}-{offset:016d}-{_check(content_id, 'content id')}.nrws"
+
+
+def is_state_object_key(key: str | None) -> bool:
+    """Whether a key names a version 4 state object (a base or a delta), not a JSON state blob.
+
+    >>> is_state_object_key("state/stories/en/base-0000000000000007-ab12.nrws")
+    True
+    >>> is_state_object_key("state/stories/en/state-0000000000000007-ab12.json.zst")
+    False
+    """
+    return key is not None and key.endswith(".nrws")
+
+
+def story_compacted_key(language: str) -> str:
+    """Key of the note naming the newest base folded from a writer's deltas (a hint the writer
+    adopts at its next commit; never the truth, which is the checkpoint)."""
+    return f"{STORY_STATE_PREFIX}{_check(language, 'language')}/compacted.json"
+
+
+def state_object_offset(key: str) -> int | None:
+    """The offset a state blob's or state object's key names (None for other keys).
+
+    >>> state_object_offset("state/stories/en/delta-0000000000000007-ab12.nrws")
+    7
+    >>> state_object_offset("state/stories/en/state-0000000000000003.json.zst")
+    3
+    """
+    name = key.rsplit("/", 1)[-1]
+    for prefix in ("state-", "base-", "delta-"):
+        if name.startswith(prefix):
+            digits = name[len(prefix):len(prefix) + 16]
+            return int(digits) if digits.isdigit() else None
+    return None
+
+
 def legacy_story_state_key(language: str, offset: int) -> str:
     """Where a state blob written as gzip JSON (before Zstandard) sits; such blobs still load."""
     return state_key_to_legacy(story_state_key(language, offset))

@@ -260,10 +260,13 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
 
 def prune_writer_states(store: ObjectStore, *, keep: int = 3, report: MaintenanceReport | None = None
                         ) -> MaintenanceReport:
-    """Delete a language writer's old state blobs, keeping the one its checkpoint names and the newest.
+    """Delete a language writer's state objects and blobs no commit can need again.
 
-    A blob past the checkpoint's offset is never deleted: it may be the one a crashed run's change
-    segment names, which the writer's restart loads to roll forward.
+    Version 4 objects (``base-*``, ``delta-*``; issue 15): every one the checkpoint's chain does
+    not name, up to its offset, is deleted, except the newest compaction's base (the writer may
+    still adopt it). JSON state blobs (``state-*``): the newest ``keep`` and the one the checkpoint
+    names stay. An object or blob past the checkpoint's offset is never deleted: it may be the one
+    a crashed run's change segment names, which the writer's restart loads to roll forward.
     """
     report = report or MaintenanceReport()
     for folder, keys in sorted(_by_folder(store.list(layout.STORY_STATE_PREFIX)).items()):
@@ -274,9 +277,15 @@ def prune_writer_states(store: ObjectStore, *, keep: int = 3, report: Maintenanc
         if checkpoint is None:
             continue  # unknown: keep every blob, the writer rebuilds the checkpoint from them
         current, committed = checkpoint.get("state_key"), int(checkpoint.get("offset", 0))
+        chain = {current, *checkpoint.get("deltas", [])}
+        note = read_json_object(store, f"{folder}/compacted.json") if f"{folder}/compacted.json" in keys else None
+        adoptable = note.get("base") if note else None
         states = sorted(k for k in keys if k.rsplit("/", 1)[-1].startswith("state-"))
-        for key in states[:-keep]:
-            if key != current and int(key.rsplit("/", 1)[-1][6:22]) <= committed:
+        doomed = [k for k in states[:-keep] if k != current]
+        doomed += [k for k in keys if k.endswith(".nrws") and k not in chain and k != adoptable]
+        for key in doomed:
+            offset = layout.state_object_offset(key)
+            if offset is not None and offset <= committed:
                 store.delete(key)
                 report.pruned_writer_states += 1
     return report

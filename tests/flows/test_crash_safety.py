@@ -1,5 +1,8 @@
 """Crash safety: SIGKILL each flow at each crash point, rerun, and compare with an uninterrupted run.
 
+The writer's points cover every step of a commit of its state as a base and deltas: the run's
+delta, its change segment, the checkpoint, and a compaction's new base before its note.
+
 No article may be lost or doubled, no article assigned twice, the pages must match, and every live
 pointer must resolve to a readable version right after the kill (pages keep being served).
 """
@@ -11,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -92,7 +96,20 @@ def _pipeline(tmp_path: Path, port: int, name: str, crash: str | None) -> dict[s
         return _logical_state(store)
 
 
-def test_every_crash_point_recovers(prefect_harness: None, tmp_path: Path) -> None:
+@pytest.fixture
+def fold_every_run(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every cluster run folds its writer's chain into a new base after its commit and the next run
+    adopts it, so the crashed cycle kills a run whose state is a delta on an adopted base, and
+    ``cluster.after_fold`` fires between a fold and its note (issue 15)."""
+    from tasks.settings import get_scale_settings
+
+    monkeypatch.setenv("NEWSROOM_SCALE_WRITER_COMPACT_EVERY", "1")
+    get_scale_settings.cache_clear()
+    yield
+    get_scale_settings.cache_clear()
+
+
+def test_every_crash_point_recovers(prefect_harness: None, tmp_path: Path, fold_every_run: None) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

@@ -33,12 +33,14 @@ def test_every_flow_has_a_deployment() -> None:
 
 
 def test_one_writer_deployment_is_active_at_a_time() -> None:
-    # The hourly writer session replaces the per-minute cluster flow; it ships switched off.
+    # The hourly writer session ships switched off. The per-minute flow and the long-running writer
+    # are both scheduled, and NEWSROOM_SCALE_WRITER_MODE makes exactly one of them write (issue 15).
     writers = {d["name"]: d for d in DEPLOYMENTS if d["entrypoint"].startswith("flows/cluster.py:")}
     active = [name for name, d in writers.items() if any(s.get("active", True) for s in d["schedules"])]
     assert set(writers) == {"cluster_stories-every-minute", "cluster_writer_session-hourly",
-                            "cluster_stories-en-every-minute", "cluster_stories-rest-every-minute"}
-    assert active == ["cluster_stories-every-minute"]
+                            "cluster_stories-en-every-minute", "cluster_stories-rest-every-minute",
+                            "cluster_writer_service-long-running"}
+    assert sorted(active) == ["cluster_stories-every-minute", "cluster_writer_service-long-running"]
 
 
 @pytest.mark.parametrize("flow", ["cluster_stories", "repair_stories"])
@@ -49,3 +51,21 @@ def test_the_language_groups_split_the_writers_between_two_work_queues(flow: str
     assert {d["work_pool"]["work_queue_name"]: d.get("parameters") for d in groups.values()} == {
         "writers-en": {"languages": ["en"]}, "writers-rest": {"except_languages": ["en"]}}
     assert not any(s.get("active", True) for d in groups.values() for s in d["schedules"])
+
+
+@pytest.mark.parametrize("mode", ["per_minute", "long_running"])
+def test_the_writer_mode_setting_chooses_which_writer_deployment_writes(mode: str, tmp_path: Path) -> None:
+    from prefect.logging import disable_run_logger
+
+    from flows.cluster import cluster_stories, cluster_writer_service
+    from tasks.settings import PipelineSettings, ScaleSettings, use_settings
+
+    settings = PipelineSettings.from_environment(scale=ScaleSettings(writer_mode=mode)).with_store(str(tmp_path / "store"))
+    with use_settings(settings), disable_run_logger():
+        service = cluster_writer_service.fn(languages=["en"], run_minutes=0.0)
+        minute = cluster_stories.fn(languages=["en"]) if mode == "long_running" else None
+    if mode == "per_minute":
+        assert service == {"skipped": "per_minute"}
+    else:
+        assert "skipped" not in service and service["batches"] == 0
+        assert minute == []  # a scheduled per-minute run leaves the language to the long-running writer

@@ -7,10 +7,12 @@ import hashlib
 import json
 import multiprocessing
 import threading
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from repair_corpus import PUBLISHERS, T0, changes_of, final_story, mannheim, two_event_stream, write_articles
 
@@ -32,7 +34,7 @@ from warehouse import layout
 from warehouse.duck import connect, load_sql
 from warehouse.schemas import ARTICLES_SCHEMA
 from warehouse.snapshots import publish_stories
-from warehouse.state_blobs import decode_state
+from warehouse.state_blobs import decode_state_object, encode_state
 from warehouse.store import LocalStore, ObjectStore
 from warehouse.tables import rows_to_table, write_segment
 
@@ -216,51 +218,76 @@ def test_repair_splits_a_story_fed_two_events_through_the_writer(tmp_path: Path)
     assert counts == [6, 6]
 
 
-def _to_legacy_gzip(store: ObjectStore, key: str) -> str:
-    """Rewrite a state blob as the writer wrote it before Zstandard (gzip JSON, ``.json.gz``)."""
-    legacy_key = key.removesuffix(".json.zst") + ".json.gz"
-    state = decode_state(store.get(key).data)
-    store.put(legacy_key, gzip.compress(json.dumps(state, sort_keys=True).encode(), mtime=0))
-    store.delete(key)
-    return legacy_key
-
-
-def test_states_written_as_gzip_before_still_load_and_roll_forward(tmp_path: Path) -> None:
-    root, store, stream = _started_store(tmp_path)
+def _as_json_state(store: ObjectStore, gzipped: bool) -> str:
+    """Replace the language's state with the JSON blob the writer stored before version 4 (the
+    same state; Zstandard ``.json.zst``, or gzip ``.json.gz`` as before that), and point the
+    checkpoint at it, as a store written by an older release holds it."""
     checkpoint_key = layout.story_checkpoint_key("en")
-    checkpoint = json.loads(store.get(checkpoint_key).data)
-    assert checkpoint["state_key"].endswith(".json.zst")
-    checkpoint["state_key"] = _to_legacy_gzip(store, checkpoint["state_key"])
-    store.put(checkpoint_key, json.dumps(checkpoint).encode())
-    # A run that dies after writing its state and changes, whose state is then found as gzip.
+    checkpoint, _ = open_writer(store, "en")
+    clusterer, seen = load_writer_state(store, "en", checkpoint)
+    state = {"clusterer": clusterer.to_state(), "seen": list(seen.items()), "consumed": list(checkpoint.consumed),
+             "updated_at": checkpoint.updated_at}
+    key = layout.story_state_key("en", checkpoint.offset, "legacy")
+    if gzipped:
+        key = key.removesuffix(".json.zst") + ".json.gz"
+        store.put(key, gzip.compress(json.dumps(state, sort_keys=True).encode(), mtime=0))
+    else:
+        store.put(key, encode_state(state))
+    for old in store.list(layout.STORY_STATE_PREFIX):
+        if old.endswith(".nrws"):
+            store.delete(old)
+    store.put(checkpoint_key, replace(checkpoint, state_key=key, deltas=()).to_json())
+    return key
+
+
+@pytest.mark.parametrize("gzipped", [False, True], ids=["zstd-json", "gzip-json"])
+def test_json_states_written_before_still_load_roll_forward_and_migrate(tmp_path: Path, gzipped: bool) -> None:
+    root, store, stream = _started_store(tmp_path)
+    legacy = _as_json_state(store, gzipped)
+    checkpoint_key = layout.story_checkpoint_key("en")
+    # A run that loaded the JSON state dies after its state and changes: it wrote a base.
     write_articles(store, stream[5:])
     now = T0 + timedelta(minutes=30)
     _run_killed_mid_batch(root, now)
-    orphan = [k for k in store.list(layout.STORY_STATE_PREFIX) if k.endswith(".json.zst")]
-    assert len(orphan) == 1
-    _to_legacy_gzip(store, orphan[0])
-
-    assert cluster_language(store, "en", now)["committed"] is False  # rolled forward from the gzip state
-    assert json.loads(store.get(checkpoint_key).data)["state_key"].endswith(".json.gz")
+    assert json.loads(store.get(checkpoint_key).data)["state_key"] == legacy
+    assert cluster_language(store, "en", now)["committed"] is False  # rolled forward to the base it wrote
+    rolled = json.loads(store.get(checkpoint_key).data)
+    assert "/base-" in rolled["state_key"] and rolled["deltas"] == []
     reference = LocalStore(tmp_path / "reference")
     write_articles(reference, stream)
     cluster_language(reference, "en", now)
     assert final_story(changes_of(store)) == final_story(changes_of(reference))
-    # The next commit writes Zstandard again, from the state the gzip blob held.
-    write_articles(store, [("late", mannheim(0) + " Police said more arrests may follow.", 40, "pub7")])
-    assert cluster_language(store, "en", now + timedelta(minutes=20))["committed"] is True
-    assert json.loads(store.get(checkpoint_key).data)["state_key"].endswith(".json.zst")
+    # The next commit is a delta on that base, and decides as the reference does.
+    late = [("late", mannheim(0) + " Police said more arrests may follow.", 40, "pub7")]
+    for target in (store, reference):
+        write_articles(target, late)
+        assert cluster_language(target, "en", now + timedelta(minutes=20))["committed"] is True
+    after = json.loads(store.get(checkpoint_key).data)
+    assert after["state_key"] == rolled["state_key"] and len(after["deltas"]) == 1
+    assert changes_of(store)[-1:] == changes_of(reference)[-1:]
+
+
+def test_a_json_state_loads_and_the_first_commit_writes_a_base(tmp_path: Path) -> None:
+    _, store, stream = _started_store(tmp_path)
+    _as_json_state(store, gzipped=False)
+    write_articles(store, stream[5:])
+    summary = cluster_language(store, "en", T0 + timedelta(minutes=30))
+    assert summary["committed"] is True and summary["state_kind"] == "base" and summary["chain"] == 1
+    reference = LocalStore(tmp_path / "reference")
+    write_articles(reference, stream)
+    cluster_language(reference, "en", T0 + timedelta(minutes=30))
+    assert final_story(changes_of(store)) == final_story(changes_of(reference))
 
 
 class _CountingStore(LocalStore):
-    """A LocalStore that counts reads of writer state blobs."""
+    """A LocalStore that counts loads of writer states."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
         self.state_reads = 0
 
     def get(self, key: str):  # type: ignore[no-untyped-def]
-        if "/state-" in key:
+        if "/state-" in key or "/base-" in key:  # one per load: a JSON blob, or the base of a chain
             self.state_reads += 1
         return super().get(key)
 
@@ -343,16 +370,18 @@ def _other_language_then_more(store: ObjectStore) -> list[dict[str, Any]]:
     return out
 
 
-def test_a_commit_that_did_not_store_its_state_does_not_keep_it(tmp_path: Path) -> None:
-    # The no-change commit moves the checkpoint but keeps the stored state at its offset (written
-    # before this run expired old stories); the state in memory, expired, must not be reused.
+def test_a_commit_with_no_change_stores_what_its_expiry_changed_and_keeps_it(tmp_path: Path) -> None:
+    # The no-change commit moves the checkpoint and stores a delta of what its expiry changed, so
+    # the state in memory is the stored one and the next run reuses it.
     store = _CountingStore(tmp_path / "kept")
     with keep_states_in_memory() as kept:
         summaries = _other_language_then_more(store)
         assert summaries[1]["committed"] is True and summaries[1]["articles"] == 0
-        assert kept.hits == 1 and store.state_reads == 1  # the third run loads the stored state
-    reference = LocalStore(tmp_path / "reference")
+        assert summaries[1]["state_kind"] == "delta"
+        assert kept.hits == 2 and store.state_reads == 0
+    reference = _CountingStore(tmp_path / "reference")
     assert _other_language_then_more(reference) == summaries
+    assert reference.state_reads == 2  # the second and third runs load
     assert changes_of(store) == changes_of(reference)
 
 
@@ -363,7 +392,8 @@ def test_seen_articles_are_stored_oldest_first(tmp_path: Path) -> None:
     write_articles(store, list(reversed(stream)))  # ids arrive in minute order, not sorted order
     cluster_language(store, "en", T0 + timedelta(minutes=30))
     checkpoint = json.loads(store.get(layout.story_checkpoint_key("en")).data)
-    seen = decode_state(store.get(checkpoint["state_key"]).data)["seen"]
+    table = decode_state_object(store.get(checkpoint["state_key"]).data).tables["seen"]
+    seen = list(zip(table.column("article_id").to_pylist(), table.column("content_hash").to_pylist(), strict=True))
     assert [aid for aid, _ in seen] == [a for a, _, _, _ in sorted(stream, key=lambda x: x[2])]
     assert [aid for aid, _ in seen] != sorted(aid for aid, _ in seen)
 

@@ -22,10 +22,12 @@ from tasks.cluster import (
     load_writer_state,
     open_writer,
 )
+from tasks.writer_state import compact_writer_state, load_chain
 from transforms.records import StoryChange
 from warehouse import layout
 from warehouse.maintenance import prune_writer_states
 from warehouse.schemas import STORY_CHANGES_SCHEMA
+from warehouse.state_blobs import encode_state
 from warehouse.store import LocalStore, ObjectStore
 from warehouse.tables import parquet_bytes_to_table, write_segment
 
@@ -47,7 +49,8 @@ def _run_killed(root: Path, now: datetime, point: str) -> None:
 
 
 def _states(store: ObjectStore) -> list[str]:
-    return [k for k in store.list(layout.STORY_STATE_PREFIX) if "/state-" in k]
+    """The language's state objects (bases and deltas) and JSON state blobs."""
+    return [k for k in store.list(layout.STORY_STATE_PREFIX) if "/state-" in k or k.endswith(".nrws")]
 
 
 def _checkpoint(store: ObjectStore) -> dict[str, object]:
@@ -120,9 +123,12 @@ def test_a_change_segment_written_before_segments_named_their_state_still_rolls_
     table = parquet_bytes_to_table(store.get(key).data)
     store.delete(key)
     write_segment(store, key, table.replace_schema_metadata(None), STORY_CHANGES_SCHEMA)
-    (blob,) = _states(store)
-    store.put(layout.story_state_key("en", len(articles)), store.get(blob).data)
-    store.delete(blob)
+    (base,) = _states(store)  # the base the run wrote, rewritten as the JSON blob the writer wrote before
+    clusterer, seen, header = load_chain(store, [base])
+    store.put(layout.story_state_key("en", len(articles)), encode_state(
+        {"clusterer": clusterer.to_state(), "seen": list(seen.items()), "consumed": header["consumed"],
+         "updated_at": header["updated_at"]}))
+    store.delete(base)
 
     checkpoint, _ = open_writer(store, "en")
     assert checkpoint.state_key == layout.story_state_key("en", len(articles))
@@ -187,12 +193,23 @@ def test_pruning_keeps_the_named_state_and_the_writer_still_loads(tmp_path: Path
     write_articles(store, [("late", mannheim(0) + " Police said more arrests may follow.", 40, "pub7")])
     _run_killed(root, T0 + timedelta(minutes=41), "cluster.after_state")  # a leftover blob
     assert len(_states(store)) == len(stream) + 1
+    # The chain the checkpoint names (a base and a delta per later run) and the crashed run's delta,
+    # past the checkpoint's offset, stay; nothing else was written.
+    checkpoint = _checkpoint(store)
+    chain = [checkpoint["state_key"], *checkpoint["deltas"]]
+    assert len(chain) == len(stream) and set(chain) < set(_states(store))
+    assert prune_writer_states(store).pruned_writer_states == 0
+    compact_writer_state(store, "en")  # a new base folds the chain; the next commit adopts it
+    write_articles(store, [("later", UNRELATED_TEXT, 41, "pub8")])
+    assert cluster_language(store, "en", T0 + timedelta(minutes=41, seconds=30))["committed"] is True
+    checkpoint = _checkpoint(store)
+    assert checkpoint["state_key"] not in chain and len(checkpoint["deltas"]) == 1
     report = prune_writer_states(store)
-    current = _checkpoint(store)["state_key"]
-    assert report.pruned_writer_states == len(stream) + 1 - 3
-    assert current in _states(store) and len(_states(store)) == 3
-    assert cluster_language(store, "en", T0 + timedelta(minutes=42))["committed"] is True
-    assert sorted(final_story(changes_of(store))) == sorted([a for a, *_ in stream] + ["late"])
+    assert report.pruned_writer_states == len(stream) + 1  # the old chain and the crashed run's delta
+    assert set(_states(store)) == {checkpoint["state_key"], *checkpoint["deltas"]}
+    write_articles(store, [("last", UNRELATED_TEXT + " Markets fell.", 42, "pub9")])
+    assert cluster_language(store, "en", T0 + timedelta(minutes=42))["committed"] is True  # it still loads
+    assert sorted(final_story(changes_of(store))) == sorted([a for a, *_ in stream] + ["late", "later", "last"])
 
 
 def test_a_log_language_that_cannot_name_a_writer_is_reported_and_the_others_go_on(tmp_path: Path) -> None:

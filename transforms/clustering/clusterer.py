@@ -39,6 +39,7 @@ from transforms.clustering.state import clusterer_from_state, clusterer_to_state
 from transforms.clustering.story import (
     EMBEDDING_CODE_SCALE,
     Assignment,
+    Journal,
     Member,
     Story,
     add_copy,
@@ -49,6 +50,7 @@ from transforms.clustering.story import (
     make_member,
     replace_version,
     start_story,
+    trim_members,
 )
 from transforms.clustering.term_index import TermIndex
 from transforms.features import ArticleFeatures
@@ -73,6 +75,8 @@ class LanguageClusterer:
         online_idf: The decayed document frequencies.
         clock_ms: The latest first-seen time seen (stream time, ms), or None.
         decayed_ms: Stream time of the last expiry (and IDF decay), or None.
+        journal: What the writer's last commit stored of it (see
+            :mod:`transforms.clustering.columns`), or None if it was never stored as columns.
     """
 
     def __init__(self, language: str, params: ClusterParams | None = None) -> None:
@@ -85,6 +89,7 @@ class LanguageClusterer:
         self.online_idf = OnlineIdf(self.params.idf_prior_docs, self.params.idf_half_life_hours)
         self.clock_ms: int | None = None
         self.decayed_ms: int | None = None
+        self.journal: Journal | None = None
 
     # ---------------------------------------------------------------- the decision
 
@@ -162,7 +167,9 @@ class LanguageClusterer:
                                      self.params.copy_jaccard, self.params.copy_chain_jaccard)
 
     def expire(self, now: datetime) -> int:
-        """Drop stories idle longer than the active window and articles older than it.
+        """Drop stories idle longer than the active window and articles older than it, and trim
+        members older than it from long-running stories
+        (:func:`transforms.clustering.story.trim_members`).
 
         Also decays the online IDF's document frequencies to ``now``.
 
@@ -178,6 +185,11 @@ class LanguageClusterer:
         dropped = [s for s in self.stories.values() if s.last_seen_ms < cutoff]
         for story in dropped:
             self.drop_story(story)
+        for story in self.stories.values():
+            if story.first_seen_ms < cutoff:
+                for member in trim_members(story, cutoff):
+                    if self.story_of_member.get(member.article_id) == story.story_id:
+                        del self.story_of_member[member.article_id]
         self.copies.expire(cutoff)
         if self.decayed_ms is not None and now_ms > self.decayed_ms:
             self.online_idf.decay((now_ms - self.decayed_ms) / HOUR_MS)

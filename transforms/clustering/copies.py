@@ -4,24 +4,36 @@ An article is a syndicated copy when an LSH candidate (``lsh_bands`` × ``lsh_ro
 recent articles of an active story has an estimated Jaccard of at least ``copy_jaccard``; the copy
 then names the first article of that candidate's chain of copies, when it clearly copies that one
 too (see :meth:`CopyIndex.find_copy`).
+
+The index is columnar (issue 15): a row per recent article in numpy arrays (signature, first-seen
+time, whether it is still held) and the LSH keys in one sorted array of ``(key, row)``, searched
+with ``np.searchsorted``, plus a small dict of the keys of rows added since that array was last
+rebuilt. A dict of Python lists per bucket cost about 7 KB per recent article (32 bands), 5 GB
+for the 750,000 recent articles of 300,000 stories; this costs about 1 KB. A row that leaves
+(expired, or replaced by a new version of its article) is only marked; the arrays are rebuilt
+without such rows once they are half as many as the live ones.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
-from transforms.signatures import estimate_jaccard, lsh_bands, lsh_bands_many
+from transforms.signatures import NUM_PERM, estimate_jaccard, lsh_band_keys, lsh_bands, lsh_bands_many
+
+_MIN_CAPACITY = 1024
+_MIN_PENDING_ROWS = 2048
+_PENDING_SHARE = 32
+"""Rows added since the sorted keys were rebuilt are merged into them past 1/32 of those rows."""
 
 
 @dataclass(slots=True)
 class Recent:
     """A recent article's signature: the story it is in, and the first article of its chain of
-    copies (``root_id``; itself for an original)."""
+    copies (``root_id``; itself for an original). A view of one row of the index."""
 
     article_id: str
     story_id: str
@@ -31,22 +43,94 @@ class Recent:
     bands: list[int] = field(default_factory=list)
 
 
+class _RecentView(Mapping[str, Recent]):
+    """Article id → :class:`Recent`, in the order the articles were remembered."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, index: CopyIndex) -> None:
+        self._index = index
+
+    def __getitem__(self, article_id: str) -> Recent:
+        return self._index.recent_row(self._index.row_of[article_id])
+
+    def get(self, article_id: str, default: Recent | None = None) -> Recent | None:  # type: ignore[override]
+        row = self._index.row_of.get(article_id)
+        return default if row is None else self._index.recent_row(row)
+
+    def __contains__(self, article_id: object) -> bool:
+        return article_id in self._index.row_of
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index.row_of)
+
+    def __len__(self) -> int:
+        return len(self._index.row_of)
+
+
 class CopyIndex:
-    """The recent articles of one writer's window and their LSH buckets.
+    """The recent articles of one writer's window and their LSH buckets (see the module doc).
 
     Attributes:
-        recent: Article id → :class:`Recent`, in the order they were remembered.
-        buckets: LSH key → ids of the recent articles that hash there (once per band).
+        row_of: Article id → its row, in the order the articles were remembered.
+        changed: Recent articles remembered or moved to another story since :meth:`forget_changes`.
+        removed: Recent articles forgotten since then (what a writer's delta holds).
     """
 
-    __slots__ = ("bands", "rows", "recent", "buckets", "_bands_memo")
+    __slots__ = ("bands", "rows", "row_of", "_ids", "_story", "_root", "_seen", "_alive", "_sig", "_n",
+                 "_sorted_keys", "_sorted_rows", "_directory", "_shift", "_pending", "_pending_rows", "_bands_memo",
+                 "changed", "removed")
 
     def __init__(self, bands: int, rows: int) -> None:
         self.bands = bands
         self.rows = rows
-        self.recent: dict[str, Recent] = {}
-        self.buckets: dict[int, list[str]] = defaultdict(list)
+        self.row_of: dict[str, int] = {}
+        self._ids: list[str] = []
+        self._story: list[str] = []
+        self._root: list[str] = []
+        self._seen = np.zeros(_MIN_CAPACITY, dtype=np.int64)
+        self._alive = np.zeros(_MIN_CAPACITY, dtype=bool)
+        self._sig = np.zeros((_MIN_CAPACITY, NUM_PERM), dtype=np.uint32)
+        self._n = 0
+        self._sorted_keys = np.empty(0, dtype=np.int64)
+        self._sorted_rows = np.empty(0, dtype=np.int32)
+        self._directory = np.zeros(2, dtype=np.int32)
+        self._shift = 63
+        self._pending: dict[int, list[int]] = {}
+        self._pending_rows = 0
         self._bands_memo: tuple[Sequence[int], list[int]] | None = None
+        self.changed: set[str] = set()
+        self.removed: set[str] = set()
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def recent(self) -> _RecentView:
+        """Article id → :class:`Recent` (a read-only view, in the order remembered)."""
+        return _RecentView(self)
+
+    def recent_row(self, row: int) -> Recent:
+        """The :class:`Recent` of one row."""
+        return Recent(self._ids[row], self._story[row], self._root[row], int(self._seen[row]), self._sig[row])
+
+    def columns(self, article_ids: Sequence[str] | None = None) -> dict[str, object]:
+        """The rows of ``article_ids`` (every held article, in the order remembered, if None) as
+        columns: ``article_id``, ``story_id``, ``root_id``, ``seen_ms`` and ``minhash`` (``(n, 128)``)."""
+        ids = list(self.row_of) if article_ids is None else list(article_ids)
+        rows = np.fromiter((self.row_of[a] for a in ids), dtype=np.int64, count=len(ids))
+        story, root = self._story, self._root
+        return {"article_id": ids, "story_id": [story[r] for r in rows.tolist()],
+                "root_id": [root[r] for r in rows.tolist()], "seen_ms": self._seen[rows].copy(),
+                "minhash": self._sig[rows]}
+
+    @property
+    def buckets(self) -> dict[int, list[str]]:
+        """LSH key → ids of the live recent articles that hash there (for inspection and tests)."""
+        out: dict[int, list[str]] = {}
+        for article_id, row in self.row_of.items():
+            for key in lsh_bands(self._sig[row], self.bands, self.rows):
+                out.setdefault(key, []).append(article_id)
+        return out
 
     def bands_of(self, minhash: Sequence[int]) -> list[int]:
         """LSH keys of a signature; the copy check and :meth:`remember` of one article share them."""
@@ -57,83 +141,57 @@ class CopyIndex:
         self._bands_memo = (minhash, keys)
         return keys
 
-    def remember(self, article_id: str, story_id: str, root_id: str, seen_ms: int, minhash: Sequence[int]) -> None:
-        """Keep an article's signature as a copy candidate (replacing an earlier version of it)."""
-        recent = Recent(article_id, story_id, root_id, seen_ms, np.asarray(minhash, dtype=np.uint32))
-        self.add(recent, self.bands_of(minhash))
-
-    def add(self, recent: Recent, bands: list[int]) -> None:
-        """Index ``recent`` under its LSH keys ``bands``."""
-        # A new version of an article replaces the old one everywhere, as a reloaded state has it:
-        # left in the old version's buckets, its id would outlive its entry when it expires.
-        previous = self.recent.pop(recent.article_id, None)
-        if previous is not None:
-            self.discard(previous)
-        recent.bands = bands
-        self.recent[recent.article_id] = recent
-        for key in recent.bands:
-            self.buckets[key].append(recent.article_id)
-
-    def add_all(self, rows: Sequence[tuple[str, str, str, int]], signatures: npt.NDArray[np.uint32]) -> None:
-        """Index ``(article id, story id, root id, seen ms)`` rows with their signatures (one per
-        row) into an empty index at once, with the LSH keys computed in one vectorised pass."""
-        if not rows:
-            return
-        keys = lsh_bands_many(signatures, self.bands, self.rows)
-        recent, buckets = self.recent, self.buckets
-        for (aid, sid, root, seen), signature, bands in zip(rows, signatures, keys, strict=True):
-            # add(), inlined: this loop runs for every recent article of a checkpoint.
-            item = Recent(aid, sid, root, seen, signature, bands)
-            recent[item.article_id] = item
-            for key in bands:
-                buckets[key].append(item.article_id)
-
-    def discard(self, recent: Recent) -> None:
-        """Take an article's id out of its LSH buckets (each holds it once per band that hashed there)."""
-        for key in recent.bands:
-            bucket = self.buckets.get(key)
-            if bucket is not None:
-                bucket.remove(recent.article_id)
-                if not bucket:
-                    del self.buckets[key]
-
-    def expire(self, cutoff_ms: int) -> None:
-        """Forget the articles seen before ``cutoff_ms``."""
-        old = [r for r in self.recent.values() if r.seen_ms < cutoff_ms]
-        for recent in old:
-            self.discard(recent)
-            del self.recent[recent.article_id]
-
-    def restory(self, article_ids: Iterable[str], story_id: str) -> None:
-        """Point the recent articles among ``article_ids`` at ``story_id`` (a merge or split moved them)."""
-        for article_id in article_ids:
-            recent = self.recent.get(article_id)
-            if recent is not None:
-                recent.story_id = story_id
+    def _candidate_rows(self, keys: Sequence[int]) -> npt.NDArray[np.int64]:
+        """Live rows sharing at least one LSH key with ``keys`` (each once, ascending)."""
+        if not keys:
+            return np.empty(0, dtype=np.int64)
+        query = np.asarray(keys, dtype=np.int64)
+        parts: list[npt.NDArray[np.int64]] = []
+        if self._sorted_keys.size:
+            # The directory gives each query the few sorted keys sharing its top bits: two memory
+            # reads where a binary search over millions of keys makes twenty.
+            prefix = query >> self._shift
+            lo, hi = self._directory[prefix].astype(np.int64), self._directory[prefix + 1].astype(np.int64)
+            width = int((hi - lo).max())
+            if width:
+                at = lo[:, None] + np.arange(width)
+                inside = at < hi[:, None]
+                at = np.where(inside, at, 0)
+                hit = inside & (self._sorted_keys[at] == query[:, None])
+                if hit.any():
+                    parts.append(self._sorted_rows[at[hit]])
+        pending = self._pending
+        if pending:
+            found = [row for key in keys for row in pending.get(key, ())]
+            if found:
+                parts.append(np.asarray(found, dtype=np.int64))
+        if not parts:
+            return np.empty(0, dtype=np.int64)
+        rows = np.unique(np.concatenate(parts))
+        return rows[self._alive[rows]]
 
     def best_match(self, article_id: str, minhash: Sequence[int], live_stories: Container[str],
                    threshold: float) -> tuple[Recent, float] | None:
         """The LSH candidate with the highest estimated Jaccard at or above ``threshold`` (ties by
         article id), among recent articles of ``live_stories`` other than ``article_id`` itself."""
-        keys = self.bands_of(minhash)
-        seen: dict[str, None] = {}
-        for key in keys:
-            for aid in self.buckets.get(key, ()):
-                seen[aid] = None
-        best: tuple[Recent, float] | None = None
-        if not seen:
+        rows = self._candidate_rows(self.bands_of(minhash))
+        if rows.size == 0:
             return None
         mine = np.asarray(minhash, dtype=np.uint32)
-        for aid in seen:
-            recent = self.recent[aid]
-            if aid == article_id or recent.story_id not in live_stories:
-                continue  # an earlier version of the article itself is no original of it
-            jaccard = estimate_jaccard(mine, recent.minhash)
+        # estimate_jaccard's value: the share of equal positions (an empty signature has no keys,
+        # so it is never a candidate nor the article searched for).
+        jaccards = np.count_nonzero(self._sig[rows] == mine, axis=1) / mine.size
+        best: tuple[int, float] | None = None
+        ids, story = self._ids, self._story
+        for row, jaccard in zip(rows.tolist(), jaccards.tolist(), strict=True):
             if jaccard < threshold:
                 continue
-            if best is None or (jaccard, best[0].article_id) > (best[1], aid):
-                best = (recent, jaccard)
-        return best
+            aid = ids[row]
+            if aid == article_id or story[row] not in live_stories:
+                continue  # an earlier version of the article itself is no original of it
+            if best is None or (jaccard, ids[best[0]]) > (best[1], aid):
+                best = (row, jaccard)
+        return None if best is None else (self.recent_row(best[0]), best[1])
 
     def find_copy(self, article_id: str, minhash: Sequence[int], live_stories: Container[str],
                   copy_jaccard: float, chain_jaccard: float) -> tuple[str, str, float] | None:
@@ -155,11 +213,165 @@ class CopyIndex:
             return None
         recent, jaccard = match
         original_id = recent.article_id
-        root = self.recent.get(recent.root_id)
-        if root is not None and root is not recent:
+        root_row = self.row_of.get(recent.root_id)
+        if root_row is not None and recent.root_id != recent.article_id:
             mine = np.asarray(minhash, dtype=np.uint32)
-            if estimate_jaccard(mine, root.minhash) >= chain_jaccard:
-                original_id = root.article_id
-        elif root is None:  # the first article left the window: it cannot be checked, keep the chain
+            if estimate_jaccard(mine, self._sig[root_row]) >= chain_jaccard:
+                original_id = recent.root_id
+        elif root_row is None:  # the first article left the window: it cannot be checked, keep the chain
             original_id = recent.root_id
         return original_id, recent.story_id, jaccard
+
+    # ------------------------------------------------------------------ changing
+
+    def forget_changes(self) -> None:
+        """Start tracking changes afresh (a writer committed the ones so far)."""
+        self.changed = set()
+        self.removed = set()
+
+    def _grow(self, need: int) -> None:
+        capacity = self._seen.size
+        if need <= capacity:
+            return
+        capacity = max(need, capacity + capacity // 4)
+        self._seen = np.resize(self._seen, capacity)
+        alive = np.zeros(capacity, dtype=bool)
+        alive[:self._n] = self._alive[:self._n]
+        self._alive = alive
+        sig = np.zeros((capacity, NUM_PERM), dtype=np.uint32)
+        sig[:self._n] = self._sig[:self._n]
+        self._sig = sig
+
+    def _append(self, article_id: str, story_id: str, root_id: str, seen_ms: int, minhash: npt.NDArray[np.uint32]
+                ) -> int:
+        self._grow(self._n + 1)
+        row = self._n
+        self._n += 1
+        self._ids.append(article_id)
+        self._story.append(story_id)
+        self._root.append(root_id)
+        self._seen[row] = seen_ms
+        self._alive[row] = True
+        self._sig[row] = minhash
+        return row
+
+    def _kill(self, article_id: str) -> None:
+        row = self.row_of.pop(article_id, None)
+        if row is not None:
+            self._alive[row] = False
+
+    def remember(self, article_id: str, story_id: str, root_id: str, seen_ms: int, minhash: Sequence[int]) -> None:
+        """Keep an article's signature as a copy candidate (replacing an earlier version of it)."""
+        keys = self.bands_of(minhash)
+        # A new version of an article replaces the old one everywhere, as a reloaded state has it.
+        self._kill(article_id)
+        row = self._append(article_id, story_id, root_id, seen_ms, np.asarray(minhash, dtype=np.uint32))
+        self.row_of[article_id] = row
+        pending = self._pending
+        for key in keys:
+            pending.setdefault(key, []).append(row)
+        self._pending_rows += 1
+        self.changed.add(article_id)
+        self.removed.discard(article_id)
+        if self._pending_rows > max(_MIN_PENDING_ROWS, self._sorted_keys.size // (self.bands * _PENDING_SHARE)):
+            self._merge_pending()
+        self._maybe_compact()
+
+    def add_all(self, rows: Sequence[tuple[str, str, str, int]], signatures: npt.NDArray[np.uint32]) -> None:
+        """Index ``(article id, story id, root id, seen ms)`` rows with their signatures (one per
+        row) into an empty index at once, with the LSH keys computed and sorted in one vectorised
+        pass."""
+        if not rows:
+            return
+        if self._n:
+            raise RuntimeError("bulk loading needs an empty copy index")
+        n = len(rows)
+        self._grow(n)
+        self._ids = [r[0] for r in rows]
+        self._story = [r[1] for r in rows]
+        self._root = [r[2] for r in rows]
+        self._seen[:n] = np.fromiter((r[3] for r in rows), dtype=np.int64, count=n)
+        self._alive[:n] = True
+        self._sig[:n] = signatures
+        self._n = n
+        self.row_of = {aid: i for i, aid in enumerate(self._ids)}
+        if len(self.row_of) != n:  # an article listed twice: its last row holds it
+            self._alive[:n] = False
+            self._alive[list(self.row_of.values())] = True
+        self._rebuild_sorted()
+
+    def _rebuild_sorted(self) -> None:
+        """The sorted ``(key, row)`` arrays of every live row (the pending keys folded in)."""
+        live = np.flatnonzero(self._alive[:self._n])
+        signatures = self._sig[live]
+        keys = lsh_band_keys(signatures, self.bands, self.rows) if live.size else np.empty((0, self.bands), np.int64)
+        empty = np.all(signatures == np.iinfo(np.uint32).max, axis=1) if live.size else np.empty(0, bool)
+        keys, rows = keys[~empty].ravel(), np.repeat(live[~empty], self.bands)
+        order = np.argsort(keys, kind="stable")
+        self._index_sorted(keys[order], rows[order])
+        self._pending, self._pending_rows = {}, 0
+
+    def _index_sorted(self, keys: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> None:
+        """Hold the sorted ``(key, row)`` arrays and their directory: for each value of a key's top
+        bits, where its keys start (about two keys per entry)."""
+        self._sorted_keys, self._sorted_rows = keys, rows.astype(np.int32)
+        bits = max(1, int(keys.size).bit_length() - 1)
+        self._shift = 63 - bits
+        directory = np.zeros((1 << bits) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(keys >> self._shift, minlength=1 << bits), out=directory[1:])
+        self._directory = directory.astype(np.int32)
+
+    def _merge_pending(self) -> None:
+        """Fold the keys of rows added since the last rebuild into the sorted arrays."""
+        if not self._pending:
+            self._pending_rows = 0
+            return
+        keys = np.fromiter((k for k, rows in self._pending.items() for _ in rows), dtype=np.int64)
+        rows = np.fromiter((r for rs in self._pending.values() for r in rs), dtype=np.int64)
+        order = np.argsort(keys, kind="stable")
+        keys, rows = keys[order], rows[order]
+        at = np.searchsorted(self._sorted_keys, keys, side="right")
+        self._index_sorted(np.insert(self._sorted_keys, at, keys), np.insert(self._sorted_rows, at, rows))
+        self._pending, self._pending_rows = {}, 0
+
+    def _maybe_compact(self) -> None:
+        """Rebuild without the rows that left, once they are half as many as the live ones."""
+        dead = self._n - len(self.row_of)
+        if dead < _MIN_CAPACITY or dead < len(self.row_of) // 2:
+            return
+        live = np.asarray(list(self.row_of.values()), dtype=np.int64)
+        live.sort()
+        self._ids = [self._ids[i] for i in live.tolist()]
+        self._story = [self._story[i] for i in live.tolist()]
+        self._root = [self._root[i] for i in live.tolist()]
+        n = live.size
+        self._seen[:n] = self._seen[live]
+        self._sig[:n] = self._sig[live]
+        self._alive[:] = False
+        self._alive[:n] = True
+        self._n = n
+        order = dict(zip(live.tolist(), range(n), strict=True))
+        self.row_of = {aid: order[row] for aid, row in self.row_of.items()}
+        self._rebuild_sorted()
+
+    def expire(self, cutoff_ms: int) -> None:
+        """Forget the articles seen before ``cutoff_ms``."""
+        old = np.flatnonzero(self._alive[:self._n] & (self._seen[:self._n] < cutoff_ms))
+        for row in old.tolist():
+            article_id = self._ids[row]
+            self._alive[row] = False
+            del self.row_of[article_id]
+            self.changed.discard(article_id)
+            self.removed.add(article_id)
+        self._maybe_compact()
+
+    def restory(self, article_ids: Iterable[str], story_id: str) -> None:
+        """Point the recent articles among ``article_ids`` at ``story_id`` (a merge or split moved them)."""
+        for article_id in article_ids:
+            row = self.row_of.get(article_id)
+            if row is not None:
+                self._story[row] = story_id
+                self.changed.add(article_id)
+
+
+__all__ = ["CopyIndex", "Recent", "lsh_bands_many"]

@@ -39,6 +39,7 @@ def merge_stories(clusterer: ClustererParts, survivor_id: str, merged_id: str, n
     merged = clusterer.stories[merged_id]
     clusterer.drop_story(merged)
     moved = list(merged.members)
+    survivor.trimmed += merged.trimmed  # the survivor's size counts what either story trimmed
     _rebuild(clusterer, survivor, survivor.members + moved, to_ms(now))
     clusterer.copies.restory((m.article_id for m in moved), survivor_id)
     return moved

@@ -94,6 +94,7 @@ def story_to_json(story: Story) -> list[object]:
         [member_to_json(m) for m in story.members],
         story.repaired_ms,
         None if story.norms is None else list(story.norms),
+        *([story.trimmed] if story.trimmed else []),  # written only when members were trimmed
     ]
 
 
@@ -101,6 +102,7 @@ def story_from_json(raw: Sequence[object]) -> Story:
     """The inverse of :func:`story_to_json`; a story written before the norm cache has none."""
     sid, first_id, first_ms, last_ms, size, centroid, entities, years, members, repaired = raw[:10]
     norms = raw[10] if len(raw) > 10 else None  # states written before the norm cache lack it
+    trimmed = raw[11] if len(raw) > 11 else 0
     story = Story(
         story_id=str(sid),
         first_article_id=str(first_id),
@@ -113,6 +115,7 @@ def story_from_json(raw: Sequence[object]) -> Story:
         members=[member_from_json(m) for m in members],  # type: ignore[attr-defined]
         repaired_ms=None if repaired is None else int(repaired),  # type: ignore[call-overload]
         norms=None if norms is None else (float(norms[0]), float(norms[1]), float(norms[2])),  # type: ignore[index]
+        trimmed=int(trimmed),  # type: ignore[call-overload]
     )
     count_embeddings(story)
     return story
@@ -129,6 +132,8 @@ def clusterer_to_state(clusterer: ClustererParts) -> dict[str, object]:
         "decayed_ms": clusterer.decayed_ms,
         "n_docs": clusterer.online_idf.n_docs,
         "df": [[t, c] for t, c in clusterer.online_idf.df.items()],
+        # The IDF's decay as one scale (issue 15); absent, as in states written before, it is 1.
+        **({"df_scale": clusterer.online_idf.scale} if clusterer.online_idf.scale != 1.0 else {}),
         "stories": [story_to_json(s) for s in clusterer.stories.values()],
         "recent": [[r.article_id, r.story_id, r.root_id, r.seen_ms, encode_minhash(r.minhash)]
                    for r in clusterer.copies.recent.values()],
@@ -161,6 +166,7 @@ def clusterer_from_state(state: Mapping[str, object], cls: type[C]) -> C:
     out.decayed_ms = None if decayed is None else int(decayed)  # type: ignore[call-overload]
     out.online_idf.n_docs = float(state["n_docs"])  # type: ignore[arg-type]
     out.online_idf.df = {str(t): float(c) for t, c in state["df"]}  # type: ignore[attr-defined]
+    out.online_idf.scale = float(state.get("df_scale", 1.0))  # type: ignore[arg-type]
     for raw in state["stories"]:  # type: ignore[attr-defined]
         story = story_from_json(raw)
         out.stories[story.story_id] = story

@@ -10,6 +10,16 @@ A story also keeps the sum of its original members' sentence embeddings (issue 1
 held as int8 codes (:func:`embedding_code`): the sum is exact integer arithmetic, so the running
 sum, a version's swap and a merge's or split's recount always agree, and a checkpoint need not
 store it (it is recounted from the members on load).
+
+Members are trimmed (:func:`trim_members`) so a story that stays active for weeks does not carry
+every article it ever had: a member seen before the active window leaves the story once the story
+holds at least ``KEPT_ORIGINALS`` newer original members (issue 15). The rule keeps every
+decision that reads members as it was: the running mean's weight of a new article is
+``max(1 / originals, centroid_min_weight)``, the same for any count of 10 or more; a split looks
+at the newest ``RepairParams.max_split_members`` (200) originals only; a new version of a
+trimmed article is placed as a new article, as one of an expired story is. What changes is a
+merge's or split's centroid, recomputed from the kept members only, and a merge's average link,
+judged on them. ``Story.trimmed`` counts what left, so the story's size still counts it.
 """
 
 from __future__ import annotations
@@ -30,6 +40,8 @@ EMBEDDING_CODE_SCALE = 508.0
 """int8 code = round(component × 508), clipped to ±127: a unit 512-d embedding's components stay
 within ±0.14 on the dev corpora, and cosines through the codes differ from the float ones by at
 most 0.004 (docs/measurements.md)."""
+KEPT_ORIGINALS = 200
+"""Original members a story keeps however old they are (the repair's ``max_split_members``)."""
 _YEAR_RE = re.compile(r"^(1[89]\d\d|20\d\d)$")
 
 
@@ -65,7 +77,7 @@ class Member:
     publisher_id: str | None
     copy_of: str | None
     terms: tuple[str, ...]
-    weights: tuple[float, ...]
+    weights: Sequence[float]  # a tuple, or an array of doubles for a member loaded from a state
     entities: tuple[str, ...]
     has_body: bool = True
     embedding: bytes | None = None
@@ -78,7 +90,8 @@ class Story:
     ``norms`` caches the IDF-weighted norms of the centroid and of the entity counts, and the
     IDF's document count they were computed at (see :func:`transforms.clustering.scoring.story_norms`);
     None until the story is next scored (computed then, lazily, so a resumed writer computes them
-    at the same point).
+    at the same point). ``trimmed`` counts the members :func:`trim_members` took out (``size``
+    still counts them).
 
     ``embedding_sum`` is the sum of the embedding codes of the ``embedded`` original members that
     have one (None when none has); derived from the members, never stored. ``embedding_direction``
@@ -100,6 +113,7 @@ class Story:
     embedding_sum: npt.NDArray[np.int32] | None = field(default=None, compare=False, repr=False)
     embedded: int = field(default=0, compare=False)
     embedding_direction: npt.NDArray[np.float64] | None = field(default=None, compare=False, repr=False)
+    trimmed: int = 0
 
 
 def story_years(terms: Iterable[str]) -> list[str]:
@@ -303,8 +317,51 @@ def rebuild_story(story: Story, members: Sequence[Member], now_ms: int, centroid
     story.years = story_years(t for m in originals for t in m.terms)
     story.members = members
     count_embeddings(story)
-    story.size = len(members)
-    story.first_seen_ms = members[0].seen_ms
+    story.size = len(members) + story.trimmed
+    if not story.trimmed:  # else its first members were trimmed: it keeps their time and article
+        story.first_seen_ms = members[0].seen_ms
+        story.first_article_id = members[0].article_id
     story.last_seen_ms = max(m.seen_ms for m in members)
-    story.first_article_id = members[0].article_id
     story.repaired_ms = now_ms
+
+
+def trim_members(story: Story, cutoff_ms: int, kept_originals: int = KEPT_ORIGINALS) -> list[Member]:
+    """Take out of ``story`` the members seen before ``cutoff_ms``, keeping its newest
+    ``kept_originals`` original members and the copies of those (see the module doc).
+
+    Returns:
+        The members taken out (counted in ``story.trimmed``), oldest first.
+
+    >>> m = [Member(f"a{i}", i, None, None, (), (), ()) for i in range(4)]
+    >>> s = Story("s", "a0", 0, 3, 4, {}, {}, [], list(m))
+    >>> [x.article_id for x in trim_members(s, 3, kept_originals=2)], s.size, s.trimmed
+    (['a0', 'a1'], 4, 2)
+    """
+    if not story.members or story.members[0].seen_ms >= cutoff_ms:
+        return []  # members are appended as they arrive: the first is the oldest (a merge sorts them)
+    originals = [m.article_id for m in story.members if m.copy_of is None]
+    kept = set(originals[-kept_originals:]) if kept_originals > 0 else set()
+    keep: list[Member] = []
+    dropped: list[Member] = []
+    for member in story.members:
+        if member.seen_ms >= cutoff_ms or member.article_id in kept or member.copy_of in kept:
+            keep.append(member)
+        else:
+            dropped.append(member)
+    if dropped:
+        story.members = keep
+        story.trimmed += len(dropped)
+        # The embedding sum is derived from the kept members (a loaded state recounts it from them).
+        for member in dropped:
+            if member.copy_of is None:
+                _add_embedding(story, member.embedding, -1)
+    return dropped
+
+
+@dataclass(slots=True)
+class Journal:
+    """What a writer's last commit stored of each story: its fingerprint and its cached norms
+    (``transforms.clustering.columns`` makes and reads it; here so the clusterer that holds one
+    needs no import of the columns)."""
+
+    stories: dict[str, tuple[tuple[object, ...], tuple[float, float, float] | None]] = field(default_factory=dict)

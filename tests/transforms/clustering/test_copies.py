@@ -100,4 +100,36 @@ def test_bulk_loading_equals_remembering_one_by_one() -> None:
     for row, signature in zip(rows, signatures, strict=True):
         one_by_one.remember(*row, signature)
     assert dict(bulk.buckets) == dict(one_by_one.buckets)
-    assert {k: r.bands for k, r in bulk.recent.items()} == {k: r.bands for k, r in one_by_one.recent.items()}
+    assert {k: (r.story_id, r.root_id, r.seen_ms, r.minhash.tolist()) for k, r in bulk.recent.items()} == {
+        k: (r.story_id, r.root_id, r.seen_ms, r.minhash.tolist()) for k, r in one_by_one.recent.items()}
+
+
+def test_a_large_index_finds_what_a_scan_of_every_held_article_finds() -> None:
+    # Enough rows that keys move from the pending dict into the sorted arrays and the arrays are
+    # rebuilt without the rows that expired or were replaced (issue 15).
+    from transforms.signatures import estimate_jaccard, minhash_from_hashes
+
+    rng = np.random.default_rng(4)
+    copies = _index()
+    shingles: dict[str, np.ndarray] = {}
+    for i in range(6_000):
+        if i % 3 == 0 and shingles:
+            source = list(shingles)[int(rng.integers(max(0, len(shingles) - 500), len(shingles)))]
+            hashes = np.concatenate([shingles[source][:150], rng.integers(0, 2**63, 30, dtype=np.uint64)])
+        else:
+            hashes = rng.integers(0, 2**63, 200, dtype=np.uint64)
+        aid = f"a{i}" if i % 50 else f"a{i - 25}"  # now and then a new version of a held article
+        shingles[aid] = hashes
+        copies.remember(aid, f"s{i % 700}", aid, i, tuple(int(v) for v in minhash_from_hashes(hashes)))
+        if i % 1_000 == 999:
+            copies.expire(i - 2_500)
+    assert copies._n < 6_000  # compacted at least once  # noqa: SLF001
+    held = {aid: copies.recent[aid] for aid in copies.recent}
+    assert len(held) == len(copies.row_of) and all(r.seen_ms >= 6_000 - 1 - 2_500 - 1_000 for r in held.values())
+    for probe in list(held)[::97]:
+        signature = tuple(int(v) for v in held[probe].minhash)
+        found = copies.best_match("probe", signature, {f"s{k}" for k in range(700)}, 0.5)
+        scores = {aid: estimate_jaccard(np.asarray(signature), r.minhash) for aid, r in held.items()}
+        best = max(scores.values())
+        assert found is not None and found[1] == best
+        assert found[0].article_id == min(aid for aid, score in scores.items() if score == best)

@@ -31,9 +31,28 @@ def test_counts_keep_the_order_terms_were_first_seen() -> None:
 def test_decay_halves_every_count_per_half_life_and_drops_the_faded() -> None:
     idf = OnlineIdf(10.0, 24.0, {"a": 1.0, "b": 2 * DF_FLOOR - 0.001}, 4.0)
     idf.decay(24.0)
-    assert idf.df == {"a": 0.5} and idf.n_docs == 2.0
+    assert idf.frequencies() == {"a": 0.5} and idf.n_docs == 2.0
+    assert idf.df == {"a": 1.0, "b": 2 * DF_FLOOR - 0.001} and idf.scale == 0.5  # one change: the scale
     idf.decay(0.0)
-    assert idf.df == {"a": 0.5}
+    assert idf.frequencies() == {"a": 0.5}
+    assert idf.function()("b") == idf.function()("unseen")  # faded: weighs as unseen
+
+
+def test_a_faded_term_counted_again_starts_from_one() -> None:
+    idf = OnlineIdf(10.0, 24.0, {"a": 1.0, "b": 0.09}, 4.0)
+    idf.decay(24.0)
+    idf.count(["a", "b"], [])
+    assert idf.frequencies() == {"a": 1.5, "b": 1.0} and idf.changed == {"a", "b"}
+
+
+def test_the_scale_is_folded_into_the_counts_once_per_half_life() -> None:
+    idf = OnlineIdf(10.0, 24.0, {"a": 1.0, "b": 0.15}, 4.0)
+    idf.decay(12.0)
+    assert not idf.rescaled and idf.df == {"a": 1.0, "b": 0.15}
+    idf.decay(36.0)
+    assert idf.rescaled and idf.scale == 1.0 and idf.df == {"a": pytest.approx(0.25)}  # b faded below the floor: dropped
+    idf.forget_changes()
+    assert not idf.rescaled and idf.changed == set()
 
 
 def test_a_function_is_fixed_to_the_counts_it_was_made_from() -> None:

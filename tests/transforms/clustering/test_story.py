@@ -12,7 +12,7 @@ from embedded_articles import MIXING, T0, bodied, direction, near
 from repair_corpus import bern, mannheim
 
 from transforms.clustering import LanguageClusterer
-from transforms.clustering.story import count_embeddings, embedding_code, embedding_direction
+from transforms.clustering.story import count_embeddings, embedding_code, embedding_direction, trim_members
 
 
 @pytest.mark.parametrize("raw", [[0.0] * 512, [], None], ids=["zero", "empty", "none"])
@@ -65,3 +65,20 @@ def test_a_storys_embedding_direction_is_never_stale() -> None:
     bare = LanguageClusterer("en")
     plain = bare.stories[bare.assign(bodied("b0", bern(0), 2)).story_id]
     assert plain.embedding_sum is None and embedding_direction(plain) is None
+
+
+def test_trimming_members_takes_their_codes_out_of_the_sum_as_a_reload_would() -> None:
+    # Issue 15 trims a long-lived story's oldest members; the sum must follow, or a writer that
+    # keeps running and one that reloads its state (which recounts from the members) disagree.
+    m_dir = direction(7)
+    clusterer = LanguageClusterer("en", MIXING)
+    for i in range(6):
+        clusterer.assign(bodied(f"m{i}", mannheim(i), 2 * i, near(m_dir, 400 + i)))
+    (story,) = clusterer.stories.values()
+    assert story.embedded == 6
+    dropped = trim_members(story, cutoff_ms=story.members[4].seen_ms, kept_originals=2)
+    assert len(dropped) == 4 and story.trimmed == 4 and story.size == 6
+    live_sum, live_count = story.embedding_sum.copy(), story.embedded  # type: ignore[union-attr]
+    count_embeddings(story)
+    assert live_count == story.embedded == 2
+    assert np.array_equal(live_sum, story.embedding_sum)  # type: ignore[arg-type]

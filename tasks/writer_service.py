@@ -1,0 +1,172 @@
+"""The long-running writer (issue 15): one process keeps each language's window in memory and
+consumes article segments as they land, committing each batch through the same If-Match fence.
+
+Every ``poll_seconds`` it lists the article log; when a segment it has not consumed is there, it
+runs each language's writer (:func:`tasks.cluster.cluster_language`) on the state it kept from its
+own last commit, so a batch costs its articles and a delta of what they changed, never a load. A
+commit by anyone else (another writer, ``newsroom doctor``) moves the checkpoint's ETag: the next
+batch loads the state that writer stored, and a fenced batch is dropped as in the per-minute flow.
+Compaction (folding the chain into a new base) runs in a background thread once the chain holds
+``compact_every`` deltas; the batch after it adopts the base. Repairs run every
+``repair_every_minutes`` on the state in memory.
+
+Lag is measured per segment: from when it landed (the caller's ``landed_at``, or when this writer
+first listed it) to the commit of the batch that consumed it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from tasks.cluster import WriterFencedError, cluster_language, keep_states_in_memory, languages_of_segments
+from tasks.repair import repair_language
+from tasks.writer_state import COMPACT_EVERY, compact_writer_state
+from warehouse import layout
+from warehouse.checkpoints import WriterCheckpoint
+from warehouse.maintenance import is_compacted
+from warehouse.store import ObjectStore
+from warehouse.tables import list_segments
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ServiceReport:
+    """What a long-running writer did: per batch summaries and per segment lag (seconds)."""
+
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    lags: list[float] = field(default_factory=list)
+    compactions: int = 0
+    states_reused: int = 0
+
+    def lag_quantile(self, q: float) -> float | None:
+        if not self.lags:
+            return None
+        ordered = sorted(self.lags)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    def totals(self) -> dict[str, Any]:
+        return {"batches": len(self.batches), "articles": sum(int(b.get("articles", 0)) for b in self.batches),
+                "state_bytes": sum(int(b.get("state_bytes", 0)) for b in self.batches),
+                "segments": len(self.lags), "lag_p50_seconds": self.lag_quantile(0.5),
+                "lag_p95_seconds": self.lag_quantile(0.95), "lag_max_seconds": max(self.lags, default=None),
+                "compactions": self.compactions, "states_reused": self.states_reused,
+                "fenced": sum(1 for b in self.batches if "fenced" in b),
+                "failed": sum(1 for b in self.batches if "error" in b)}
+
+
+def _consumed(store: ObjectStore, language: str) -> set[str]:
+    try:
+        checkpoint = WriterCheckpoint.parse(store.get(layout.story_checkpoint_key(language)).data)
+    except Exception:  # noqa: BLE001 - a missing or damaged checkpoint: the writer run says why
+        return set()
+    return set(checkpoint.consumed) if checkpoint else set()
+
+
+def serve_language_writers(
+    store: ObjectStore,
+    languages: Sequence[str] | None,
+    *,
+    clock: Callable[[], datetime],
+    until: Callable[[], bool],
+    poll_seconds: float = 5.0,
+    compact_every: int = COMPACT_EVERY,
+    repair_every_minutes: float | None = 10.0,
+    landed_at: Callable[[str], float | None] | None = None,
+    on_batch: Callable[[dict[str, Any], ServiceReport], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ServiceReport:
+    """Run the language writers as one long-lived process until ``until()`` (see the module doc).
+
+    Args:
+        store: The store.
+        languages: The languages to write (every language in the log, looked up each poll, if None).
+        clock: Stream time of a batch (the current time in production; a replay's in benches).
+        until: Whether to stop (checked between polls).
+        poll_seconds: Pause between looks at the log when nothing new landed.
+        compact_every: Deltas after which the chain is folded in the background.
+        repair_every_minutes: Stream minutes between repairs (None: the repair deployment's job).
+        landed_at: When a segment landed (``time.time()`` seconds), if the caller knows.
+        on_batch: Called after each batch with its summary and the report so far.
+        sleep: How to wait (tests pass a no-op).
+
+    Returns:
+        The report.
+    """
+    report = ServiceReport()
+    first_listed: dict[str, float] = {}
+    known: set[str] = set()
+    languages_read: set[str] = set()
+    last_repair: datetime | None = None
+    compactor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="writer-compaction")
+    pending: dict[str, Future[str | None]] = {}
+    try:
+        with keep_states_in_memory() as kept:
+            while not until():
+                segments = [k for k in list_segments(store, layout.ARTICLES_PREFIX) if not is_compacted(k)]
+                listed = time.time()
+                for key in segments:
+                    first_listed.setdefault(key, listed)
+                if languages:
+                    targets = list(languages)
+                else:  # the languages of the segments not read before, added to those known
+                    fresh = [k for k in segments if k not in languages_read]
+                    if fresh:
+                        known.update(languages_of_segments(store, fresh))
+                        languages_read.update(fresh)
+                    targets = sorted(known)
+                waiting = {lang: [k for k in segments if k not in _consumed(store, lang)] for lang in targets}
+                if not any(waiting.values()):
+                    sleep(poll_seconds)
+                    continue
+                now = clock()
+                for language in targets:
+                    if not waiting[language]:
+                        continue
+                    try:
+                        summary = cluster_language(store, language, now, compact_every=0)
+                    except WriterFencedError as e:
+                        summary = {"language": language, "committed": False, "fenced": str(e)}
+                    except Exception as e:  # noqa: BLE001 - one language's failure must not stop the others
+                        log.error("writer_service_batch_failed language=%s error=%r", language, e)
+                        summary = {"language": language, "committed": False, "error": f"{type(e).__name__}: {e}"}
+                    committed_at = time.time()
+                    done = _consumed(store, language)
+                    lags = [committed_at - (landed_at(k) if landed_at and landed_at(k) is not None else first_listed[k])
+                            for k in waiting[language] if k in done]
+                    report.lags.extend(lags)
+                    summary = {**summary, "at": now.isoformat(), "segments": len(lags),
+                               "lag_max_seconds": max(lags, default=None)}
+                    report.batches.append(summary)
+                    future = pending.get(language)
+                    if future is not None and future.done():
+                        report.compactions += int(future.result() is not None)
+                        del pending[language]
+                    if summary.get("chain", 0) - 1 >= compact_every and language not in pending:
+                        pending[language] = compactor.submit(compact_writer_state, store, language, compact_every)
+                    if on_batch is not None:
+                        on_batch(summary, report)
+                if last_repair is None:
+                    last_repair = now  # the first repair one interval after the writer starts, as the flow's
+                if repair_every_minutes and now - last_repair >= timedelta(minutes=repair_every_minutes):
+                    for language in targets:
+                        try:
+                            repair_language(store, language, now)
+                        except WriterFencedError:
+                            pass
+                    last_repair = now
+                report.states_reused = kept.hits
+    finally:
+        for future in pending.values():
+            try:
+                report.compactions += int(future.result() is not None)
+            except Exception as e:  # noqa: BLE001 - a failed fold leaves the chain as it was
+                log.error("writer_service_compaction_failed error=%r", e)
+        compactor.shutdown(wait=True)
+    return report
