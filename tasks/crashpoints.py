@@ -17,6 +17,7 @@ CRASH_POINTS = (
     "ingest.after_segment",    # the articles segment written, feed state not yet
     "cluster.after_changes",   # story changes written, state and checkpoint not yet
     "cluster.after_state",     # state written, checkpoint not yet moved
+    "rank.before_aggregates_pointer",  # the story aggregates' fold written, their pointer not yet moved
     "rank.after_stories",      # story snapshot published, no page yet
     "rank.mid_pages",          # some pages published, the rest not
     "rank.before_pointer",     # a page version written, its pointer not yet moved

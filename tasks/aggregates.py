@@ -1,0 +1,690 @@
+"""Rank's story aggregates: fold what is new onto them each cycle, or rebuild them from the logs.
+
+A rank cycle (:func:`update_aggregates`) reads the aggregates (``warehouse.aggregates``), the
+story-change segments past each language's consumed offset and the article segments it has not
+consumed, folds them (:func:`transforms.story_aggregates.fold`), writes one delta of what changed,
+and moves the pointer, fenced. What it reads grows with the minute's changes and the number of
+stories, never with the articles of the window; members are read only for the stories a move or a
+new version recomputes, and then for the stories pages list (:class:`MemberSource`).
+
+A fold takes each language's changes in offset order up to the first one after ``now`` (a change
+log written ahead of the clock waits there); later ones at or before ``now`` are folded onto a copy
+for this cycle only. So the aggregates are always the fold of a prefix of the log, and a cycle
+sees exactly what a rebuild at its ``now`` sees (:func:`aggregates_from_logs`, which
+``newsroom rank --as-of`` and a damaged or missing pointer use).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tasks.crashpoints import crash_point
+from tasks.settings import RankSettings
+from transforms.story_aggregates import (
+    MEMBER_FIELDS,
+    ROW_FIELDS,
+    AggregateRules,
+    FoldResult,
+    FoldState,
+    Ledger,
+    Member,
+    dequantize_embedding,
+    fold,
+    live_aliases,
+    member_order,
+    registry_fingerprint,
+    row_from_article,
+    stories_to_load,
+)
+from warehouse import layout
+from warehouse.aggregates import (
+    MANIFEST_SCHEMA,
+    MEMBER_ROW_GROUP_ROWS,
+    AggregatesUnreadableError,
+    ReadCounter,
+    commit_manifest,
+    frame_to_table,
+    put_table,
+    read_all_members,
+    read_manifest,
+    read_members,
+    read_pointer,
+    read_story_rows,
+    read_table_object,
+)
+from warehouse.damage import record_damage
+from warehouse.errors import (
+    CorruptObjectError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    SchemaMismatchError,
+)
+from warehouse.maintenance import is_compacted
+from warehouse.schemas import (
+    AGGREGATE_ALIASES_SCHEMA,
+    AGGREGATE_LEDGER_SCHEMA,
+    AGGREGATE_MEMBERS_SCHEMA,
+    ARTICLES_SCHEMA,
+    LISTINGS_SCHEMA,
+    PENDING_ROWS_SCHEMA,
+    PUBLISHERS_SCHEMA,
+    STORY_AGGREGATES_SCHEMA,
+    STORY_CHANGES_SCHEMA,
+)
+from warehouse.store import ObjectStore
+from warehouse.tables import evolve_to_schema, list_segments, read_table
+
+log = logging.getLogger(__name__)
+
+STORY_LAYERS = 12
+"""Story deltas kept before they are folded into a new base (a base is one row per story)."""
+MEMBER_LAYERS = 60
+"""Member deltas kept before they are folded into a new base (a base is every member of the window:
+compaction reads and writes all of it, so it runs about hourly)."""
+_ARTICLE_COLUMNS = [c for c in ROW_FIELDS if c not in ("embedding_q", "embedding_scale")] + ["embedding"]
+
+
+def aggregate_rules(settings: RankSettings) -> AggregateRules:
+    """The windows the aggregates must answer for, from the rank settings."""
+    return AggregateRules(
+        coverage_window_hours=settings.coverage_window_hours,
+        velocity_window_minutes=settings.velocity_window_minutes,
+        lag_seconds=(settings.smoothing_cycles - 1) * settings.cycle_seconds,
+        early_minutes=max(60.0, settings.breaking_new_story_minutes),
+        active_hours=settings.active_hours,
+        pending_hours=settings.active_hours,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Registry:
+    """What rank reads of the publisher registry."""
+
+    publishers: pl.DataFrame  # publisher_id, name, region, language, authority, is_paywalled, is_opted_out
+    authority: dict[str, float]
+    eligible: frozenset[str]
+    fingerprint: str
+
+
+def read_registry(store: ObjectStore, counter: ReadCounter | None = None) -> Registry:
+    table, _ = read_table(store, layout.PUBLISHERS_KEY, PUBLISHERS_SCHEMA)
+    if counter is not None:
+        counter.add("registry", table.nbytes)
+    rows = table.to_pylist()
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return Registry(frame, {str(p["publisher_id"]): float(p["authority"] or 0.0) for p in rows},
+                    frozenset(str(p["publisher_id"]) for p in rows if not p["is_opted_out"]),
+                    registry_fingerprint(rows))
+
+
+# --- Members, as pages read them --------------------------------------------------------------------
+
+class MemberSource(Mapping[str, list[dict[str, Any]]]):
+    """Story id → its members as ``story_members.sql`` rows (with ``embedding``), read on demand.
+
+    Rows come from the members' layers in the store, a row group at a time, plus the members this
+    cycle changed in memory; :meth:`prefetch` reads many stories in one pass, and a story asked
+    for without it is read alone. A story with no members maps to an empty list.
+    """
+
+    def __init__(self, store: ObjectStore | None, layers: Sequence[str], registry: Registry, *,
+                 overrides: Mapping[str, Mapping[str, Member | None]] | None = None,
+                 counter: ReadCounter | None = None) -> None:
+        self._store, self._layers, self._registry, self._counter = store, list(layers), registry, counter
+        self._overrides = {sid: dict(ms) for sid, ms in (overrides or {}).items()}
+        self._cache: dict[str, list[dict[str, Any]]] = {}
+        self._listed: dict[str, dict[str, datetime | None]] = {}
+        self._pubs = {r["publisher_id"]: r for r in registry.publishers.select(
+            "publisher_id", "name", "region", "authority", "is_paywalled").to_dicts()}
+
+    def with_changes(self, upserts: Iterable[Member], removals: Iterable[tuple[str, str]]) -> MemberSource:
+        """This source with a fold's member changes on top (removals first, then upserts)."""
+        overrides = {sid: dict(ms) for sid, ms in self._overrides.items()}
+        for sid, aid in removals:
+            overrides.setdefault(sid, {})[aid] = None
+        for m in upserts:
+            overrides.setdefault(str(m["story_id"]), {})[str(m["article_id"])] = m
+        return MemberSource(self._store, self._layers, self._registry, overrides=overrides, counter=self._counter)
+
+    def raw(self, story_ids: Iterable[str]) -> dict[str, list[Member]]:
+        """Members of some stories as stored (``MEMBER_FIELDS``), for a fold's recompute."""
+        ids = sorted(set(story_ids))
+        stored: dict[str, dict[str, Member]] = {sid: {} for sid in ids}
+        if self._store is not None and self._layers and ids:
+            frame = read_members(self._store, self._layers, ids, counter=self._counter)
+            for m in frame.drop("is_removed").to_dicts():
+                stored[m["story_id"]][m["article_id"]] = m
+        for sid in ids:
+            for aid, m in self._overrides.get(sid, {}).items():
+                if m is None:
+                    stored[sid].pop(aid, None)
+                else:
+                    stored[sid][aid] = m
+        return {sid: sorted(ms.values(), key=member_order) for sid, ms in stored.items()}
+
+    def prefetch(self, story_ids: Iterable[str]) -> None:
+        """Read every story of ``story_ids`` not read yet, in one pass over the layers."""
+        missing = sorted({s for s in story_ids if s not in self._cache})
+        if not missing:
+            return
+        for sid, members in self.raw(missing).items():
+            self._cache[sid] = [self._page_row(m) for m in members]
+
+    def _page_row(self, m: Member) -> dict[str, Any]:
+        publisher = self._pubs.get(m["publisher_id"], {})
+        row = {k: m.get(k) for k in MEMBER_FIELDS if k not in ("embedding_q", "embedding_scale", "assigned_offset")}
+        row.update(is_copy=m.get("copy_of") is not None, publisher=publisher.get("name"),
+                   region=publisher.get("region"), authority=publisher.get("authority"),
+                   is_paywalled=publisher.get("is_paywalled"),
+                   embedding=dequantize_embedding(m.get("embedding_q"), m.get("embedding_scale")))
+        return row
+
+    def was_listed(self, story_id: str, article_id: str, now: datetime) -> bool:
+        """Whether a story snapshot published before ``now`` listed this member (``log/listings``)."""
+        if story_id not in self._listed:
+            self._listed[story_id] = {m["article_id"]: m.get("listed_at") for m in self[story_id]}
+        at = self._listed[story_id].get(article_id)
+        return at is not None and at < now
+
+    def __getitem__(self, story_id: str) -> list[dict[str, Any]]:
+        if story_id not in self._cache:
+            self.prefetch([story_id])
+        return self._cache[story_id]
+
+    def __iter__(self) -> Any:
+        return iter(self._cache)
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def __contains__(self, story_id: object) -> bool:
+        return isinstance(story_id, str)
+
+
+@dataclass(slots=True)
+class AggregateView:
+    """The aggregates as of one instant, for one rank cycle: every story row, their members on
+    demand, and the aliases of merged stories."""
+
+    stories: pl.DataFrame
+    members: MemberSource
+    aliases: dict[str, str]
+    registry: Registry
+    as_of: datetime
+    counter: ReadCounter
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+# --- Reading the logs -----------------------------------------------------------------------------
+
+def _read_segment(store: ObjectStore, key: str, schema: pa.Schema, columns: list[str] | None,
+                  counter: ReadCounter | None, what: str) -> pa.Table | None:
+    """One log segment (projected), or None when it vanished or is damaged (recorded, skipped)."""
+    try:
+        data = store.get(key).data
+    except ObjectNotFoundError:
+        return None
+    if counter is not None:
+        counter.add(what, len(data))
+    try:
+        table = pq.read_table(io.BytesIO(data), use_threads=False)
+        table = evolve_to_schema(table, schema, key=key)
+    except (pa.ArrowException, OSError, ValueError, CorruptObjectError, SchemaMismatchError) as e:
+        record_damage(key, f"corrupt: unreadable Parquet: {e}", "skipped")
+        return None
+    return table.select(columns) if columns is not None else table
+
+
+def _change_segments(store: ObjectStore) -> dict[str, list[tuple[int | None, str]]]:
+    """Change segment keys by language: (first offset, key); a compacted one has no offset."""
+    out: dict[str, list[tuple[int | None, str]]] = defaultdict(list)
+    for key in list_segments(store, layout.STORY_CHANGES_PREFIX):
+        folder, name = key.rsplit("/", 1)
+        language = folder.rsplit("language=", 1)[-1]
+        stem = name.removesuffix(".parquet")
+        out[language].append((int(stem) if stem.isdigit() else None, key))
+    return out
+
+
+def _new_changes(store: ObjectStore, offsets: Mapping[str, int], counter: ReadCounter | None,
+                 everything: bool) -> dict[str, list[dict[str, Any]]]:
+    """Each language's change rows at or past its consumed offset (every row with
+    ``everything``), in offset order, one row per offset."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for language, segments in sorted(_change_segments(store).items()):
+        start = 0 if everything else int(offsets.get(language, 0))
+        numbered = sorted(s for s in segments if s[0] is not None)
+        keys = [k for first, k in segments if first is None] if everything else []
+        # The last segment that starts before ``start`` may run past it (a fold that stopped mid-way).
+        before = [k for first, k in numbered if first is not None and first < start]
+        keys += before[-1:] if not everything else before
+        keys += [k for first, k in numbered if first is not None and first >= start]
+        rows: dict[int, dict[str, Any]] = {}
+        for key in keys:
+            table = _read_segment(store, key, STORY_CHANGES_SCHEMA, None, counter, "changes")
+            if table is None:
+                continue
+            for row in table.to_pylist():
+                if row["offset"] is not None and row["offset"] >= start and row["offset"] not in rows:
+                    rows[row["offset"]] = row
+        if rows:
+            out[language] = [rows[o] for o in sorted(rows)]
+    return out
+
+
+def _split_at(changes: Mapping[str, list[dict[str, Any]]], now: datetime
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, int]]:
+    """(the prefix of each language's changes up to the first one after ``now``, the later ones at
+    or before ``now``, each language's next offset after its prefix)."""
+    prefix, later, next_offset = [], [], {}
+    for language, rows in sorted(changes.items()):
+        cut = next((i for i, r in enumerate(rows) if r["changed_at"] > now), len(rows))
+        prefix += rows[:cut]
+        later += [r for r in rows[cut:] if r["changed_at"] <= now]
+        if cut:
+            next_offset[language] = int(rows[cut - 1]["offset"]) + 1
+    return prefix, later, next_offset
+
+
+def _article_rows(table: pa.Table, now: datetime, after: datetime | None) -> tuple[list[dict[str, Any]], bool]:
+    """The member fields of a segment's rows seen by ``now`` (and after ``after``); and whether
+    every row of it is (so the segment is consumed)."""
+    rows, complete = [], True
+    for article in table.to_pylist():
+        seen = article["first_seen_at"]
+        if seen is None or article["article_id"] is None:
+            continue
+        if seen > now:
+            complete = False
+            continue
+        if after is not None and seen <= after:
+            continue
+        rows.append(row_from_article(article))
+    return rows, complete
+
+
+def _listing_rows(table: pa.Table, now: datetime, after: datetime | None) -> tuple[list[dict[str, Any]], bool]:
+    """A listings segment's rows listed by ``now`` (and after ``after``); and whether that is all of them."""
+    rows, complete = [], True
+    for row in table.to_pylist():
+        at = row["listed_at"]
+        if at is None or row["article_id"] is None:
+            continue
+        if at > now:
+            complete = False
+        elif after is None or at > after:
+            rows.append(row)
+    return rows, complete
+
+
+@dataclass(slots=True)
+class _LogRead:
+    """Rows a fold takes from an append-only log of content-named segments, and what it consumed."""
+
+    rows: list[dict[str, Any]]
+    consumed: list[str]
+    partial: dict[str, str]
+
+
+_LOGS = {
+    "articles": (layout.ARTICLES_PREFIX, ARTICLES_SCHEMA, _ARTICLE_COLUMNS, _article_rows),
+    "listings": (layout.LISTINGS_PREFIX, LISTINGS_SCHEMA, None, _listing_rows),
+}
+
+
+def _read_new(store: ObjectStore, log_name: str, now: datetime, done: Mapping[str, Any] | None,
+              counter: ReadCounter) -> _LogRead:
+    """The rows of ``log_name``'s segments not consumed yet (every segment when ``done`` is None: a
+    rebuild), up to ``now``. A segment with rows after ``now`` is read again next time, for the
+    rows after this ``now`` only; compacted segments hold only what was consumed (maintenance waits
+    for the aggregates), so an incremental read skips them."""
+    prefix, schema, columns, to_rows = _LOGS[log_name]
+    consumed = set(done["consumed"]) if done is not None else set()
+    partial = dict(done["partial"]) if done is not None else {}
+    listed = list_segments(store, prefix)
+    rows: list[dict[str, Any]] = []
+    new_partial: dict[str, str] = {}
+    for key in listed:
+        if key in consumed or (done is not None and is_compacted(key)):
+            continue
+        table = _read_segment(store, key, schema, columns, counter, log_name)
+        if table is None:
+            continue
+        after = datetime.fromisoformat(partial[key]) if key in partial else None
+        found, complete = to_rows(table, now, after)
+        rows += found
+        if complete:
+            consumed.add(key)
+        else:
+            new_partial[key] = now.isoformat()
+    kept = set(listed)
+    return _LogRead(rows, sorted(k for k in consumed if k in kept), new_partial)
+
+
+# --- State in and out ---------------------------------------------------------------------------------
+
+def _state_from_tables(pending: pa.Table, ledger: pa.Table, aliases: pa.Table) -> FoldState:
+    state = FoldState()
+    for r in pending.to_pylist():
+        state.pending_rows[(r["article_id"], r["first_seen_at"])] = r
+    for r in ledger.to_pylist():
+        state.ledger[r["article_id"]] = Ledger(r["article_id"], r["story_id"], r["copy_of"], r["assigned_offset"],
+                                               bool(r["is_member"]), list(r["acked"] or []), None, r["updated_at"])
+    for r in aliases.to_pylist():
+        state.aliases[r["alias_id"]] = (r["survivor_id"], int(r["offset"]))
+    return state
+
+
+def _state_tables(state: FoldState) -> tuple[pa.Table, pa.Table, pa.Table]:
+    pending = [state.pending_rows[k] for k in sorted(state.pending_rows)]
+    ledger = [{"article_id": e.article_id, "story_id": e.story_id, "copy_of": e.copy_of,
+               "assigned_offset": e.assigned_offset, "is_member": e.is_member, "acked": e.acked,
+               "updated_at": e.updated_at} for _, e in sorted(state.ledger.items())]
+    aliases = [{"alias_id": a, "survivor_id": s, "offset": o} for a, (s, o) in sorted(state.aliases.items())]
+    return (pa.Table.from_pylist(pending, schema=PENDING_ROWS_SCHEMA),
+            pa.Table.from_pylist(ledger, schema=AGGREGATE_LEDGER_SCHEMA),
+            pa.Table.from_pylist(aliases, schema=AGGREGATE_ALIASES_SCHEMA))
+
+
+def _story_frame(rows: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
+    table = pa.Table.from_pylist([{**r, "is_removed": False} for r in rows], schema=STORY_AGGREGATES_SCHEMA)
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _tombstones(story_ids: Iterable[str]) -> pl.DataFrame:
+    table = pa.Table.from_pylist([{"story_id": s, "is_removed": True} for s in sorted(story_ids)],
+                                 schema=STORY_AGGREGATES_SCHEMA)
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _member_delta(result: FoldResult) -> pa.Table:
+    rows = [{**{k: m.get(k) for k in MEMBER_FIELDS}, "is_removed": False} for m in result.member_upserts]
+    rows += [{"story_id": sid, "article_id": aid, "is_removed": True} for sid, aid in result.member_removals]
+    rows.sort(key=lambda r: (r["story_id"], r["article_id"], r["is_removed"]))
+    return pa.Table.from_pylist(rows, schema=AGGREGATE_MEMBERS_SCHEMA)
+
+
+def _apply(stories: pl.DataFrame, result: FoldResult, rules: AggregateRules, at: datetime
+           ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The story table after a fold (touched rows replaced, expired and emptied stories gone), and
+    the delta that says so."""
+    changed = _story_frame(result.stories.values())
+    expired = stories.filter(pl.col("last_seen_at") < pl.lit(at) - pl.duration(hours=rules.active_hours))
+    gone = set(result.removed) | set(expired["story_id"].to_list())
+    gone -= set(result.stories)
+    replaced = set(result.stories) | gone
+    kept = stories.filter(~pl.col("story_id").is_in(sorted(replaced)))
+    table = pl.concat([kept, changed], how="vertical_relaxed").sort("story_id")
+    delta = pl.concat([changed, _tombstones(gone)], how="vertical_relaxed").sort("story_id")
+    return table, delta
+
+
+def _by_story(members: Iterable[Member]) -> dict[str, dict[str, Member]]:
+    out: dict[str, dict[str, Member]] = defaultdict(dict)
+    for m in members:
+        out[str(m["story_id"])][str(m["article_id"])] = m
+    return out
+
+
+def _fold_on(stories: pl.DataFrame, state: FoldState, changes: Sequence[dict[str, Any]],
+             rows: Sequence[dict[str, Any]], members: MemberSource, registry: Registry, rules: AggregateRules,
+             at: datetime, listings: Sequence[dict[str, Any]] = ()) -> FoldResult:
+    touched, needed = stories_to_load(changes, rows, state, listings)
+    current = {r["story_id"]: r for r in stories.filter(pl.col("story_id").is_in(sorted(touched))).to_dicts()}
+    loaded = members.raw(needed) if needed else {}
+    return fold(state, changes, rows, stories=current, members=loaded, authority=registry.authority,
+                eligible=registry.eligible, rules=rules, at=at, listings=listings)
+
+
+# --- Rebuild ----------------------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class _Built:
+    stories: pl.DataFrame
+    members: dict[str, dict[str, Member]]
+    state: FoldState
+    offsets: dict[str, int]
+    articles: _LogRead
+    listings: _LogRead
+    later: list[dict[str, Any]]
+
+
+def _build_from_logs(store: ObjectStore, now: datetime, registry: Registry, rules: AggregateRules,
+                     counter: ReadCounter) -> _Built:
+    """Fold the whole log at once: every article row and each language's change prefix as of ``now``."""
+    articles = _read_new(store, "articles", now, None, counter)
+    listings = _read_new(store, "listings", now, None, counter)
+    prefix, later, offsets = _split_at(_new_changes(store, {}, counter, everything=True), now)
+    state = FoldState()
+    _, needed = stories_to_load(prefix, articles.rows, state, listings.rows)
+    result = fold(state, prefix, articles.rows, stories={}, members={sid: [] for sid in needed},
+                  authority=registry.authority, eligible=registry.eligible, rules=rules, at=now)
+    # Listings name members: fold them once every member is in place.
+    members = _by_story(m for m in result.member_upserts if m["story_id"] in result.stories)
+    _mark_listed(members, listings.rows)
+    stories = _story_frame(result.stories[s] for s in sorted(result.stories))
+    state.aliases = live_aliases(state.aliases, result.stories)
+    return _Built(stories, members, state, offsets, articles, listings, later)
+
+
+def _mark_listed(members: Mapping[str, Mapping[str, Member]], listings: Iterable[Mapping[str, Any]]) -> None:
+    for listing in listings:
+        m = members.get(str(listing["story_id"]), {}).get(str(listing["article_id"]))
+        if m is not None and (m.get("listed_at") is None or listing["listed_at"] < m["listed_at"]):
+            m["listed_at"] = listing["listed_at"]
+
+
+def _write_base(store: ObjectStore, seq: int, stories: pl.DataFrame, members: pa.Table, state: FoldState,
+                ) -> dict[str, Any]:
+    story_key = put_table(store, "stories", seq, frame_to_table(stories, STORY_AGGREGATES_SCHEMA),
+                          STORY_AGGREGATES_SCHEMA)
+    member_key = put_table(store, "members", seq, members, AGGREGATE_MEMBERS_SCHEMA,
+                           row_group_rows=MEMBER_ROW_GROUP_ROWS)
+    return {"stories": [story_key], "members": [member_key], **_write_small(store, seq, state)}
+
+
+def _write_small(store: ObjectStore, seq: int, state: FoldState) -> dict[str, Any]:
+    pending, ledger, aliases = _state_tables(state)
+    return {"pending": put_table(store, "pending", seq, pending, PENDING_ROWS_SCHEMA),
+            "ledger": put_table(store, "ledger", seq, ledger, AGGREGATE_LEDGER_SCHEMA),
+            "aliases": put_table(store, "aliases", seq, aliases, AGGREGATE_ALIASES_SCHEMA)}
+
+
+def _members_table(members: Mapping[str, Mapping[str, Member]]) -> pa.Table:
+    rows = [{**{k: m.get(k) for k in MEMBER_FIELDS}, "is_removed": False}
+            for sid in sorted(members) for m in sorted(members[sid].values(), key=member_order)]
+    return pa.Table.from_pylist(rows, schema=AGGREGATE_MEMBERS_SCHEMA)
+
+
+def aggregates_from_logs(store: ObjectStore, now: datetime, settings: RankSettings,
+                         counter: ReadCounter | None = None) -> AggregateView:
+    """The aggregates as of ``now`` folded from the whole log, written nowhere: what
+    ``newsroom rank --as-of`` rebuilds a past minute from (it reads every segment)."""
+    counter = counter or ReadCounter()
+    rules = aggregate_rules(settings)
+    registry = read_registry(store, counter)
+    built = _build_from_logs(store, now, registry, rules, counter)
+    return _view_with_later(built.stories, built.state, built.later, MemberSource(
+        None, [], registry, overrides=built.members, counter=counter), registry, rules, now, counter,
+        {"mode": "rebuilt", "stories": built.stories.height})
+
+
+def _view_with_later(stories: pl.DataFrame, state: FoldState, later: list[dict[str, Any]], members: MemberSource,
+                     registry: Registry, rules: AggregateRules, now: datetime, counter: ReadCounter,
+                     summary: dict[str, Any]) -> AggregateView:
+    """The view at ``now``: the changes past a language's prefix that are not after ``now`` folded
+    onto copies, for this cycle only."""
+    if later:
+        scratch = copy.deepcopy(state)
+        result = _fold_on(stories, scratch, later, [], members, registry, rules, now)
+        stories, _ = _apply(stories, result, rules, now)
+        members = members.with_changes(result.member_upserts, result.member_removals)
+        state = scratch
+        summary = {**summary, "later_changes": len(later)}
+    aliases = {a: s for a, (s, _) in live_aliases(state.aliases, stories["story_id"].to_list()).items()}
+    return AggregateView(stories, members, aliases, registry, now, counter, summary)
+
+
+# --- One cycle --------------------------------------------------------------------------------------------
+
+def update_aggregates(store: ObjectStore, now: datetime, settings: RankSettings, *, persist: bool = True,
+                      counter: ReadCounter | None = None) -> AggregateView:
+    """Fold what the logs gained since the last cycle onto the aggregates, commit (fenced), and
+    return them as of ``now``.
+
+    Rebuilds from the whole log, and commits the rebuild as a new base, when there are no
+    aggregates yet, when they are unreadable (named in the damage record), or when the rank
+    windows or the registry they were folded with changed. A ``now`` before the aggregates' own
+    instant (a rerun of a past minute) is answered by a rebuild written nowhere. Losing the
+    pointer's conditional put to a concurrent cycle drops this fold; its view still answers this
+    cycle.
+
+    Args:
+        persist: Write and commit the fold (False: compute it only).
+    """
+    counter = counter or ReadCounter()
+    rules = aggregate_rules(settings)
+    registry = read_registry(store, counter)
+    pointer, etag = read_pointer(store)
+    manifest = None
+    if pointer is not None:
+        try:
+            manifest = read_manifest(store, pointer["manifest"])
+            counter.add("manifest", 0)
+        except AggregatesUnreadableError:
+            manifest = None
+    reason = None
+    if manifest is None:
+        reason = "no aggregates" if pointer is None and etag is None else "aggregates unreadable"
+    elif manifest.get("rules") != rules.fingerprint():
+        reason = "rank windows changed"
+    elif manifest.get("registry") != registry.fingerprint:
+        reason = "registry changed"
+    elif datetime.fromisoformat(manifest["as_of"]) > now:
+        return aggregates_from_logs(store, now, settings, counter)
+    if manifest is not None and reason is None:
+        try:
+            return _fold_cycle(store, now, rules, registry, manifest, etag, persist, counter)
+        except AggregatesUnreadableError:
+            reason = "aggregates unreadable"
+    return _rebuild_cycle(store, now, rules, registry, pointer, etag, persist, counter, reason or "")
+
+
+def _rebuild_cycle(store: ObjectStore, now: datetime, rules: AggregateRules, registry: Registry,
+                   pointer: Mapping[str, Any] | None, etag: str | None, persist: bool, counter: ReadCounter,
+                   reason: str) -> AggregateView:
+    built = _build_from_logs(store, now, registry, rules, counter)
+    seq = int(pointer["seq"]) + 1 if pointer is not None else 1
+    summary: dict[str, Any] = {"mode": "rebuilt", "reason": reason, "stories": built.stories.height, "seq": seq}
+    layers: list[str] = []
+    if persist:
+        tables = _write_base(store, seq, built.stories, _members_table(built.members), built.state)
+        manifest = _manifest(seq, now, rules, registry, built.offsets, built.articles, built.listings, tables)
+        summary["committed"] = _commit(store, manifest, etag)
+        layers = tables["members"]
+    log.info("rank_aggregates_rebuilt reason=%s stories=%d", reason, built.stories.height)
+    members = MemberSource(store if layers else None, layers, registry,
+                           overrides={} if layers else built.members, counter=counter)
+    return _view_with_later(built.stories, built.state, built.later, members, registry, rules, now, counter,
+                            summary)
+
+
+def _manifest(seq: int, now: datetime, rules: AggregateRules, registry: Registry, offsets: Mapping[str, int],
+              articles: _LogRead, listings: _LogRead, tables: Mapping[str, Any]) -> dict[str, Any]:
+    return {"schema": MANIFEST_SCHEMA, "seq": seq, "as_of": now.isoformat(), "rules": rules.fingerprint(),
+            "registry": registry.fingerprint, "offsets": dict(sorted(offsets.items())),
+            "articles": {"consumed": articles.consumed, "partial": dict(sorted(articles.partial.items()))},
+            "listings": {"consumed": listings.consumed, "partial": dict(sorted(listings.partial.items()))},
+            **tables}
+
+
+def _commit(store: ObjectStore, manifest: dict[str, Any], etag: str | None) -> bool:
+    try:
+        commit_manifest(store, manifest, etag, before_pointer=lambda: crash_point("rank.before_aggregates_pointer"))
+    except PreconditionFailedError:
+        log.warning("rank_aggregates_fenced seq=%s: another cycle committed first", manifest["seq"])
+        return False
+    return True
+
+
+def _fold_cycle(store: ObjectStore, now: datetime, rules: AggregateRules, registry: Registry,
+                manifest: Mapping[str, Any], etag: str | None, persist: bool, counter: ReadCounter
+                ) -> AggregateView:
+    seq = int(manifest["seq"]) + 1
+    stories = read_story_rows(store, manifest["stories"], counter)
+    state = _state_from_tables(
+        read_table_object(store, manifest["pending"], PENDING_ROWS_SCHEMA, counter, "pending"),
+        read_table_object(store, manifest["ledger"], AGGREGATE_LEDGER_SCHEMA, counter, "pending"),
+        read_table_object(store, manifest["aliases"], AGGREGATE_ALIASES_SCHEMA, counter, "aliases"))
+    # Changes first, then articles: a change's article segment was written before the change, so
+    # it is in the article listing that follows.
+    prefix, later, next_offsets = _split_at(_new_changes(store, manifest["offsets"], counter, everything=False), now)
+    offsets = {**manifest["offsets"], **next_offsets}
+    articles = _read_new(store, "articles", now, manifest["articles"], counter)
+    listings = _read_new(store, "listings", now, manifest.get("listings") or {"consumed": [], "partial": {}},
+                         counter)
+    members = MemberSource(store, manifest["members"], registry, counter=counter)
+    result = _fold_on(stories, state, prefix, articles.rows, members, registry, rules, now, listings.rows)
+    stories, delta = _apply(stories, result, rules, now)
+    state.aliases = live_aliases(state.aliases, stories["story_id"].to_list())
+    member_delta = _member_delta(result)
+    summary: dict[str, Any] = {"mode": "folded", "seq": seq, "changes": len(prefix), "articles": len(articles.rows),
+                               "touched": len(result.stories), "removed": delta.height - len(result.stories),
+                               "stories": stories.height}
+    story_layers, member_layers = list(manifest["stories"]), list(manifest["members"])
+    if persist:
+        story_layers, member_layers = _write_layers(store, seq, stories, delta, member_delta, story_layers,
+                                                    member_layers, counter, summary)
+        tables = {"stories": story_layers, "members": member_layers, **_write_small(store, seq, state)}
+        new_manifest = _manifest(seq, now, rules, registry, offsets, articles, listings, tables)
+        summary["committed"] = _commit(store, new_manifest, etag)
+        members = MemberSource(store, member_layers, registry, counter=counter)
+    else:
+        members = members.with_changes(result.member_upserts, result.member_removals)
+    return _view_with_later(stories, state, later, members, registry, rules, now, counter, summary)
+
+
+def _write_layers(store: ObjectStore, seq: int, stories: pl.DataFrame, delta: pl.DataFrame, member_delta: pa.Table,
+                  story_layers: list[str], member_layers: list[str], counter: ReadCounter, summary: dict[str, Any]
+                  ) -> tuple[list[str], list[str]]:
+    """Write this fold's deltas, or a new base where the layers grew past their bound."""
+    if len(story_layers) >= STORY_LAYERS:
+        story_layers = [put_table(store, "stories", seq, frame_to_table(stories, STORY_AGGREGATES_SCHEMA),
+                                  STORY_AGGREGATES_SCHEMA)]
+        summary["stories_compacted"] = True
+    elif delta.height:
+        story_layers = [*story_layers, put_table(store, "stories", seq, frame_to_table(delta, STORY_AGGREGATES_SCHEMA),
+                                                 STORY_AGGREGATES_SCHEMA)]
+    if member_delta.num_rows:
+        member_layers = [*member_layers, put_table(store, "members", seq, member_delta, AGGREGATE_MEMBERS_SCHEMA,
+                                                   row_group_rows=MEMBER_ROW_GROUP_ROWS)]
+    if len(member_layers) > MEMBER_LAYERS:
+        member_layers = [_compact_members(store, seq, member_layers, stories, counter)]
+        summary["members_compacted"] = True
+    return story_layers, member_layers
+
+
+def _compact_members(store: ObjectStore, seq: int, layers: Sequence[str], stories: pl.DataFrame,
+                     counter: ReadCounter) -> str:
+    """One member base from the layers: the newest row of each member of a story still in the table."""
+    frame = read_all_members(store, layers, counter)
+    frame = (frame.filter(pl.col("story_id").is_in(stories["story_id"].implode()))
+             .sort("story_id", "first_seen_at", "article_id"))
+    return put_table(store, "members", seq, frame_to_table(frame, AGGREGATE_MEMBERS_SCHEMA),
+                     AGGREGATE_MEMBERS_SCHEMA, row_group_rows=MEMBER_ROW_GROUP_ROWS)
