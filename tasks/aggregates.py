@@ -46,6 +46,7 @@ from transforms.story_aggregates import (
     registry_fingerprint,
     row_from_article,
     stories_to_load,
+    trim_story,
 )
 from warehouse import layout
 from warehouse.aggregates import (
@@ -316,15 +317,17 @@ def _article_rows(table: pa.Table, now: datetime, after: datetime | None) -> tup
 
 
 def _listing_rows(table: pa.Table, now: datetime, after: datetime | None) -> tuple[list[dict[str, Any]], bool]:
-    """A listings segment's rows listed by ``now`` (and after ``after``); and whether that is all of them."""
+    """A listings segment's rows from before ``now`` (and not before ``after``); and whether that is
+    all of them. Strictly before: a cycle lists an article only if no snapshot before it did, and it
+    writes its own listings at ``now`` after its fold."""
     rows, complete = [], True
     for row in table.to_pylist():
         at = row["listed_at"]
         if at is None or row["article_id"] is None:
             continue
-        if at > now:
+        if at >= now:
             complete = False
-        elif after is None or at > after:
+        elif after is None or at >= after:
             rows.append(row)
     return rows, complete
 
@@ -484,8 +487,11 @@ def _build_from_logs(store: ObjectStore, now: datetime, registry: Registry, rule
 
 
 def _mark_listed(members: Mapping[str, Mapping[str, Member]], listings: Iterable[Mapping[str, Any]]) -> None:
+    """Each member's first listing, whichever story it was in then (a cycle folds a listing the
+    cycle after it, before the moves that cycle reads)."""
+    by_article = {aid: m for ms in members.values() for aid, m in ms.items()}
     for listing in listings:
-        m = members.get(str(listing["story_id"]), {}).get(str(listing["article_id"]))
+        m = by_article.get(str(listing["article_id"]))
         if m is not None and (m.get("listed_at") is None or listing["listed_at"] < m["listed_at"]):
             m["listed_at"] = listing["listed_at"]
 
@@ -544,7 +550,7 @@ def _view_with_later(stories: pl.DataFrame, state: FoldState, later: list[dict[s
 # --- One cycle --------------------------------------------------------------------------------------------
 
 def update_aggregates(store: ObjectStore, now: datetime, settings: RankSettings, *, persist: bool = True,
-                      counter: ReadCounter | None = None) -> AggregateView:
+                      counter: ReadCounter | None = None, rebuild: str | None = None) -> AggregateView:
     """Fold what the logs gained since the last cycle onto the aggregates, commit (fenced), and
     return them as of ``now``.
 
@@ -557,6 +563,8 @@ def update_aggregates(store: ObjectStore, now: datetime, settings: RankSettings,
 
     Args:
         persist: Write and commit the fold (False: compute it only).
+        rebuild: Rebuild whatever the aggregates hold, for this reason (a layer turned out
+            unreadable when pages read it).
     """
     counter = counter or ReadCounter()
     rules = aggregate_rules(settings)
@@ -569,8 +577,10 @@ def update_aggregates(store: ObjectStore, now: datetime, settings: RankSettings,
             counter.add("manifest", 0)
         except AggregatesUnreadableError:
             manifest = None
-    reason = None
-    if manifest is None:
+    reason = rebuild
+    if reason is not None:
+        pass
+    elif manifest is None:
         reason = "no aggregates" if pointer is None and etag is None else "aggregates unreadable"
     elif manifest.get("rules") != rules.fingerprint():
         reason = "rank windows changed"
@@ -688,3 +698,57 @@ def _compact_members(store: ObjectStore, seq: int, layers: Sequence[str], storie
              .sort("story_id", "first_seen_at", "article_id"))
     return put_table(store, "members", seq, frame_to_table(frame, AGGREGATE_MEMBERS_SCHEMA),
                      AGGREGATE_MEMBERS_SCHEMA, row_group_rows=MEMBER_ROW_GROUP_ROWS)
+
+
+# --- Comparing the stored aggregates with a rebuild ---------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class AggregateTables:
+    """The aggregates' content in a comparable form: every row, sorted, story rows trimmed at
+    ``as_of`` (a row a cycle wrote earlier may hold recent originals a rebuild already sums up;
+    both score the same)."""
+
+    as_of: datetime
+    stories: list[dict[str, Any]]
+    members: list[dict[str, Any]]
+    pending: list[dict[str, Any]]
+    ledger: list[dict[str, Any]]
+    aliases: list[dict[str, Any]]
+
+
+def _normal_stories(rows: Iterable[Mapping[str, Any]], rules: AggregateRules, at: datetime) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        story = {k: (list(v) if isinstance(v, list) else v) for k, v in r.items() if k != "is_removed"}
+        trim_story(story, rules, at)
+        out.append(story)
+    return sorted(out, key=lambda r: r["story_id"])
+
+
+def stored_aggregates(store: ObjectStore, settings: RankSettings) -> AggregateTables | None:
+    """What the pointer names, read whole (None before the first fold)."""
+    pointer, _ = read_pointer(store)
+    if pointer is None:
+        return None
+    manifest = read_manifest(store, pointer["manifest"])
+    at = datetime.fromisoformat(manifest["as_of"])
+    stories = read_story_rows(store, manifest["stories"])
+    members = read_all_members(store, manifest["members"]).drop("is_removed")
+    members = members.filter(pl.col("story_id").is_in(stories["story_id"].implode()))
+    pending, ledger, aliases = (read_table_object(store, manifest[name], schema) for name, schema in
+                                (("pending", PENDING_ROWS_SCHEMA), ("ledger", AGGREGATE_LEDGER_SCHEMA),
+                                 ("aliases", AGGREGATE_ALIASES_SCHEMA)))
+    return AggregateTables(at, _normal_stories(stories.to_dicts(), aggregate_rules(settings), at),
+                           sorted(members.to_dicts(), key=lambda m: (m["story_id"], m["article_id"])),
+                           pending.to_pylist(), ledger.to_pylist(), aliases.to_pylist())
+
+
+def rebuilt_aggregates(store: ObjectStore, at: datetime, settings: RankSettings) -> AggregateTables:
+    """The aggregates a rebuild from the whole log at ``at`` holds, in :class:`AggregateTables` form."""
+    rules = aggregate_rules(settings)
+    built = _build_from_logs(store, at, read_registry(store), rules, ReadCounter())
+    pending, ledger, aliases = _state_tables(built.state)
+    members = _members_table(built.members).drop(["is_removed"]).to_pylist()
+    return AggregateTables(at, _normal_stories(built.stories.to_dicts(), rules, at),
+                           sorted(members, key=lambda m: (m["story_id"], m["article_id"])),
+                           pending.to_pylist(), ledger.to_pylist(), aliases.to_pylist())

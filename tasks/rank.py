@@ -54,6 +54,7 @@ from transforms.representative import RepresentativeChoice, RepresentativeWeight
 from transforms.story_scores import PartsParams, story_parts
 from transforms.story_scores import story_sections as sections_frame
 from warehouse import layout
+from warehouse.aggregates import AggregatesUnreadableError
 from warehouse.damage import collect_damage, describe_error, record_damage
 from warehouse.errors import ObjectNotFoundError, PreconditionFailedError, SnapshotNotFoundError
 from warehouse.schemas import LISTINGS_SCHEMA
@@ -334,8 +335,25 @@ def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
             gained since, folded without writing anything (:func:`tasks.aggregates.update_aggregates`).
     """
     history = history or PageHistory(store)
-    view = view or update_aggregates(store, now, settings, persist=False)
-    return _compute_pages(view, now, settings, history)
+    if view is not None:
+        return _compute_pages(view, now, settings, history)
+    return pages_and_aggregates(store, now, settings, history, persist=False)[0]
+
+
+def pages_and_aggregates(store: ObjectStore, now: datetime, settings: RankSettings, history: PageHistory, *,
+                         persist: bool) -> tuple[RankOutput, AggregateView]:
+    """The pages as of ``now`` from the story aggregates, folded (and with ``persist``, committed).
+
+    A member layer that turns out unreadable only when a page reads it (named in the damage
+    record) makes the cycle rebuild the aggregates from the logs and compute the pages again
+    (issue 16: one bad object is never a reason to stop).
+    """
+    view = update_aggregates(store, now, settings, persist=persist)
+    try:
+        return _compute_pages(view, now, settings, history), view
+    except AggregatesUnreadableError:
+        view = update_aggregates(store, now, settings, persist=persist, rebuild="aggregates unreadable")
+        return _compute_pages(view, now, settings, PageHistory(store)), view
 
 
 def parts_params(s: RankSettings) -> PartsParams:
@@ -626,8 +644,7 @@ def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> di
     replaced by a new version, and so on; the rest of the cycle goes on (issue 16).
     """
     with collect_damage() as damaged:
-        view = update_aggregates(store, now, settings)
-        output = compute_pages(store, now, settings, view=view)
+        output, view = pages_and_aggregates(store, now, settings, PageHistory(store), persist=True)
         summary = publish_computed(store, output, now, settings)
         summary["aggregates"] = {**view.summary, "bytes_read": view.counter.total}
         summary["breaking_events"] = record_breaking(store, output.breaking, now, settings)["events"]
