@@ -50,6 +50,7 @@ from transforms.story_aggregates import (
 )
 from warehouse import layout
 from warehouse.aggregates import (
+    AGGREGATES_PREFIX,
     MANIFEST_SCHEMA,
     MEMBER_ROW_GROUP_ROWS,
     AggregatesUnreadableError,
@@ -63,6 +64,7 @@ from warehouse.aggregates import (
     read_pointer,
     read_story_rows,
     read_table_object,
+    seq_of_key,
 )
 from warehouse.damage import record_damage
 from warehouse.errors import (
@@ -571,13 +573,13 @@ def update_aggregates(store: ObjectStore, now: datetime, settings: RankSettings,
     registry = read_registry(store, counter)
     pointer, etag = read_pointer(store)
     manifest = None
-    if pointer is not None:
+    if pointer is not None and not pointer.get("rebuild"):
         try:
             manifest = read_manifest(store, pointer["manifest"])
             counter.add("manifest", 0)
         except AggregatesUnreadableError:
             manifest = None
-    reason = rebuild
+    reason = rebuild or (pointer or {}).get("rebuild")
     if reason is not None:
         pass
     elif manifest is None:
@@ -600,7 +602,9 @@ def _rebuild_cycle(store: ObjectStore, now: datetime, rules: AggregateRules, reg
                    pointer: Mapping[str, Any] | None, etag: str | None, persist: bool, counter: ReadCounter,
                    reason: str) -> AggregateView:
     built = _build_from_logs(store, now, registry, rules, counter)
-    seq = int(pointer["seq"]) + 1 if pointer is not None else 1
+    # Past every object already there, so pruning (by sequence number) still finds them.
+    seq = 1 + max([int(pointer["seq"]) if pointer is not None else 0,
+                   *(n for k in store.list(AGGREGATES_PREFIX) if (n := seq_of_key(k)) is not None)])
     summary: dict[str, Any] = {"mode": "rebuilt", "reason": reason, "stories": built.stories.height, "seq": seq}
     layers: list[str] = []
     if persist:

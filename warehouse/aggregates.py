@@ -201,6 +201,29 @@ def commit_manifest(store: ObjectStore, manifest: dict[str, Any], etag: str | No
     return key
 
 
+def request_rebuild(store: ObjectStore, reason: str) -> bool:
+    """Ask the next rank cycle to rebuild the aggregates from the logs (``newsroom doctor`` after it
+    rewinds a writer, whose articles are then decided again: reassignments a fold cannot see).
+    The pointer keeps its sequence number, so objects written before stay older than what follows.
+
+    Returns:
+        False when there are no aggregates (the next cycle builds them anyway).
+
+    Raises:
+        PreconditionFailedError: A cycle moved the pointer meanwhile; ask again.
+    """
+    try:
+        obj = store.get(POINTER_KEY)
+    except ObjectNotFoundError:
+        return False
+    pointer, etag = read_pointer(store)
+    seq = int(pointer["seq"]) if pointer is not None else 0
+    data = json.dumps({**(pointer or {"seq": seq, "manifest": "", "as_of": ""}), "rebuild": reason},
+                      sort_keys=True).encode()
+    store.put(POINTER_KEY, data, if_match=etag or obj.etag, content_type="application/json")
+    return True
+
+
 # --- Layered tables -------------------------------------------------------------------------------
 
 def _latest(frames: Sequence[pl.DataFrame], keys: list[str]) -> pl.DataFrame:

@@ -166,3 +166,39 @@ def test_a_damaged_object_is_named_and_the_aggregates_rebuilt(tmp_path: Path, fa
     assert summary["aggregates"]["mode"] == "rebuilt" and summary["aggregates"]["committed"] is True
     _assert_equal_to_rebuild(store)
     assert _pages(store, now, incremental=True) == _pages(store, now, incremental=False)
+
+
+def test_a_requested_rebuild_happens_next_cycle_past_every_sequence_number(tmp_path: Path) -> None:
+    from warehouse.aggregates import request_rebuild
+
+    store = LocalStore(tmp_path / "store")
+    stream = Stream(store)
+    for m in range(5):
+        update_aggregates(store, stream.minute(m), SETTINGS)
+    before, _ = read_pointer(store)
+    assert before is not None
+    assert request_rebuild(store, "writer of en rewound")
+    view = update_aggregates(store, stream.minute(5), SETTINGS)
+    assert view.summary["mode"] == "rebuilt" and view.summary["reason"] == "writer of en rewound"
+    after, _ = read_pointer(store)
+    assert after is not None and after["seq"] == before["seq"] + 1 and "rebuild" not in after
+    _assert_equal_to_rebuild(store)
+
+
+def test_the_doctor_names_a_damaged_aggregates_table_and_quarantines_it(tmp_path: Path) -> None:
+    from tasks.doctor import run_doctor
+
+    store = LocalStore(tmp_path / "store")
+    stream = Stream(store)
+    for m in range(5):
+        update_aggregates(store, stream.minute(m), SETTINGS)
+    pointer, _ = read_pointer(store)
+    assert pointer is not None
+    manifest = json.loads(store.get(pointer["manifest"]).data)
+    store.put(manifest["stories"][0], b"PAR1 not really")
+    listed = [e for e in run_doctor(store, stream.minute(5)) if e.key == manifest["stories"][0]]
+    assert [(e.kind, e.action) for e in listed] == [("rank_aggregates", "--repair would: quarantine")]
+    run_doctor(store, stream.minute(5), repair=True)
+    view = update_aggregates(store, stream.minute(6), SETTINGS)
+    assert view.summary["mode"] == "rebuilt"
+    _assert_equal_to_rebuild(store)
