@@ -64,6 +64,8 @@ from warehouse.snapshots import (
     dump_snapshot,
     publish_page,
     publish_stories,
+    published_story_snapshots,
+    read_json_payload,
     read_pointer,
     read_stories_pointer,
     rollback_page,
@@ -190,7 +192,7 @@ class PageHistory:
     def payload(self, key: str) -> dict[str, Any] | None:
         """A stored version's (or event's) payload; None, recorded, when it is unreadable or gone."""
         if key not in self._payloads:
-            payload = _read_payload(self._store, key)
+            payload = read_json_payload(self._store, key)
             if payload is None:
                 return None
             self._payloads[key] = payload
@@ -253,15 +255,13 @@ class PageHistory:
             return found
         limit = at.strftime("%Y-%m-%dT%H:%M:%SZ")
         searched = 0
-        for version, key in reversed(self.story_versions()):
+        # Older versions are read once and not cached: a snapshot of every story is large.
+        snapshots = published_story_snapshots(
+            self._store, pointer, versions=[v for v, _ in self.story_versions()],
+            read=lambda key: self._payloads.get(key) or read_json_payload(self._store, key))
+        for _, payload in snapshots:
             if not wanted or searched == CARRY_SEARCH_VERSIONS:
                 break
-            if not pointer.was_published(version):
-                continue
-            # Older versions are read once and not cached: a snapshot of every story is large.
-            payload = self._payloads.get(key) or _read_payload(self._store, key)
-            if payload is None or not isinstance(payload.get("stories"), dict):
-                continue
             if str(payload.get("as_of")) >= limit:
                 continue
             searched += 1
@@ -307,23 +307,6 @@ class PageHistory:
         """The payload of ``live_version_at``."""
         found = self.live_version_at(edition, section, at, strict=strict)
         return self.payload(found[1]) if found else None
-
-
-def _read_payload(store: ObjectStore, key: str) -> dict[str, Any] | None:
-    """A JSON object stored at ``key``; None when it is gone, or unreadable (recorded, skipped)."""
-    try:
-        data = store.get(key).data
-    except ObjectNotFoundError:
-        return None
-    try:
-        payload = json.loads(data)
-    except (ValueError, RecursionError) as e:
-        record_damage(key, f"corrupt: {describe_error(e)}", "skipped")
-        return None
-    if not isinstance(payload, dict):
-        record_damage(key, "corrupt: not a JSON object", "skipped")
-        return None
-    return payload
 
 
 def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
