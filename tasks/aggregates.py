@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tasks.crashpoints import crash_point
@@ -43,8 +45,8 @@ from transforms.story_aggregates import (
     fold,
     live_aliases,
     member_order,
+    quantize_embedding_column,
     registry_fingerprint,
-    row_from_article,
     stories_to_load,
     trim_story,
 )
@@ -144,8 +146,9 @@ class MemberSource(Mapping[str, list[dict[str, Any]]]):
 
     def __init__(self, store: ObjectStore | None, layers: Sequence[str], registry: Registry, *,
                  overrides: Mapping[str, Mapping[str, Member | None]] | None = None,
-                 counter: ReadCounter | None = None) -> None:
+                 table: pa.Table | None = None, counter: ReadCounter | None = None) -> None:
         self._store, self._layers, self._registry, self._counter = store, list(layers), registry, counter
+        self._table = pl.from_arrow(table) if table is not None else None
         self._overrides = {sid: dict(ms) for sid, ms in (overrides or {}).items()}
         self._cache: dict[str, list[dict[str, Any]]] = {}
         self._listed: dict[str, dict[str, datetime | None]] = {}
@@ -159,14 +162,20 @@ class MemberSource(Mapping[str, list[dict[str, Any]]]):
             overrides.setdefault(sid, {})[aid] = None
         for m in upserts:
             overrides.setdefault(str(m["story_id"]), {})[str(m["article_id"])] = m
-        return MemberSource(self._store, self._layers, self._registry, overrides=overrides, counter=self._counter)
+        source = MemberSource(self._store, self._layers, self._registry, overrides=overrides, counter=self._counter)
+        source._table = self._table
+        return source
 
     def raw(self, story_ids: Iterable[str]) -> dict[str, list[Member]]:
         """Members of some stories as stored (``MEMBER_FIELDS``), for a fold's recompute."""
         ids = sorted(set(story_ids))
         stored: dict[str, dict[str, Member]] = {sid: {} for sid in ids}
+        frame = None
         if self._store is not None and self._layers and ids:
             frame = read_members(self._store, self._layers, ids, counter=self._counter)
+        elif isinstance(self._table, pl.DataFrame) and ids:
+            frame = self._table.filter(pl.col("story_id").is_in(ids))
+        if frame is not None:
             for m in frame.drop("is_removed").to_dicts():
                 stored[m["story_id"]][m["article_id"]] = m
         for sid in ids:
@@ -301,21 +310,36 @@ def _split_at(changes: Mapping[str, list[dict[str, Any]]], now: datetime
     return prefix, later, next_offset
 
 
-def _article_rows(table: pa.Table, now: datetime, after: datetime | None) -> tuple[list[dict[str, Any]], bool]:
-    """The member fields of a segment's rows seen by ``now`` (and after ``after``); and whether
+HEAVY_FIELDS = ("canonical_url", "terms", "term_weights", "entities", "embedding_q", "embedding_scale")
+"""Member fields only pages read (never the fold): a rebuild keeps them in Arrow and joins them
+back by row, instead of carrying millions of them through Python."""
+
+
+def _quantized(table: pa.Table) -> pa.Table:
+    """``table`` with its ``embedding`` column as ``embedding_q`` (int8 bytes) and ``embedding_scale``."""
+    column = table.column("embedding").combine_chunks()
+    lengths = column.value_lengths().fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    values = column.flatten().to_numpy(zero_copy_only=False) if len(column) else np.zeros(0, np.float32)
+    q, scale, ok = quantize_embedding_column(lengths, values)
+    kept = np.repeat(ok, lengths)
+    offsets = np.concatenate([[0], np.cumsum(np.where(ok, lengths, 0))]).astype(np.int32)
+    data = pa.Array.from_buffers(pa.binary(), len(lengths), [None, pa.py_buffer(offsets.tobytes()),
+                                                             pa.py_buffer(q[kept].tobytes())])
+    data = pc.if_else(pa.array(ok), data, pa.scalar(None, pa.binary()))
+    scales = pa.array(scale, pa.float32(), mask=~ok)
+    return table.drop_columns(["embedding"]).append_column("embedding_q", data).append_column("embedding_scale", scales)
+
+
+def _article_table(table: pa.Table, now: datetime, after: datetime | None) -> tuple[pa.Table, bool]:
+    """A segment's rows seen by ``now`` (and after ``after``), embeddings quantized; and whether
     every row of it is (so the segment is consumed)."""
-    rows, complete = [], True
-    for article in table.to_pylist():
-        seen = article["first_seen_at"]
-        if seen is None or article["article_id"] is None:
-            continue
-        if seen > now:
-            complete = False
-            continue
-        if after is not None and seen <= after:
-            continue
-        rows.append(row_from_article(article))
-    return rows, complete
+    seen = table.column("first_seen_at")
+    keep = pc.and_(pc.is_valid(seen), pc.is_valid(table.column("article_id")))
+    complete = not pc.any(pc.and_(keep, pc.greater(seen, pa.scalar(now, seen.type)))).as_py()
+    keep = pc.and_(keep, pc.less_equal(seen, pa.scalar(now, seen.type)))
+    if after is not None:
+        keep = pc.and_(keep, pc.greater(seen, pa.scalar(after, seen.type)))
+    return _quantized(table.filter(keep)), complete
 
 
 def _listing_rows(table: pa.Table, now: datetime, after: datetime | None) -> tuple[list[dict[str, Any]], bool]:
@@ -336,16 +360,18 @@ def _listing_rows(table: pa.Table, now: datetime, after: datetime | None) -> tup
 
 @dataclass(slots=True)
 class _LogRead:
-    """Rows a fold takes from an append-only log of content-named segments, and what it consumed."""
+    """Rows a fold takes from an append-only log of content-named segments, and what it consumed.
+    Article rows come as one Arrow table (``table``), listing rows as dicts (``rows``)."""
 
     rows: list[dict[str, Any]]
     consumed: list[str]
     partial: dict[str, str]
+    table: pa.Table | None = None
 
 
 _LOGS = {
-    "articles": (layout.ARTICLES_PREFIX, ARTICLES_SCHEMA, _ARTICLE_COLUMNS, _article_rows),
-    "listings": (layout.LISTINGS_PREFIX, LISTINGS_SCHEMA, None, _listing_rows),
+    "articles": (layout.ARTICLES_PREFIX, ARTICLES_SCHEMA, _ARTICLE_COLUMNS),
+    "listings": (layout.LISTINGS_PREFIX, LISTINGS_SCHEMA, None),
 }
 
 
@@ -355,11 +381,12 @@ def _read_new(store: ObjectStore, log_name: str, now: datetime, done: Mapping[st
     rebuild), up to ``now``. A segment with rows after ``now`` is read again next time, for the
     rows after this ``now`` only; compacted segments hold only what was consumed (maintenance waits
     for the aggregates), so an incremental read skips them."""
-    prefix, schema, columns, to_rows = _LOGS[log_name]
+    prefix, schema, columns = _LOGS[log_name]
     consumed = set(done["consumed"]) if done is not None else set()
     partial = dict(done["partial"]) if done is not None else {}
     listed = list_segments(store, prefix)
     rows: list[dict[str, Any]] = []
+    tables: list[pa.Table] = []
     new_partial: dict[str, str] = {}
     for key in listed:
         if key in consumed or (done is not None and is_compacted(key)):
@@ -368,14 +395,32 @@ def _read_new(store: ObjectStore, log_name: str, now: datetime, done: Mapping[st
         if table is None:
             continue
         after = datetime.fromisoformat(partial[key]) if key in partial else None
-        found, complete = to_rows(table, now, after)
-        rows += found
+        if log_name == "articles":
+            found, complete = _article_table(table, now, after)
+            tables.append(found)
+        else:
+            listing_rows, complete = _listing_rows(table, now, after)
+            rows += listing_rows
         if complete:
             consumed.add(key)
         else:
             new_partial[key] = now.isoformat()
     kept = set(listed)
-    return _LogRead(rows, sorted(k for k in consumed if k in kept), new_partial)
+    table = pa.concat_tables(tables) if tables else None
+    return _LogRead(rows, sorted(k for k in consumed if k in kept), new_partial, table)
+
+
+def _article_rows(read: _LogRead, *, light: bool = False) -> list[dict[str, Any]]:
+    """The article rows as dicts; ``light`` leaves out :data:`HEAVY_FIELDS` and numbers each row
+    (``row_ref``, its index in ``read.table``) so they are joined back after a rebuild's fold."""
+    if read.table is None:
+        return []
+    if not light:
+        return read.table.to_pylist()
+    rows = read.table.select([c for c in read.table.column_names if c not in HEAVY_FIELDS]).to_pylist()
+    for i, row in enumerate(rows):
+        row["row_ref"] = i
+    return rows
 
 
 # --- State in and out ---------------------------------------------------------------------------------
@@ -462,7 +507,7 @@ def _fold_on(stories: pl.DataFrame, state: FoldState, changes: Sequence[dict[str
 @dataclass(slots=True)
 class _Built:
     stories: pl.DataFrame
-    members: dict[str, dict[str, Member]]
+    members: pa.Table  # AGGREGATE_MEMBERS_SCHEMA, sorted by story, first seen, id
     state: FoldState
     offsets: dict[str, int]
     articles: _LogRead
@@ -472,30 +517,59 @@ class _Built:
 
 def _build_from_logs(store: ObjectStore, now: datetime, registry: Registry, rules: AggregateRules,
                      counter: ReadCounter) -> _Built:
-    """Fold the whole log at once: every article row and each language's change prefix as of ``now``."""
+    """Fold the whole log at once: every article row and each language's change prefix as of ``now``.
+
+    The fold carries only the fields it reads; the rest of each member row (:data:`HEAVY_FIELDS`)
+    is joined back from the article rows in Arrow.
+    """
     articles = _read_new(store, "articles", now, None, counter)
     listings = _read_new(store, "listings", now, None, counter)
+    rows = _article_rows(articles, light=True)
     prefix, later, offsets = _split_at(_new_changes(store, {}, counter, everything=True), now)
     state = FoldState()
-    _, needed = stories_to_load(prefix, articles.rows, state, listings.rows)
-    result = fold(state, prefix, articles.rows, stories={}, members={sid: [] for sid in needed},
+    _, needed = stories_to_load(prefix, rows, state, listings.rows)
+    result = fold(state, prefix, rows, stories={}, members={sid: [] for sid in needed},
                   authority=registry.authority, eligible=registry.eligible, rules=rules, at=now)
+    members = [m for m in result.member_upserts if m["story_id"] in result.stories]
     # Listings name members: fold them once every member is in place.
-    members = _by_story(m for m in result.member_upserts if m["story_id"] in result.stories)
     _mark_listed(members, listings.rows)
+    heavy = articles.table.select(list(HEAVY_FIELDS)) if articles.table is not None else None
+    state.pending_rows = {k: _with_heavy_row(r, heavy) for k, r in state.pending_rows.items()}
     stories = _story_frame(result.stories[s] for s in sorted(result.stories))
     state.aliases = live_aliases(state.aliases, result.stories)
-    return _Built(stories, members, state, offsets, articles, listings, later)
+    return _Built(stories, _members_table(members, heavy), state, offsets, articles, listings, later)
 
 
-def _mark_listed(members: Mapping[str, Mapping[str, Member]], listings: Iterable[Mapping[str, Any]]) -> None:
+def _with_heavy_row(row: dict[str, Any], heavy: pa.Table | None) -> dict[str, Any]:
+    ref = row.pop("row_ref", None)
+    if ref is not None and heavy is not None:
+        row.update(heavy.slice(ref, 1).to_pylist()[0])
+    return row
+
+
+def _mark_listed(members: Iterable[Member], listings: Iterable[Mapping[str, Any]]) -> None:
     """Each member's first listing, whichever story it was in then (a cycle folds a listing the
     cycle after it, before the moves that cycle reads)."""
-    by_article = {aid: m for ms in members.values() for aid, m in ms.items()}
+    by_article = {str(m["article_id"]): m for m in members}
     for listing in listings:
         m = by_article.get(str(listing["article_id"]))
         if m is not None and (m.get("listed_at") is None or listing["listed_at"] < m["listed_at"]):
             m["listed_at"] = listing["listed_at"]
+
+
+def _members_table(members: Sequence[Member], heavy: pa.Table | None) -> pa.Table:
+    """Members as a table: the fields the fold carried, from Python, and the heavy ones taken from
+    ``heavy`` by each member's ``row_ref`` (the rows a rebuild read)."""
+    ordered = sorted(members, key=lambda m: (m["story_id"], m["first_seen_at"], m["article_id"]))
+    columns: dict[str, pa.Array] = {}
+    if heavy is not None and ordered:
+        taken = heavy.take(pa.array([m["row_ref"] for m in ordered], pa.int64()))
+        columns.update({name: taken.column(name).combine_chunks() for name in HEAVY_FIELDS})
+    for name in MEMBER_FIELDS:
+        if name not in columns:
+            columns[name] = pa.array([m.get(name) for m in ordered], AGGREGATE_MEMBERS_SCHEMA.field(name).type)
+    columns["is_removed"] = pa.array([False] * len(ordered), pa.bool_())
+    return pa.table({n: columns[n] for n in AGGREGATE_MEMBERS_SCHEMA.names}, schema=AGGREGATE_MEMBERS_SCHEMA)
 
 
 def _write_base(store: ObjectStore, seq: int, stories: pl.DataFrame, members: pa.Table, state: FoldState,
@@ -514,12 +588,6 @@ def _write_small(store: ObjectStore, seq: int, state: FoldState) -> dict[str, An
             "aliases": put_table(store, "aliases", seq, aliases, AGGREGATE_ALIASES_SCHEMA)}
 
 
-def _members_table(members: Mapping[str, Mapping[str, Member]]) -> pa.Table:
-    rows = [{**{k: m.get(k) for k in MEMBER_FIELDS}, "is_removed": False}
-            for sid in sorted(members) for m in sorted(members[sid].values(), key=member_order)]
-    return pa.Table.from_pylist(rows, schema=AGGREGATE_MEMBERS_SCHEMA)
-
-
 def aggregates_from_logs(store: ObjectStore, now: datetime, settings: RankSettings,
                          counter: ReadCounter | None = None) -> AggregateView:
     """The aggregates as of ``now`` folded from the whole log, written nowhere: what
@@ -529,7 +597,7 @@ def aggregates_from_logs(store: ObjectStore, now: datetime, settings: RankSettin
     registry = read_registry(store, counter)
     built = _build_from_logs(store, now, registry, rules, counter)
     return _view_with_later(built.stories, built.state, built.later, MemberSource(
-        None, [], registry, overrides=built.members, counter=counter), registry, rules, now, counter,
+        None, [], registry, table=built.members, counter=counter), registry, rules, now, counter,
         {"mode": "rebuilt", "stories": built.stories.height})
 
 
@@ -608,13 +676,13 @@ def _rebuild_cycle(store: ObjectStore, now: datetime, rules: AggregateRules, reg
     summary: dict[str, Any] = {"mode": "rebuilt", "reason": reason, "stories": built.stories.height, "seq": seq}
     layers: list[str] = []
     if persist:
-        tables = _write_base(store, seq, built.stories, _members_table(built.members), built.state)
+        tables = _write_base(store, seq, built.stories, built.members, built.state)
         manifest = _manifest(seq, now, rules, registry, built.offsets, built.articles, built.listings, tables)
         summary["committed"] = _commit(store, manifest, etag)
         layers = tables["members"]
     log.info("rank_aggregates_rebuilt reason=%s stories=%d", reason, built.stories.height)
     members = MemberSource(store if layers else None, layers, registry,
-                           overrides={} if layers else built.members, counter=counter)
+                           table=None if layers else built.members, counter=counter)
     return _view_with_later(built.stories, built.state, built.later, members, registry, rules, now, counter,
                             summary)
 
@@ -654,11 +722,12 @@ def _fold_cycle(store: ObjectStore, now: datetime, rules: AggregateRules, regist
     listings = _read_new(store, "listings", now, manifest.get("listings") or {"consumed": [], "partial": {}},
                          counter)
     members = MemberSource(store, manifest["members"], registry, counter=counter)
-    result = _fold_on(stories, state, prefix, articles.rows, members, registry, rules, now, listings.rows)
+    rows = _article_rows(articles)
+    result = _fold_on(stories, state, prefix, rows, members, registry, rules, now, listings.rows)
     stories, delta = _apply(stories, result, rules, now)
     state.aliases = live_aliases(state.aliases, stories["story_id"].to_list())
     member_delta = _member_delta(result)
-    summary: dict[str, Any] = {"mode": "folded", "seq": seq, "changes": len(prefix), "articles": len(articles.rows),
+    summary: dict[str, Any] = {"mode": "folded", "seq": seq, "changes": len(prefix), "articles": len(rows),
                                "touched": len(result.stories), "removed": delta.height - len(result.stories),
                                "stories": stories.height}
     story_layers, member_layers = list(manifest["stories"]), list(manifest["members"])
@@ -752,7 +821,7 @@ def rebuilt_aggregates(store: ObjectStore, at: datetime, settings: RankSettings)
     rules = aggregate_rules(settings)
     built = _build_from_logs(store, at, read_registry(store), rules, ReadCounter())
     pending, ledger, aliases = _state_tables(built.state)
-    members = _members_table(built.members).drop(["is_removed"]).to_pylist()
+    members = built.members.drop(["is_removed"]).to_pylist()
     return AggregateTables(at, _normal_stories(built.stories.to_dicts(), rules, at),
                            sorted(members, key=lambda m: (m["story_id"], m["article_id"])),
                            pending.to_pylist(), ledger.to_pylist(), aliases.to_pylist())

@@ -31,6 +31,7 @@ the store.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import json
 import math
@@ -41,7 +42,6 @@ from typing import Any
 
 import numpy as np
 
-from transforms.representative import has_title
 from transforms.sections import article_section_votes
 
 ASSIGN_KINDS = frozenset({"new_story", "assign", "copy", "merge", "split"})
@@ -58,6 +58,9 @@ ROW_FIELDS = (
 """What a member keeps of its article row: the fields pages, representatives and links read.
 The sentence embedding is kept quantized (:func:`quantize_embedding`); signatures and the body
 never are."""
+ROW_REF = "row_ref"
+"""A caller's own reference to where a row came from (a rebuild's index into the rows it read, so
+the fields it left out of the fold are joined back); it moves with the row a member shows."""
 MEMBER_FIELDS = ("story_id", *ROW_FIELDS, "copy_of", "assigned_offset", "listed_at")
 """A member: its row, its story, and when a published story snapshot first listed it (``log/listings``)."""
 
@@ -128,7 +131,7 @@ def quantize_embedding(values: Sequence[float] | None) -> tuple[bytes | None, fl
     bytes, and deterministic, so a rebuild quantizes exactly as the cycle that first folded it.
 
     >>> q, scale = quantize_embedding([0.5, -0.25, 0.0])
-    >>> [round(x, 3) for x in dequantize_embedding(q, scale)]
+    >>> [round(float(x), 3) for x in dequantize_embedding(q, scale)]
     [0.5, -0.252, 0.0]
     >>> quantize_embedding([])
     (None, None)
@@ -149,6 +152,30 @@ def dequantize_embedding(data: bytes | None, scale: float | None) -> np.ndarray 
     if data is None or scale is None:
         return None
     return np.frombuffer(data, dtype=np.int8).astype(np.float32) * np.float32(scale)
+
+
+def quantize_embedding_column(lengths: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`quantize_embedding` of many embeddings at once (an Arrow list column's value lengths and
+    flat float32 values): the flat int8 values, each row's scale, and which rows have an embedding.
+    The same bytes and scales as one by one.
+
+    >>> q, scale, ok = quantize_embedding_column(np.array([2, 0]), np.array([0.5, -0.25], dtype=np.float32))
+    >>> (q.tobytes(), float(scale[0]), ok.tolist()) == (quantize_embedding([0.5, -0.25])[0],
+    ...                                                 quantize_embedding([0.5, -0.25])[1], [True, False])
+    True
+    """
+    values = values.astype(np.float32, copy=False)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    has = lengths > 0
+    top = np.zeros(len(lengths), dtype=np.float32)
+    if has.any():
+        top[has] = np.maximum.reduceat(np.abs(values), starts[has])
+    ok = has & np.isfinite(top)
+    scale = np.where(top > 0, (top.astype(np.float64) / 127.0).astype(np.float32), np.float32(1.0))
+    with np.errstate(invalid="ignore", over="ignore"):  # rows with NaN or inf are not ok
+        q = np.clip(np.rint(values / np.repeat(scale, lengths)), -127, 127).astype(np.int8)
+    return q, scale.astype(np.float32), ok
 
 
 def row_from_article(article: Mapping[str, Any]) -> Row:
@@ -185,10 +212,15 @@ REP_FIELDS = ("article_id", "publisher_id", "title", "snippet", "image_url", "ur
 """What a story row keeps of its representative: enough for a pool card and its source."""
 
 
-def member_votes(member: Mapping[str, Any]) -> list[str]:
+def member_votes(member: Mapping[str, Any]) -> tuple[str, ...]:
     """One member's section votes (``transforms.sections.article_section_votes``)."""
-    return article_section_votes([member.get("section")], [member.get("categories")],
-                                 [member.get("section_guess")])[0]
+    categories = member.get("categories")
+    return _votes(member.get("section"), tuple(categories) if categories else None, member.get("section_guess"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _votes(section: str | None, categories: tuple[str, ...] | None, guess: str | None) -> tuple[str, ...]:
+    return tuple(article_section_votes([section], [list(categories) if categories else None], [guess])[0])
 
 
 def _set_min(story: Story, name: str, value: datetime) -> None:
@@ -213,7 +245,9 @@ def _cov_put(story: Story, publisher: str, at: datetime) -> None:
 
 
 def _pair_insert(times: list[datetime], publishers: list[str], at: datetime, publisher: str) -> None:
-    i = bisect.bisect_right(list(zip(times, publishers, strict=True)), (at, publisher))
+    """Insert ``(at, publisher)`` into two parallel lists kept sorted by time, then publisher."""
+    lo, hi = bisect.bisect_left(times, at), bisect.bisect_right(times, at)
+    i = lo + bisect.bisect_right(publishers[lo:hi], publisher) if hi > lo else lo
     times.insert(i, at)
     publishers.insert(i, publisher)
 
@@ -242,16 +276,18 @@ def add_member(story: Story, member: Mapping[str, Any], authority: Mapping[str, 
         story["early_times"] = [story["early_times"][i] for i in keep]
         story["early_publishers"] = [story["early_publishers"][i] for i in keep]
     _set_max(story, "last_seen_at", seen)
-    titled = has_title(member)
+    title = member.get("title")
+    titled = bool(title and title.strip())  # transforms.representative.has_title
     if titled:
         story["titled_count"] += 1
-    votes = member_votes(member)
-    if votes:
-        counts = dict(zip(story["section_names"], story["section_counts"], strict=True))
-        for v in votes:
-            counts[v] = counts.get(v, 0) + 1
-        story["section_names"] = sorted(counts)
-        story["section_counts"] = [counts[s] for s in story["section_names"]]
+    names, counts = story["section_names"], story["section_counts"]
+    for v in member_votes(member):
+        i = bisect.bisect_left(names, v)
+        if i < len(names) and names[i] == v:
+            counts[i] += 1
+        else:
+            names.insert(i, v)
+            counts.insert(i, 1)
     _consider_representative(story, member, titled, is_original, authority)
     if not is_original:
         return
@@ -502,19 +538,20 @@ class _Fold:
             member = self.loaded[current][aid]
             first = min(member["first_seen_at"], row["first_seen_at"])
             if _row_rank(row) > _row_rank(member):
-                member.update({k: row.get(k) for k in ROW_FIELDS})
+                member.update({k: row[k] for k in (*ROW_FIELDS, ROW_REF) if k in row})
             member["first_seen_at"] = first
             self.upserts[(current, aid)] = member
             self.dirty.add(current)
             self._forget_if_settled(aid)
             return
         entry = self.state.ledger[aid]  # every caller checked: an assignment or a member made it
+        # Rows belong to the fold (each read once): kept, not copied.
         if entry.row is None:
-            entry.row = dict(row)
+            entry.row = row
         else:
             first = min(entry.row["first_seen_at"], row["first_seen_at"])
             if _row_rank(row) > _row_rank(entry.row):
-                entry.row = dict(row)
+                entry.row = row
             entry.row["first_seen_at"] = first
         entry.updated_at = max(entry.updated_at or row["first_seen_at"], row["first_seen_at"])
         self.materialize(aid)
@@ -526,8 +563,9 @@ class _Fold:
         if str(entry.row["publisher_id"]) not in self.eligible:
             del self.state.ledger[aid]  # never counted: its publisher is unknown or opted out
             return
-        member = {**entry.row, "story_id": entry.story_id, "copy_of": entry.copy_of,
-                  "assigned_offset": entry.assigned_offset, "listed_at": None}
+        member = entry.row
+        member.update(story_id=entry.story_id, copy_of=entry.copy_of, assigned_offset=entry.assigned_offset,
+                      listed_at=None)
         self.put_member(member)
         entry.row, entry.is_member = None, True
         self._forget_if_settled(aid)

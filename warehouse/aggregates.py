@@ -70,7 +70,7 @@ def table_key(kind: str, seq: int, data: bytes) -> str:
     """``state/rank/<kind>-<seq>-<hash>.parquet``, named by the bytes it holds.
 
     >>> table_key("stories", 7, b"x")
-    'state/rank/stories-0000000007-2b4e5a7a54b3b1d9a1ae.parquet'
+    'state/rank/stories-0000000007-82eb5f36d44e01d4c0a8.parquet'
     """
     digest = hashlib.blake2b(data, digest_size=10).hexdigest()
     return f"{AGGREGATES_PREFIX}{kind}-{seq:010d}-{digest}.parquet"
