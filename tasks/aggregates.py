@@ -97,6 +97,7 @@ STORY_LAYERS = 12
 MEMBER_LAYERS = 60
 """Member deltas kept before they are folded into a new base (a base is every member of the window:
 compaction reads and writes all of it, so it runs about hourly)."""
+_CHANGE_COLUMNS = ["offset", "kind", "story_id", "article_id", "copy_of", "other_story_id", "changed_at", "language"]
 _ARTICLE_COLUMNS = [c for c in ROW_FIELDS if c not in ("embedding_q", "embedding_scale")] + ["embedding"]
 
 
@@ -285,7 +286,7 @@ def _new_changes(store: ObjectStore, offsets: Mapping[str, int], counter: ReadCo
         keys += [k for first, k in numbered if first is not None and first >= start]
         rows: dict[int, dict[str, Any]] = {}
         for key in keys:
-            table = _read_segment(store, key, STORY_CHANGES_SCHEMA, None, counter, "changes")
+            table = _read_segment(store, key, STORY_CHANGES_SCHEMA, _CHANGE_COLUMNS, counter, "changes")
             if table is None:
                 continue
             for row in table.to_pylist():
@@ -537,7 +538,7 @@ def _build_from_logs(store: ObjectStore, now: datetime, registry: Registry, rule
     state.pending_rows = {k: _with_heavy_row(r, heavy) for k, r in state.pending_rows.items()}
     stories = _story_frame(result.stories[s] for s in sorted(result.stories))
     state.aliases = live_aliases(state.aliases, result.stories)
-    return _Built(stories, _members_table(members, heavy), state, offsets, articles, listings, later)
+    return _Built(stories, _members_table(members, articles.table), state, offsets, articles, listings, later)
 
 
 def _with_heavy_row(row: dict[str, Any], heavy: pa.Table | None) -> dict[str, Any]:
@@ -557,14 +558,16 @@ def _mark_listed(members: Iterable[Member], listings: Iterable[Mapping[str, Any]
             m["listed_at"] = listing["listed_at"]
 
 
-def _members_table(members: Sequence[Member], heavy: pa.Table | None) -> pa.Table:
-    """Members as a table: the fields the fold carried, from Python, and the heavy ones taken from
-    ``heavy`` by each member's ``row_ref`` (the rows a rebuild read)."""
+def _members_table(members: Sequence[Member], read: pa.Table | None) -> pa.Table:
+    """Members as a table: each one's row taken from the rows a rebuild read (``read``, by the
+    member's ``row_ref``), and what the fold decided (story, copy, offset, listing, first seen) from
+    Python."""
     ordered = sorted(members, key=lambda m: (m["story_id"], m["first_seen_at"], m["article_id"]))
+    decided = ("story_id", "first_seen_at", "copy_of", "assigned_offset", "listed_at")
     columns: dict[str, pa.Array] = {}
-    if heavy is not None and ordered:
-        taken = heavy.take(pa.array([m["row_ref"] for m in ordered], pa.int64()))
-        columns.update({name: taken.column(name).combine_chunks() for name in HEAVY_FIELDS})
+    if read is not None and ordered:
+        taken = read.take(pa.array([m["row_ref"] for m in ordered], pa.int64()))
+        columns.update({name: taken.column(name).combine_chunks() for name in ROW_FIELDS if name not in decided})
     for name in MEMBER_FIELDS:
         if name not in columns:
             columns[name] = pa.array([m.get(name) for m in ordered], AGGREGATE_MEMBERS_SCHEMA.field(name).type)

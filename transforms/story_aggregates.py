@@ -101,6 +101,10 @@ class AggregateRules:
         text = json.dumps(asdict(self), sort_keys=True)
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
+    def horizons(self, at: datetime) -> tuple[datetime, datetime, timedelta]:
+        """(trim horizon, coverage horizon, early window) at ``at``, computed once per fold."""
+        return _horizons(self, at)
+
     def trim_horizon(self, at: datetime) -> datetime:
         """Originals at or before this are summed up, not kept one by one: every lag a cycle at or
         after ``at`` scores looks at most velocity_window back from ``at - lag``."""
@@ -113,6 +117,11 @@ class AggregateRules:
 
     def early_window(self) -> timedelta:
         return timedelta(minutes=self.early_minutes)
+
+
+@functools.lru_cache(maxsize=64)
+def _horizons(rules: AggregateRules, at: datetime) -> tuple[datetime, datetime, timedelta]:
+    return rules.trim_horizon(at), rules.coverage_horizon(at), rules.early_window()
 
 
 def registry_fingerprint(publishers: Iterable[Mapping[str, Any]]) -> str:
@@ -263,6 +272,7 @@ def add_member(story: Story, member: Mapping[str, Any], authority: Mapping[str, 
         rules: The windows.
         at: The fold's instant: originals older than ``rules.trim_horizon(at)`` are summed up.
     """
+    trim_at, coverage_at, early = rules.horizons(at)
     seen: datetime = member["first_seen_at"]
     publisher = str(member["publisher_id"])
     is_original = member.get("copy_of") is None
@@ -271,7 +281,7 @@ def add_member(story: Story, member: Mapping[str, Any], authority: Mapping[str, 
     story["article_count"] += 1
     if story["first_seen_at"] is None or seen < story["first_seen_at"]:
         story["first_seen_at"] = seen
-        limit = seen + rules.early_window()
+        limit = seen + early
         keep = [i for i, t in enumerate(story["early_times"]) if t <= limit]
         story["early_times"] = [story["early_times"][i] for i in keep]
         story["early_publishers"] = [story["early_publishers"][i] for i in keep]
@@ -297,13 +307,13 @@ def add_member(story: Story, member: Mapping[str, Any], authority: Mapping[str, 
     i = bisect.bisect_left(story["publishers"], publisher)
     if i == len(story["publishers"]) or story["publishers"][i] != publisher:
         story["publishers"].insert(i, publisher)
-    if seen > rules.trim_horizon(at):
+    if seen > trim_at:
         _pair_insert(story["recent_times"], story["recent_publishers"], seen, publisher)
     else:
         _set_max(story, "older_last_at", seen)
-        if seen > rules.coverage_horizon(at):
+        if seen > coverage_at:
             _cov_put(story, publisher, seen)
-    if seen <= story["first_seen_at"] + rules.early_window():
+    if seen <= story["first_seen_at"] + early:
         _pair_insert(story["early_times"], story["early_publishers"], seen, publisher)
 
 
