@@ -35,6 +35,7 @@ os.environ.setdefault("POLARS_MAX_THREADS", "2")
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
 
 from tasks.aggregates import update_aggregates  # noqa: E402
 from tasks.rank import breaking_rule, parts_params, score_params, score_weights  # noqa: E402
@@ -53,13 +54,17 @@ PUBLISHERS = 2000
 REGIONS = 35
 SECTIONS = np.array(["world", "politics", "business", "technology", "science", "health", "sports", "entertainment"])
 SETTINGS = RankSettings()
+SNIPPET_TAIL = (" — the first lines of the article as the feed gave them, cut at two hundred characters by "
+                "ingest, which never stores the body itself, only this and its signatures.")
 
 
 class Synth:
     """The synthetic window and its minutes; story ids are ``s<index>``, articles ``a<index>``."""
 
-    def __init__(self, stories: int, seed: int) -> None:
+    def __init__(self, stories: int, seed: int, terms: int = 16, dims: int = 64) -> None:
         self.rng = np.random.default_rng(seed)
+        self.terms, self.dims = terms, dims
+        self.vocab = pa.array([f"term{i}" for i in range(20_000)])
         self.stories = stories
         self.born = self.rng.uniform(0, 40 * 3600, size=stories)  # seconds after the window's start
         self.first_article = np.full(stories, -1, dtype=np.int64)
@@ -77,49 +82,66 @@ class Synth:
                         schema=PUBLISHERS_SCHEMA)
 
     def tables(self, story: np.ndarray, seen_s: np.ndarray, copy: np.ndarray) -> tuple[pa.Table, pa.Table]:
-        """Article rows and their changes (new_story / assign / copy), in first-seen order."""
+        """Article rows and their changes (new_story / assign / copy), in first-seen order. Rows are
+        as wide as ingest writes them, but for the embedding (``--embedding-dims``, 512 in
+        production) and the signatures (left out)."""
         order = np.argsort(seen_s, kind="stable")
         story, seen_s, copy = story[order], seen_s[order], copy[order]
         n = len(story)
         index = np.arange(self.articles, self.articles + n)
         self.articles += n
-        ids = np.char.add("a", index.astype(str))
-        sids = np.char.add("s", story.astype(str))
+        opened = self.first_article[story] < 0
+        firsts, at_row = np.unique(story[opened], return_index=True)  # each new story's first row opens it
         new = np.zeros(n, dtype=bool)
-        for i, s in enumerate(story.tolist()):  # the first article of each story opens it
-            if self.first_article[s] < 0:
-                self.first_article[s] = index[i]
-                new[i] = True
+        new[np.flatnonzero(opened)[at_row]] = True
+        self.first_article[firsts] = index[np.flatnonzero(opened)[at_row]]
         copy &= ~new
-        copy_of = np.where(copy, np.char.add("a", self.first_article[story].astype(str)), None)
-        publisher = self.rng.integers(0, PUBLISHERS, size=n)
+        ids = pc.binary_join_element_wise("a", pa.array(index).cast(pa.string()), "")
+        sids = pc.binary_join_element_wise("s", pa.array(story).cast(pa.string()), "")
+        copy_of = pc.if_else(pa.array(copy), pc.binary_join_element_wise(
+            "a", pa.array(self.first_article[story]).cast(pa.string()), ""), pa.scalar(None, pa.string()))
+        publisher = pc.binary_join_element_wise("p", pc.utf8_lpad(pa.array(self.rng.integers(0, PUBLISHERS, n))
+                                                                  .cast(pa.string()), 4, "0"), "")
         at = pa.array(np.datetime64(self.start.replace(tzinfo=None), "us") + (seen_s * 1e6).astype("timedelta64[us]"),
                       type=pa.timestamp("us", tz="UTC"))
-        ids_a = pa.array(ids.tolist())
-        title = np.char.add(np.char.add("Story ", sids), np.char.add(" report ", index.astype(str)))
+        title = pc.binary_join_element_wise("Story ", sids, " report ", ids, " and more words of a headline", "")
+        sections = pa.array(SECTIONS)
         cols = {
-            "article_id": ids_a, "version": pa.array(np.ones(n, dtype=np.int32)), "content_hash": ids_a,
-            "url": pa.array(np.char.add("https://example.com/", ids).tolist()),
-            "publisher_id": pa.array([f"p{p:04d}" for p in publisher]), "language": pa.array(["en"] * n),
-            "title": pa.array(title.tolist()), "snippet": pa.array(np.char.add(title, " — a snippet.").tolist()),
-            "section": pa.array(SECTIONS[self.rng.integers(0, len(SECTIONS), n)].tolist()),
-            "section_guess": pa.array(SECTIONS[self.rng.integers(0, len(SECTIONS), n)].tolist()),
-            "first_seen_at": at, "published_at": at,
-            "terms": pa.array([[f"t{s % 5000}", f"t{(s * 7) % 5000}", f"w{k}"] for s, k in
-                               zip(story.tolist(), self.rng.integers(0, 99, n).tolist(), strict=True)],
-                              pa.list_(pa.string())),
+            "article_id": ids, "version": pa.array(np.ones(n, dtype=np.int32)), "content_hash": ids,
+            "url": pc.binary_join_element_wise("https://www.example.com/news/2026/12/", ids, ""),
+            "canonical_url": pc.binary_join_element_wise("https://www.example.com/news/2026/12/", ids, ""),
+            "feed_id": pc.binary_join_element_wise("feed-", publisher, ""), "publisher_id": publisher,
+            "language": pa.array(["en"] * n), "title": title,
+            "snippet": pc.binary_join_element_wise(title, SNIPPET_TAIL, ""),
+            "image_url": pc.binary_join_element_wise("https://img.example.com/", ids, ".jpg", ""),
+            "section": sections.take(pa.array(self.rng.integers(0, len(SECTIONS), n))),
+            "section_guess": sections.take(pa.array(self.rng.integers(0, len(SECTIONS), n))),
+            "is_opinion": pa.array(np.zeros(n, dtype=bool)), "first_seen_at": at, "published_at": at,
+            "terms": self._lists(n, self.terms, lambda k: self.vocab.take(pa.array(
+                (np.repeat(story, self.terms) * 7 + self.rng.integers(0, 40, k)) % len(self.vocab)))),
+            "term_weights": self._lists(n, self.terms, lambda k: pa.array(self.rng.random(k, dtype=np.float32))),
+            "entities": self._lists(n, 2, lambda k: self.vocab.take(pa.array(np.repeat(story, 2) % len(self.vocab)))),
+            "embedding": self._lists(n, self.dims, lambda k: pa.array(
+                self.rng.standard_normal(k, dtype=np.float32))) if self.dims else None,
+            "signature_version": pa.array(["bench"] * n),
         }
-        articles = pa.table({f.name: cols.get(f.name, pa.nulls(n, f.type)) for f in ARTICLES_SCHEMA}, schema=ARTICLES_SCHEMA)
-        kind = np.where(new, "new_story", np.where(copy, "copy", "assign"))
+        articles = pa.table({f.name: cols[f.name] if cols.get(f.name) is not None else pa.nulls(n, f.type)
+                             for f in ARTICLES_SCHEMA}, schema=ARTICLES_SCHEMA)
+        kind = pa.array(np.where(new, "new_story", np.where(copy, "copy", "assign")))
         offsets = np.arange(self.offset, self.offset + n)
         self.offset += n
-        ccols = {"change_id": pa.array(np.char.add("en:", offsets.astype(str)).tolist()),
-                 "offset": pa.array(offsets), "language": pa.array(["en"] * n), "kind": pa.array(kind.tolist()),
-                 "story_id": pa.array(sids.tolist()), "article_id": ids_a, "copy_of": pa.array(copy_of.tolist(), pa.string()),
+        ccols = {"change_id": pc.binary_join_element_wise("en:", pa.array(offsets).cast(pa.string()), ""),
+                 "offset": pa.array(offsets), "language": pa.array(["en"] * n), "kind": kind,
+                 "story_id": sids, "article_id": ids, "copy_of": copy_of,
                  "score": pa.array(np.ones(n, dtype=np.float32)), "changed_at": at}
         changes = pa.table({f.name: ccols.get(f.name, pa.nulls(n, f.type)) for f in STORY_CHANGES_SCHEMA},
                            schema=STORY_CHANGES_SCHEMA)
         return articles, changes
+
+    @staticmethod
+    def _lists(n: int, width: int, values: object) -> pa.Array:
+        offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32))
+        return pa.ListArray.from_arrays(offsets, values(n * width))  # type: ignore[operator]
 
     def history(self, per_story: int, until_s: float) -> tuple[pa.Table, pa.Table]:
         n = self.stories * per_story
@@ -188,6 +210,8 @@ def main() -> None:
     parser.add_argument("--minute-articles", type=int, default=6000)
     parser.add_argument("--rounds", type=int, default=3, help="minutes timed per size (the median is reported)")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--terms", type=int, default=16, help="terms per article (ingest keeps up to 64)")
+    parser.add_argument("--embedding-dims", type=int, default=64, help="embedding size (512 in production)")
     parser.add_argument("--quick", action="store_true", help="20,000 stories, 1,000 articles a minute, 2 rounds")
     parser.add_argument("--dir", type=Path, default=None, help="where to build the stores (default: a temp dir)")
     args = parser.parse_args()
@@ -205,7 +229,7 @@ def main() -> None:
 
 def run_size(root: Path, stories: int, args: argparse.Namespace) -> None:
     store = LocalStore(root / "store")
-    synth = Synth(stories, args.seed)
+    synth = Synth(stories, args.seed, args.terms, args.embedding_dims)
     write_table(store, layout.PUBLISHERS_KEY, synth.registry(), PUBLISHERS_SCHEMA)
     window_end = (NOW - synth.start).total_seconds()
     t = time.perf_counter()
