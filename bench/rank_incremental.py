@@ -1,7 +1,7 @@
 """One rank cycle's read + score with a minute's changes: story aggregates folded incrementally
 against today's full recompute from the logs (``story_scores.sql``), in the same run (issue 15).
 
-    taskset -c 0,1 .venv/bin/python bench/rank_incremental.py --stories 300000
+    taskset -c 0,1 .venv/bin/python bench/rank_incremental.py --stories 50000 300000 [--pages]
     taskset -c 0,1 .venv/bin/python bench/rank_incremental.py --quick
 
 A synthetic window of ``--stories`` active stories (about 8 articles each over 40 hours, 2,000
@@ -37,8 +37,8 @@ import polars as pl  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
-from tasks.aggregates import update_aggregates  # noqa: E402
-from tasks.rank import breaking_rule, parts_params, score_params, score_weights  # noqa: E402
+from tasks.aggregates import AggregateView, update_aggregates  # noqa: E402
+from tasks.rank import breaking_rule, compute_pages, parts_params, score_params, score_weights  # noqa: E402
 from tasks.settings import RankSettings  # noqa: E402
 from transforms.ranking import score_stories  # noqa: E402
 from transforms.story_scores import story_parts  # noqa: E402
@@ -190,7 +190,25 @@ def full_cycle(store: LocalStore, now: datetime) -> tuple[float, float, int]:
     return time.process_time() - c, time.perf_counter() - t, scored.height
 
 
-def incremental_cycle(store: LocalStore, now: datetime) -> tuple[float, float, int, int]:
+def pages_incremental(store: LocalStore, view: AggregateView, now: datetime) -> tuple[float, int, int]:
+    """The rest of the cycle on the aggregates: rank editions, read the members of the stories pages
+    list, assemble every page, pool and the story snapshot (CPU s, member bytes read, pages)."""
+    before = view.counter.bytes.get("members", 0)
+    c = time.process_time()
+    output = compute_pages(store, now, SETTINGS, view=view)
+    return time.process_time() - c, view.counter.bytes.get("members", 0) - before, len(output.pages)
+
+
+def members_full(store: LocalStore, now: datetime) -> tuple[float, int]:
+    """What page assembly read before: every member of every story (story_members.sql) into Python."""
+    c = time.process_time()
+    con = connect(store)
+    rows = con.sql(load_sql("story_members"), params={"now": now}).to_arrow_table().to_pylist()
+    con.close()
+    return time.process_time() - c, len(rows)
+
+
+def incremental_cycle(store: LocalStore, now: datetime) -> tuple[float, float, int, int, AggregateView]:
     """Read the aggregates and the new segments, fold, commit; then story_parts and score_stories."""
     t, c = time.perf_counter(), time.process_time()
     view = update_aggregates(store, now, SETTINGS)
@@ -200,7 +218,7 @@ def incremental_cycle(store: LocalStore, now: datetime) -> tuple[float, float, i
     scored = score_stories(parts.lazy(), now=now, weights=score_weights(SETTINGS), rule=breaking_rule(SETTINGS),
                            story_sections=sections_frame(active).lazy()).collect()
     assert view.summary["mode"] == "folded", view.summary
-    return time.process_time() - c, time.perf_counter() - t, scored.height, view.counter.total
+    return time.process_time() - c, time.perf_counter() - t, scored.height, view.counter.total, view
 
 
 def main() -> None:
@@ -213,10 +231,12 @@ def main() -> None:
     parser.add_argument("--terms", type=int, default=16, help="terms per article (ingest keeps up to 64)")
     parser.add_argument("--embedding-dims", type=int, default=64, help="embedding size (512 in production)")
     parser.add_argument("--quick", action="store_true", help="20,000 stories, 1,000 articles a minute, 2 rounds")
+    parser.add_argument("--pages", action="store_true",
+                        help="also time page assembly on the aggregates (and the member read it replaced)")
     parser.add_argument("--dir", type=Path, default=None, help="where to build the stores (default: a temp dir)")
     args = parser.parse_args()
     if args.quick:
-        args.stories, args.minute_articles, args.rounds = [20_000], 1000, 2
+        args.stories, args.minute_articles, args.rounds, args.pages = [20_000], 1000, 2, True
     print(f"cpus={len(os.sched_getaffinity(0))} POLARS_MAX_THREADS={os.environ['POLARS_MAX_THREADS']} "
           f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for stories in args.stories:
@@ -249,10 +269,16 @@ def run_size(root: Path, stories: int, args: argparse.Namespace) -> None:
         articles, changes = synth.minute((now - synth.start).total_seconds(), args.minute_articles)
         write(store, now, articles, changes, f"minute{r:03d}")
         load = os.getloadavg()[0]
-        i_cpu, i_wall, i_rows, i_bytes = incremental_cycle(store, now)
+        i_cpu, i_wall, i_rows, i_bytes, view = incremental_cycle(store, now)
         f_bytes = log_bytes(store)
         f_cpu, f_wall, f_rows = full_cycle(store, now)
         assert i_rows == f_rows, (i_rows, f_rows)
+        if args.pages:
+            p_cpu, p_bytes, pages = pages_incremental(store, view, now)
+            m_cpu, m_rows = members_full(store, now)
+            print(f"  pages on the aggregates: {p_cpu:.2f} CPU s for {pages} pages and pools, members read "
+                  f"{p_bytes / 1e6:.1f} MB | before: every member into Python (story_members.sql) "
+                  f"{m_cpu:.2f} CPU s for {m_rows:,} rows, before assembly")
         inc.append((i_cpu, i_wall, i_bytes))
         full.append((f_cpu, f_wall, f_bytes))
         print(f"minute {r + 1}: incremental {i_cpu:.2f} CPU s ({i_wall:.2f} s wall, {i_bytes / 1e6:.1f} MB read) | "

@@ -17,10 +17,12 @@ sees exactly what a rebuild at its ``now`` sees (:func:`aggregates_from_logs`, w
 from __future__ import annotations
 
 import copy
+import gc
 import io
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -481,7 +483,7 @@ def _apply(stories: pl.DataFrame, result: FoldResult, rules: AggregateRules, at:
     gone -= set(result.stories)
     replaced = set(result.stories) | gone
     kept = stories.filter(~pl.col("story_id").is_in(sorted(replaced)))
-    table = pl.concat([kept, changed], how="vertical_relaxed").sort("story_id")
+    table = pl.concat([kept, changed], how="vertical_relaxed")  # unsorted: read whole, sorted when written
     delta = pl.concat([changed, _tombstones(gone)], how="vertical_relaxed").sort("story_id")
     return table, delta
 
@@ -577,7 +579,7 @@ def _members_table(members: Sequence[Member], read: pa.Table | None) -> pa.Table
 
 def _write_base(store: ObjectStore, seq: int, stories: pl.DataFrame, members: pa.Table, state: FoldState,
                 ) -> dict[str, Any]:
-    story_key = put_table(store, "stories", seq, frame_to_table(stories, STORY_AGGREGATES_SCHEMA),
+    story_key = put_table(store, "stories", seq, frame_to_table(stories.sort("story_id"), STORY_AGGREGATES_SCHEMA),
                           STORY_AGGREGATES_SCHEMA)
     member_key = put_table(store, "members", seq, members, AGGREGATE_MEMBERS_SCHEMA,
                            row_group_rows=MEMBER_ROW_GROUP_ROWS)
@@ -595,6 +597,12 @@ def aggregates_from_logs(store: ObjectStore, now: datetime, settings: RankSettin
                          counter: ReadCounter | None = None) -> AggregateView:
     """The aggregates as of ``now`` folded from the whole log, written nowhere: what
     ``newsroom rank --as-of`` rebuilds a past minute from (it reads every segment)."""
+    with _paused_gc():
+        return _from_logs(store, now, settings, counter)
+
+
+def _from_logs(store: ObjectStore, now: datetime, settings: RankSettings, counter: ReadCounter | None
+               ) -> AggregateView:
     counter = counter or ReadCounter()
     rules = aggregate_rules(settings)
     registry = read_registry(store, counter)
@@ -622,8 +630,29 @@ def _view_with_later(stories: pl.DataFrame, state: FoldState, later: list[dict[s
 
 # --- One cycle --------------------------------------------------------------------------------------------
 
+@contextmanager
+def _paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a fold builds many small long-lived objects (story
+    rows, members; nothing of it is garbage yet): otherwise its passes walk them again and again,
+    and took most of a cycle's CPU in profiles of bench/rank_incremental.py."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def update_aggregates(store: ObjectStore, now: datetime, settings: RankSettings, *, persist: bool = True,
                       counter: ReadCounter | None = None, rebuild: str | None = None) -> AggregateView:
+    """Fold what the logs gained since the last cycle onto the aggregates (see :func:`_update`)."""
+    with _paused_gc():
+        return _update(store, now, settings, persist=persist, counter=counter, rebuild=rebuild)
+
+
+def _update(store: ObjectStore, now: datetime, settings: RankSettings, *, persist: bool = True,
+            counter: ReadCounter | None = None, rebuild: str | None = None) -> AggregateView:
     """Fold what the logs gained since the last cycle onto the aggregates, commit (fenced), and
     return them as of ``now``.
 
@@ -660,7 +689,7 @@ def update_aggregates(store: ObjectStore, now: datetime, settings: RankSettings,
     elif manifest.get("registry") != registry.fingerprint:
         reason = "registry changed"
     elif datetime.fromisoformat(manifest["as_of"]) > now:
-        return aggregates_from_logs(store, now, settings, counter)
+        return _from_logs(store, now, settings, counter)
     if manifest is not None and reason is None:
         try:
             return _fold_cycle(store, now, rules, registry, manifest, etag, persist, counter)
@@ -751,7 +780,8 @@ def _write_layers(store: ObjectStore, seq: int, stories: pl.DataFrame, delta: pl
                   ) -> tuple[list[str], list[str]]:
     """Write this fold's deltas, or a new base where the layers grew past their bound."""
     if len(story_layers) >= STORY_LAYERS:
-        story_layers = [put_table(store, "stories", seq, frame_to_table(stories, STORY_AGGREGATES_SCHEMA),
+        story_layers = [put_table(store, "stories", seq, frame_to_table(stories.sort("story_id"),
+                                                                        STORY_AGGREGATES_SCHEMA),
                                   STORY_AGGREGATES_SCHEMA)]
         summary["stories_compacted"] = True
     elif delta.height:

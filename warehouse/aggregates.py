@@ -227,13 +227,22 @@ def request_rebuild(store: ObjectStore, reason: str) -> bool:
 # --- Layered tables -------------------------------------------------------------------------------
 
 def _latest(frames: Sequence[pl.DataFrame], keys: list[str]) -> pl.DataFrame:
-    """The newest layer's row for each key (layers oldest first), tombstones dropped."""
+    """The newest layer's row for each key (layers oldest first), tombstones dropped.
+
+    A layer's rows are kept where no newer layer holds their key: the base is filtered by the keys
+    of the deltas (small), never sorted as a whole.
+    """
     if not frames:
         raise ValueError("no layers")
-    stacked = pl.concat([f.with_columns(_layer=pl.lit(i, dtype=pl.Int32)) for i, f in enumerate(frames)],
-                        how="vertical_relaxed")
-    return (stacked.sort([*keys, "_layer"]).unique(subset=keys, keep="last", maintain_order=True)
-            .filter(~pl.col("is_removed")).drop("_layer"))
+    key = pl.concat_str(keys, separator="\x1f") if len(keys) > 1 else pl.col(keys[0])
+    kept: list[pl.DataFrame] = []
+    newer: pl.Series | None = None
+    for frame in reversed(frames):
+        frame = frame.unique(subset=keys, keep="last", maintain_order=True)
+        kept.append(frame if newer is None else frame.filter(~key.is_in(newer.implode())))
+        ids = frame.select(key.alias("_key"))["_key"]
+        newer = ids if newer is None else pl.concat([newer, ids])
+    return pl.concat(list(reversed(kept)), how="vertical_relaxed").filter(~pl.col("is_removed"))
 
 
 def read_story_rows(store: ObjectStore, keys: Sequence[str], counter: ReadCounter | None = None) -> pl.DataFrame:
@@ -248,7 +257,7 @@ def read_story_rows(store: ObjectStore, keys: Sequence[str], counter: ReadCounte
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
         frames.append(frame)
-    return _latest(frames, ["story_id"]).sort("story_id")
+    return _latest(frames, ["story_id"])
 
 
 def _open_parquet(store: ObjectStore, key: str) -> pq.ParquetFile:
