@@ -586,11 +586,15 @@ def _write_base(store: ObjectStore, seq: int, stories: pl.DataFrame, members: pa
     return {"stories": [story_key], "members": [member_key], **_write_small(store, seq, state)}
 
 
-def _write_small(store: ObjectStore, seq: int, state: FoldState) -> dict[str, Any]:
+def _write_small(store: ObjectStore, seq: int, state: FoldState, before: Mapping[str, Any] | None = None
+                 ) -> dict[str, Any]:
+    """The small tables, written whole (each kept as it was when unchanged)."""
     pending, ledger, aliases = _state_tables(state)
-    return {"pending": put_table(store, "pending", seq, pending, PENDING_ROWS_SCHEMA),
-            "ledger": put_table(store, "ledger", seq, ledger, AGGREGATE_LEDGER_SCHEMA),
-            "aliases": put_table(store, "aliases", seq, aliases, AGGREGATE_ALIASES_SCHEMA)}
+    before = before or {}
+    return {"pending": put_table(store, "pending", seq, pending, PENDING_ROWS_SCHEMA, reuse=before.get("pending")),
+            "ledger": put_table(store, "ledger", seq, ledger, AGGREGATE_LEDGER_SCHEMA, reuse=before.get("ledger")),
+            "aliases": put_table(store, "aliases", seq, aliases, AGGREGATE_ALIASES_SCHEMA,
+                                 reuse=before.get("aliases"))}
 
 
 def aggregates_from_logs(store: ObjectStore, now: datetime, settings: RankSettings,
@@ -675,8 +679,7 @@ def _update(store: ObjectStore, now: datetime, settings: RankSettings, *, persis
     manifest = None
     if pointer is not None and not pointer.get("rebuild"):
         try:
-            manifest = read_manifest(store, pointer["manifest"])
-            counter.add("manifest", 0)
+            manifest = read_manifest(store, pointer["manifest"], counter)
         except AggregatesUnreadableError:
             manifest = None
     reason = rebuild or (pointer or {}).get("rebuild")
@@ -764,9 +767,17 @@ def _fold_cycle(store: ObjectStore, now: datetime, rules: AggregateRules, regist
                                "stories": stories.height}
     story_layers, member_layers = list(manifest["stories"]), list(manifest["members"])
     if persist:
+        small = _write_small(store, seq, state, manifest)
+        unchanged = (not delta.height and not member_delta.num_rows and offsets == manifest["offsets"]
+                     and all(small[k] == manifest[k] for k in small)
+                     and {"consumed": articles.consumed, "partial": articles.partial} == manifest["articles"]
+                     and {"consumed": listings.consumed, "partial": listings.partial} == manifest.get("listings"))
+        if unchanged:  # an idle minute: nothing to write, the stored fold still holds
+            summary["committed"], summary["unchanged"] = False, True
+            return _view_with_later(stories, state, later, members, registry, rules, now, counter, summary)
         story_layers, member_layers = _write_layers(store, seq, stories, delta, member_delta, story_layers,
                                                     member_layers, counter, summary)
-        tables = {"stories": story_layers, "members": member_layers, **_write_small(store, seq, state)}
+        tables = {"stories": story_layers, "members": member_layers, **small}
         new_manifest = _manifest(seq, now, rules, registry, offsets, articles, listings, tables)
         summary["committed"] = _commit(store, new_manifest, etag)
         members = MemberSource(store, member_layers, registry, counter=counter)

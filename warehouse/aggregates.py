@@ -99,10 +99,17 @@ def _to_parquet(table: pa.Table, row_group_rows: int | None = None) -> bytes:
 
 
 def put_table(store: ObjectStore, kind: str, seq: int, table: pa.Table, schema: pa.Schema, *,
-              row_group_rows: int | None = None) -> str:
-    """Write an immutable table object; a rerun that finds identical bytes under the key is done."""
+              row_group_rows: int | None = None, reuse: str | None = None) -> str:
+    """Write an immutable table object; a rerun that finds identical bytes under the key is done.
+
+    Args:
+        reuse: The key of this table in the fold before: kept, and nothing written, when it holds
+            the same bytes (the key's hash part says so).
+    """
     data = _to_parquet(check_schema(table, schema), row_group_rows)
     key = table_key(kind, seq, data)
+    if reuse is not None and reuse.rsplit("-", 1)[-1] == key.rsplit("-", 1)[-1]:
+        return reuse
     try:
         store.put(key, data, if_none_match=True)
     except PreconditionFailedError:
@@ -149,7 +156,7 @@ def read_pointer(store: ObjectStore) -> tuple[dict[str, Any] | None, str | None]
     return pointer, obj.etag
 
 
-def read_manifest(store: ObjectStore, key: str) -> dict[str, Any]:
+def read_manifest(store: ObjectStore, key: str, counter: ReadCounter | None = None) -> dict[str, Any]:
     """A manifest the pointer names.
 
     Raises:
@@ -160,6 +167,8 @@ def read_manifest(store: ObjectStore, key: str) -> dict[str, Any]:
     except ObjectNotFoundError as e:
         record_damage(key, "missing: named by the rank aggregates' pointer", "aggregates rebuilt from the logs")
         raise AggregatesUnreadableError("the aggregates' manifest is missing", key=key) from e
+    if counter is not None:
+        counter.add("manifest", len(data))
     try:
         manifest = json.loads(data)
         if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA:

@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -202,3 +202,14 @@ def test_the_doctor_names_a_damaged_aggregates_table_and_quarantines_it(tmp_path
     view = update_aggregates(store, stream.minute(6), SETTINGS)
     assert view.summary["mode"] == "rebuilt"
     _assert_equal_to_rebuild(store)
+
+
+def test_an_idle_minute_writes_nothing(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    stream = Stream(store)
+    for m in range(4):
+        now = stream.minute(m)
+        update_aggregates(store, now, SETTINGS)
+    before = store.list("state/rank/")
+    view = update_aggregates(store, now + timedelta(seconds=30), SETTINGS)
+    assert view.summary["unchanged"] is True and store.list("state/rank/") == before
