@@ -37,7 +37,7 @@ import polars as pl  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
-from tasks.aggregates import AggregateView, update_aggregates  # noqa: E402
+from tasks.aggregates import AggregateView, record_member_cache, update_aggregates  # noqa: E402
 from tasks.rank import breaking_rule, compute_pages, parts_params, score_params, score_weights  # noqa: E402
 from tasks.settings import RankSettings  # noqa: E402
 from transforms.ranking import score_stories  # noqa: E402
@@ -196,6 +196,7 @@ def pages_incremental(store: LocalStore, view: AggregateView, now: datetime) -> 
     before = view.counter.bytes.get("members", 0)
     c = time.process_time()
     output = compute_pages(store, now, SETTINGS, view=view)
+    record_member_cache(store, view)  # as publish_all does: the next cycle reads these from the cache
     return time.process_time() - c, view.counter.bytes.get("members", 0) - before, len(output.pages)
 
 

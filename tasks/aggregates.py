@@ -58,12 +58,14 @@ from warehouse.aggregates import (
     MANIFEST_SCHEMA,
     MEMBER_ROW_GROUP_ROWS,
     AggregatesUnreadableError,
+    MemberCache,
     ReadCounter,
     commit_manifest,
     frame_to_table,
     put_table,
     read_all_members,
     read_manifest,
+    read_member_cache,
     read_members,
     read_pointer,
     read_story_rows,
@@ -149,8 +151,11 @@ class MemberSource(Mapping[str, list[dict[str, Any]]]):
 
     def __init__(self, store: ObjectStore | None, layers: Sequence[str], registry: Registry, *,
                  overrides: Mapping[str, Mapping[str, Member | None]] | None = None,
-                 table: pa.Table | None = None, counter: ReadCounter | None = None) -> None:
+                 table: pa.Table | None = None, counter: ReadCounter | None = None,
+                 cache: MemberCache | None = None) -> None:
         self._store, self._layers, self._registry, self._counter = store, list(layers), registry, counter
+        self._member_cache = cache
+        self._stored: dict[str, list[Member]] = {}
         self._table = pl.from_arrow(table) if table is not None else None
         self._overrides = {sid: dict(ms) for sid, ms in (overrides or {}).items()}
         self._cache: dict[str, list[dict[str, Any]]] = {}
@@ -165,7 +170,8 @@ class MemberSource(Mapping[str, list[dict[str, Any]]]):
             overrides.setdefault(sid, {})[aid] = None
         for m in upserts:
             overrides.setdefault(str(m["story_id"]), {})[str(m["article_id"])] = m
-        source = MemberSource(self._store, self._layers, self._registry, overrides=overrides, counter=self._counter)
+        source = MemberSource(self._store, self._layers, self._registry, overrides=overrides, counter=self._counter,
+                              cache=self._member_cache)
         source._table = self._table
         return source
 
@@ -175,19 +181,25 @@ class MemberSource(Mapping[str, list[dict[str, Any]]]):
         stored: dict[str, dict[str, Member]] = {sid: {} for sid in ids}
         frame = None
         if self._store is not None and self._layers and ids:
-            frame = read_members(self._store, self._layers, ids, counter=self._counter)
+            frame = read_members(self._store, self._layers, ids, counter=self._counter, cache=self._member_cache)
         elif isinstance(self._table, pl.DataFrame) and ids:
             frame = self._table.filter(pl.col("story_id").is_in(ids))
         if frame is not None:
             for m in frame.drop("is_removed").to_dicts():
                 stored[m["story_id"]][m["article_id"]] = m
         for sid in ids:
+            if self._store is not None and sid not in self._overrides:
+                self._stored[sid] = list(stored[sid].values())  # as the layers hold it (the cache's rows)
             for aid, m in self._overrides.get(sid, {}).items():
                 if m is None:
                     stored[sid].pop(aid, None)
                 else:
                     stored[sid][aid] = m
         return {sid: sorted(ms.values(), key=member_order) for sid, ms in stored.items()}
+
+    def stored_reads(self) -> list[Member]:
+        """Every member this source read from the store, of stories no change in memory touched."""
+        return [m for ms in self._stored.values() for m in ms]
 
     def prefetch(self, story_ids: Iterable[str]) -> None:
         """Read every story of ``story_ids`` not read yet, in one pass over the layers."""
@@ -240,6 +252,8 @@ class AggregateView:
     as_of: datetime
     counter: ReadCounter
     summary: dict[str, Any] = field(default_factory=dict)
+    committed: tuple[dict[str, Any], str] | None = None
+    """The manifest this cycle committed and the pointer's ETag after it (for the member cache)."""
 
 
 # --- Reading the logs -----------------------------------------------------------------------------
@@ -710,16 +724,21 @@ def _rebuild_cycle(store: ObjectStore, now: datetime, rules: AggregateRules, reg
                    *(n for k in store.list(AGGREGATES_PREFIX) if (n := seq_of_key(k)) is not None)])
     summary: dict[str, Any] = {"mode": "rebuilt", "reason": reason, "stories": built.stories.height, "seq": seq}
     layers: list[str] = []
+    committed = None
     if persist:
         tables = _write_base(store, seq, built.stories, built.members, built.state)
         manifest = _manifest(seq, now, rules, registry, built.offsets, built.articles, built.listings, tables)
-        summary["committed"] = _commit(store, manifest, etag)
+        new_etag = _commit(store, manifest, etag)
+        summary["committed"] = new_etag is not None
+        committed = (manifest, new_etag) if new_etag is not None else None
         layers = tables["members"]
     log.info("rank_aggregates_rebuilt reason=%s stories=%d", reason, built.stories.height)
     members = MemberSource(store if layers else None, layers, registry,
                            table=None if layers else built.members, counter=counter)
-    return _view_with_later(built.stories, built.state, built.later, members, registry, rules, now, counter,
+    view = _view_with_later(built.stories, built.state, built.later, members, registry, rules, now, counter,
                             summary)
+    view.committed = committed if persist else None
+    return view
 
 
 def _manifest(seq: int, now: datetime, rules: AggregateRules, registry: Registry, offsets: Mapping[str, int],
@@ -731,11 +750,45 @@ def _manifest(seq: int, now: datetime, rules: AggregateRules, registry: Registry
             **tables}
 
 
-def _commit(store: ObjectStore, manifest: dict[str, Any], etag: str | None) -> bool:
+def _commit(store: ObjectStore, manifest: dict[str, Any], etag: str | None) -> str | None:
+    """Commit a fold; the pointer's new ETag, or None when another cycle committed first."""
     try:
-        commit_manifest(store, manifest, etag, before_pointer=lambda: crash_point("rank.before_aggregates_pointer"))
+        _, new_etag = commit_manifest(store, manifest, etag,
+                                      before_pointer=lambda: crash_point("rank.before_aggregates_pointer"))
     except PreconditionFailedError:
         log.warning("rank_aggregates_fenced seq=%s: another cycle committed first", manifest["seq"])
+        return None
+    return new_etag
+
+
+MEMBER_CACHE_ROW_GROUP_ROWS = 1024
+
+
+def record_member_cache(store: ObjectStore, view: AggregateView) -> bool:
+    """After a cycle's pages: write the members they read as the member cache, and name it in the
+    manifest the cycle committed (If-Match on the pointer it left). The next cycle reads those
+    stories from the cache and the deltas written after it, instead of row groups of the whole
+    member base; stories new to the pages still come from the base. Only a cache: when another
+    cycle committed in between, or this cycle committed nothing, nothing is written.
+
+    Returns:
+        Whether the cache was recorded.
+    """
+    if view.committed is None:
+        return False
+    manifest, etag = view.committed
+    rows = view.members.stored_reads()
+    if not rows:
+        return False
+    ordered = sorted(rows, key=lambda m: (m["story_id"], m["first_seen_at"], m["article_id"]))
+    table = pa.Table.from_pylist([{**{k: m.get(k) for k in MEMBER_FIELDS}, "is_removed": False} for m in ordered],
+                                 schema=AGGREGATE_MEMBERS_SCHEMA)
+    key = put_table(store, "cache", int(manifest["seq"]), table, AGGREGATE_MEMBERS_SCHEMA,
+                    row_group_rows=MEMBER_CACHE_ROW_GROUP_ROWS)
+    entry = {"key": key, "base": manifest["members"][0], "layers": len(manifest["members"])}
+    try:
+        commit_manifest(store, {**manifest, "member_cache": entry}, etag)
+    except PreconditionFailedError:
         return False
     return True
 
@@ -756,7 +809,8 @@ def _fold_cycle(store: ObjectStore, now: datetime, rules: AggregateRules, regist
     articles = _read_new(store, "articles", now, manifest["articles"], counter)
     listings = _read_new(store, "listings", now, manifest.get("listings") or {"consumed": [], "partial": {}},
                          counter)
-    members = MemberSource(store, manifest["members"], registry, counter=counter)
+    cache = read_member_cache(store, manifest.get("member_cache"), counter)
+    members = MemberSource(store, manifest["members"], registry, counter=counter, cache=cache)
     rows = _article_rows(articles)
     result = _fold_on(stories, state, prefix, rows, members, registry, rules, now, listings.rows)
     stories, delta = _apply(stories, result, rules, now)
@@ -778,11 +832,17 @@ def _fold_cycle(store: ObjectStore, now: datetime, rules: AggregateRules, regist
         story_layers, member_layers = _write_layers(store, seq, stories, delta, member_delta, story_layers,
                                                     member_layers, counter, summary)
         tables = {"stories": story_layers, "members": member_layers, **small}
+        if cache is not None and cache.covers(member_layers):  # still the layers it reflects, and more
+            tables["member_cache"] = manifest["member_cache"]
         new_manifest = _manifest(seq, now, rules, registry, offsets, articles, listings, tables)
-        summary["committed"] = _commit(store, new_manifest, etag)
-        members = MemberSource(store, member_layers, registry, counter=counter)
-    else:
-        members = members.with_changes(result.member_upserts, result.member_removals)
+        new_etag = _commit(store, new_manifest, etag)
+        summary["committed"] = new_etag is not None
+        members = MemberSource(store, member_layers, registry, counter=counter,
+                               cache=cache if cache is not None and cache.covers(member_layers) else None)
+        view = _view_with_later(stories, state, later, members, registry, rules, now, counter, summary)
+        view.committed = (new_manifest, new_etag) if new_etag is not None else None
+        return view
+    members = members.with_changes(result.member_upserts, result.member_removals)
     return _view_with_later(stories, state, later, members, registry, rules, now, counter, summary)
 
 

@@ -29,7 +29,13 @@ import polars as pl
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.aggregates import AggregateView, Registry, aggregates_from_logs, update_aggregates
+from tasks.aggregates import (
+    AggregateView,
+    Registry,
+    aggregates_from_logs,
+    record_member_cache,
+    update_aggregates,
+)
 from tasks.crashpoints import crash_point
 from tasks.progress import NO_PROGRESS, Progress, counted
 from tasks.settings import RankSettings
@@ -628,6 +634,7 @@ def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> di
     """
     with collect_damage() as damaged:
         output, view = pages_and_aggregates(store, now, settings, PageHistory(store), persist=True)
+        record_member_cache(store, view)
         summary = publish_computed(store, output, now, settings)
         summary["aggregates"] = {**view.summary, "bytes_read": view.counter.total}
         summary["breaking_events"] = record_breaking(store, output.breaking, now, settings)["events"]

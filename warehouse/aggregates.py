@@ -24,7 +24,7 @@ import bisect
 import hashlib
 import io
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,7 +183,7 @@ def read_manifest(store: ObjectStore, key: str, counter: ReadCounter | None = No
 
 
 def commit_manifest(store: ObjectStore, manifest: dict[str, Any], etag: str | None,
-                    before_pointer: Any = None) -> str:
+                    before_pointer: Any = None) -> tuple[str, str]:
     """Write the manifest, then move the pointer to it, fenced.
 
     Args:
@@ -191,7 +191,7 @@ def commit_manifest(store: ObjectStore, manifest: dict[str, Any], etag: str | No
         before_pointer: Called between the two puts (crash tests).
 
     Returns:
-        The manifest's key.
+        The manifest's key, and the pointer's new ETag.
 
     Raises:
         PreconditionFailedError: Another fold moved the pointer first.
@@ -206,8 +206,9 @@ def commit_manifest(store: ObjectStore, manifest: dict[str, Any], etag: str | No
         before_pointer()
     pointer = json.dumps({"seq": int(manifest["seq"]), "manifest": key, "as_of": manifest["as_of"]},
                          sort_keys=True).encode()
-    store.put(POINTER_KEY, pointer, if_match=etag, if_none_match=etag is None, content_type="application/json")
-    return key
+    new_etag = store.put(POINTER_KEY, pointer, if_match=etag, if_none_match=etag is None,
+                         content_type="application/json")
+    return key, new_etag
 
 
 def request_rebuild(store: ObjectStore, reason: str) -> bool:
@@ -291,15 +292,76 @@ def _row_groups_for(meta: pq.FileMetaData, column: int, wanted: Sequence[str]) -
     return groups
 
 
+def _read_layer(store: ObjectStore, key: str, wanted: Sequence[str], cols: list[str], schema: pa.Schema,
+                counter: ReadCounter | None, what: str) -> pl.DataFrame:
+    """The rows of one member layer (or the cache) for ``wanted`` stories, row group by row group."""
+    try:
+        parquet = _open_parquet(store, key)
+        meta = parquet.metadata
+        groups = _row_groups_for(meta, parquet.schema_arrow.get_field_index("story_id"), wanted)
+        table = parquet.read_row_groups(groups, columns=cols, use_threads=False) if groups else schema.empty_table()
+    except (FileNotFoundError, ObjectNotFoundError) as e:
+        record_damage(key, "missing: named by the rank aggregates' manifest", "aggregates rebuilt from the logs")
+        raise AggregatesUnreadableError("a members table is missing", key=key) from e
+    except (pa.ArrowException, OSError, ValueError, CorruptObjectError) as e:
+        record_damage(key, f"corrupt: {describe_error(e)}", "aggregates rebuilt from the logs")
+        raise AggregatesUnreadableError("a members table is unreadable", key=key) from e
+    if counter is not None:
+        positions = [parquet.schema_arrow.get_field_index(c) for c in cols]
+        counter.add(what, meta.serialized_size + sum(meta.row_group(g).column(i).total_compressed_size
+                                                     for g in groups for i in positions if i >= 0))
+    frame = pl.from_arrow(table.cast(schema))
+    assert isinstance(frame, pl.DataFrame)
+    return frame.filter(pl.col("story_id").is_in(wanted))
+
+
+@dataclass(frozen=True, slots=True)
+class MemberCache:
+    """Every member of some stories as of the first ``layers`` member layers (base ``base``): the
+    members a cycle's pages read, written after them for the next cycle (a cache: dropping it
+    changes nothing read, only what reading costs)."""
+
+    key: str
+    base: str
+    layers: int
+    stories: frozenset[str]
+
+    def covers(self, keys: Sequence[str]) -> bool:
+        """Whether ``keys`` are these layers plus newer ones (no compaction since)."""
+        return bool(keys) and keys[0] == self.base and self.layers <= len(keys)
+
+
+def read_member_cache(store: ObjectStore, entry: Mapping[str, Any] | None, counter: ReadCounter | None = None
+                      ) -> MemberCache | None:
+    """The cache a manifest names (its story ids read from its ``story_id`` column); None when there
+    is none or it cannot be read (it is only a cache: the layers answer)."""
+    if not entry:
+        return None
+    try:
+        parquet = _open_parquet(store, str(entry["key"]))
+        column = parquet.read(columns=["story_id"], use_threads=False).column("story_id")
+        if counter is not None:
+            meta = parquet.metadata
+            counter.add("member cache", meta.serialized_size + sum(
+                meta.row_group(g).column(0).total_compressed_size for g in range(meta.num_row_groups)))
+        return MemberCache(str(entry["key"]), str(entry["base"]), int(entry["layers"]),
+                           frozenset(column.unique().to_pylist()))
+    except (FileNotFoundError, ObjectNotFoundError, pa.ArrowException, OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def read_members(store: ObjectStore, keys: Sequence[str], story_ids: Iterable[str],
-                 columns: Sequence[str] | None = None, counter: ReadCounter | None = None) -> pl.DataFrame:
+                 columns: Sequence[str] | None = None, counter: ReadCounter | None = None,
+                 cache: MemberCache | None = None) -> pl.DataFrame:
     """The members of some stories, newest layer winning, read a row group at a time: only the row
-    groups whose story range holds one of them.
+    groups whose story range holds one of them. Stories the ``cache`` holds are read from it and
+    the layers written after it, never from the base.
 
     Args:
         keys: The members' layers, oldest first.
         story_ids: The stories.
         columns: Columns to read (``story_id``, ``article_id`` and ``is_removed`` always are).
+        cache: The member cache, when the manifest names one.
 
     Raises:
         AggregatesUnreadableError: A layer is missing or corrupt (recorded).
@@ -309,34 +371,22 @@ def read_members(store: ObjectStore, keys: Sequence[str], story_ids: Iterable[st
     cols = names if columns is None else [c for c in names if c in {"story_id", "article_id", "is_removed",
                                                                      *columns}]
     schema = pa.schema([AGGREGATE_MEMBERS_SCHEMA.field(c) for c in cols])
+    cached = sorted(s for s in wanted if cache is not None and cache.covers(keys) and s in cache.stories)
+    rest = sorted(set(wanted) - set(cached))
     frames = []
-    for key in keys:
-        if not wanted:
-            frames.append(pl.from_arrow(schema.empty_table()))
-            continue
-        try:
-            parquet = _open_parquet(store, key)
-            meta = parquet.metadata
-            groups = _row_groups_for(meta, parquet.schema_arrow.get_field_index("story_id"), wanted)
-            if groups:
-                table = parquet.read_row_groups(groups, columns=cols, use_threads=False)
-            else:
-                table = schema.empty_table()
-        except FileNotFoundError as e:
-            record_damage(key, "missing: named by the rank aggregates' manifest", "aggregates rebuilt from the logs")
-            raise AggregatesUnreadableError("a members table is missing", key=key) from e
-        except ObjectNotFoundError as e:
-            record_damage(key, "missing: named by the rank aggregates' manifest", "aggregates rebuilt from the logs")
-            raise AggregatesUnreadableError("a members table is missing", key=key) from e
-        except (pa.ArrowException, OSError, ValueError, CorruptObjectError) as e:
-            record_damage(key, f"corrupt: {describe_error(e)}", "aggregates rebuilt from the logs")
-            raise AggregatesUnreadableError("a members table is unreadable", key=key) from e
-        if counter is not None:
-            counter.add("members", meta.serialized_size + sum(meta.row_group(g).total_byte_size for g in groups))
-        frame = pl.from_arrow(table.cast(schema))
-        assert isinstance(frame, pl.DataFrame)
-        frames.append(frame.filter(pl.col("story_id").is_in(wanted)))
-    return _latest(frames, ["story_id", "article_id"])
+    if cached:
+        assert cache is not None
+        layers = [_read_layer(store, cache.key, cached, cols, schema, counter, "members")]
+        layers += [_read_layer(store, key, cached, cols, schema, counter, "members") for key in keys[cache.layers:]]
+        frames.append(_latest(layers, ["story_id", "article_id"]))
+    if rest:
+        layers = [_read_layer(store, key, rest, cols, schema, counter, "members") for key in keys]
+        frames.append(_latest(layers, ["story_id", "article_id"]))
+    if not frames:
+        empty = pl.from_arrow(schema.empty_table())
+        assert isinstance(empty, pl.DataFrame)
+        return empty
+    return pl.concat(frames, how="vertical_relaxed")
 
 
 def read_all_members(store: ObjectStore, keys: Sequence[str], counter: ReadCounter | None = None) -> pl.DataFrame:

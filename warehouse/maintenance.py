@@ -342,7 +342,8 @@ def prune_rank_aggregates(store: ObjectStore, *, keep: int = 5, report: Maintena
         return report
     live = int(pointer["seq"])
     named = {pointer["manifest"], *manifest["stories"], *manifest["members"],
-             *(manifest[k] for k in ("pending", "ledger", "aliases") if k in manifest)}
+             *(manifest[k] for k in ("pending", "ledger", "aliases") if k in manifest),
+             *([manifest["member_cache"]["key"]] if isinstance(manifest.get("member_cache"), dict) else [])}
     for key in store.list(AGGREGATES_PREFIX):
         seq = seq_of_key(key)
         if seq is not None and seq < live - keep and key not in named:

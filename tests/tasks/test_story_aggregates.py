@@ -213,3 +213,23 @@ def test_an_idle_minute_writes_nothing(tmp_path: Path) -> None:
     before = store.list("state/rank/")
     view = update_aggregates(store, now + timedelta(seconds=30), SETTINGS)
     assert view.summary["unchanged"] is True and store.list("state/rank/") == before
+
+
+def test_pages_read_their_members_from_the_cache_the_cycle_before_left(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    stream = Stream(store)
+    for m in range(25):
+        now = stream.minute(m)
+        summary = publish_all(store, now, SETTINGS) if m >= 20 else update_aggregates(store, now, SETTINGS).summary
+        assert summary.get("committed", True) is not False
+    pointer, _ = read_pointer(store)
+    assert pointer is not None
+    manifest = json.loads(store.get(pointer["manifest"]).data)
+    assert manifest["member_cache"]["layers"] == len(manifest["members"])
+    rebuilt = aggregates_from_logs(store, now, SETTINGS)  # the same pages with no cache at all
+    incremental = update_aggregates(store, now, SETTINGS, persist=False)
+    assert incremental.members._member_cache is not None
+    with_cache = compute_pages(store, now, SETTINGS, view=incremental)
+    without = compute_pages(store, now, SETTINGS, view=rebuilt)
+    assert dump_snapshot(with_cache.stories) == dump_snapshot(without.stories)
+    assert incremental.counter.objects.get("member cache") == 1
