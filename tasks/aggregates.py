@@ -78,6 +78,7 @@ from warehouse.errors import (
     ObjectNotFoundError,
     PreconditionFailedError,
     SchemaMismatchError,
+    WarehouseError,
 )
 from warehouse.maintenance import is_compacted
 from warehouse.schemas import (
@@ -783,12 +784,15 @@ def record_member_cache(store: ObjectStore, view: AggregateView) -> bool:
     ordered = sorted(rows, key=lambda m: (m["story_id"], m["first_seen_at"], m["article_id"]))
     table = pa.Table.from_pylist([{**{k: m.get(k) for k in MEMBER_FIELDS}, "is_removed": False} for m in ordered],
                                  schema=AGGREGATE_MEMBERS_SCHEMA)
-    key = put_table(store, "cache", int(manifest["seq"]), table, AGGREGATE_MEMBERS_SCHEMA,
-                    row_group_rows=MEMBER_CACHE_ROW_GROUP_ROWS)
-    entry = {"key": key, "base": manifest["members"][0], "layers": len(manifest["members"])}
     try:
+        key = put_table(store, "cache", int(manifest["seq"]), table, AGGREGATE_MEMBERS_SCHEMA,
+                        row_group_rows=MEMBER_CACHE_ROW_GROUP_ROWS)
+        entry = {"key": key, "base": manifest["members"][0], "layers": len(manifest["members"])}
         commit_manifest(store, {**manifest, "member_cache": entry}, etag)
     except PreconditionFailedError:
+        return False
+    except WarehouseError as e:  # a store failure: the next cycle reads the base, as without a cache
+        log.warning("rank_member_cache_not_written error=%s", e)
         return False
     return True
 
