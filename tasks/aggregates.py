@@ -5,7 +5,8 @@ story-change segments past each language's consumed offset and the article segme
 consumed, folds them (:func:`transforms.story_aggregates.fold`), writes one delta of what changed,
 and moves the pointer, fenced. What it reads grows with the minute's changes and the number of
 stories, never with the articles of the window; members are read only for the stories a move or a
-new version recomputes, and then for the stories pages list (:class:`MemberSource`).
+new version recomputes, and then for the stories pages list (:class:`MemberSource`), those the
+pages of the cycle before listed from the member cache it left (:func:`record_member_cache`).
 
 A fold takes each language's changes in offset order up to the first one after ``now`` (a change
 log written ahead of the clock waits there); later ones at or before ``now`` are folded onto a copy
@@ -72,7 +73,7 @@ from warehouse.aggregates import (
     read_table_object,
     seq_of_key,
 )
-from warehouse.damage import record_damage
+from warehouse.damage import describe_error, record_damage
 from warehouse.errors import (
     CorruptObjectError,
     ObjectNotFoundError,
@@ -93,7 +94,7 @@ from warehouse.schemas import (
     STORY_CHANGES_SCHEMA,
 )
 from warehouse.store import ObjectStore
-from warehouse.tables import evolve_to_schema, list_segments, read_table
+from warehouse.tables import list_segments, read_table
 
 log = logging.getLogger(__name__)
 
@@ -261,20 +262,28 @@ class AggregateView:
 
 def _read_segment(store: ObjectStore, key: str, schema: pa.Schema, columns: list[str] | None,
                   counter: ReadCounter | None, what: str) -> pa.Table | None:
-    """One log segment (projected), or None when it vanished or is damaged (recorded, skipped)."""
+    """One log segment, decoded for ``columns`` only (all of ``schema`` when None; a column an
+    older segment lacks reads as nulls); None when it vanished or is damaged (recorded, skipped)."""
     try:
         data = store.get(key).data
     except ObjectNotFoundError:
         return None
     if counter is not None:
         counter.add(what, len(data))
+    wanted = pa.schema([schema.field(c) for c in (columns or schema.names)])
     try:
-        table = pq.read_table(io.BytesIO(data), use_threads=False)
-        table = evolve_to_schema(table, schema, key=key)
+        parquet = pq.ParquetFile(io.BytesIO(data))
+        unknown = [n for n in parquet.schema_arrow.names if n not in schema.names]
+        if unknown:
+            raise SchemaMismatchError(f"columns {unknown} are not in the table schema", key=key)
+        present = [c for c in wanted.names if c in parquet.schema_arrow.names]
+        table = parquet.read(columns=present, use_threads=False)
+        table = pa.table({f.name: table.column(f.name) if f.name in present else pa.nulls(table.num_rows, f.type)
+                          for f in wanted}).cast(wanted)
     except (pa.ArrowException, OSError, ValueError, CorruptObjectError, SchemaMismatchError) as e:
-        record_damage(key, f"corrupt: unreadable Parquet: {e}", "skipped")
+        record_damage(key, f"corrupt: unreadable Parquet: {describe_error(e)}", "skipped")
         return None
-    return table.select(columns) if columns is not None else table
+    return table
 
 
 def _change_segments(store: ObjectStore) -> dict[str, list[tuple[int | None, str]]]:
