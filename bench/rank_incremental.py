@@ -97,7 +97,7 @@ class Synth:
         self.first_article[firsts] = index[np.flatnonzero(opened)[at_row]]
         copy &= ~new
         ids = pc.binary_join_element_wise("a", pa.array(index).cast(pa.string()), "")
-        sids = pc.binary_join_element_wise("s", pa.array(story).cast(pa.string()), "")
+        sids = self.story_ids(story)
         copy_of = pc.if_else(pa.array(copy), pc.binary_join_element_wise(
             "a", pa.array(self.first_article[story]).cast(pa.string()), ""), pa.scalar(None, pa.string()))
         publisher = pc.binary_join_element_wise("p", pc.utf8_lpad(pa.array(self.rng.integers(0, PUBLISHERS, n))
@@ -137,6 +137,13 @@ class Synth:
         changes = pa.table({f.name: ccols.get(f.name, pa.nulls(n, f.type)) for f in STORY_CHANGES_SCHEMA},
                            schema=STORY_CHANGES_SCHEMA)
         return articles, changes
+
+    def story_ids(self, story: np.ndarray) -> pa.Array:
+        """Production-shaped ids: 16 hex digits, the first-seen second on top, so ids sort by creation
+        (``transforms.clustering.ids.make_story_id``) and new stories land past the stored ones."""
+        epoch = int(self.start.timestamp())
+        values = ((epoch + self.born[story].astype(np.int64)) << 32) | (story.astype(np.int64) & 0xFFFFFFFF)
+        return pa.array([f"{v:016x}" for v in values.tolist()])
 
     @staticmethod
     def _lists(n: int, width: int, values: object) -> pa.Array:
