@@ -320,14 +320,6 @@ class StoryFacts:
     representative: Mapping[str, Any]
 
 
-def story_facts(story_id: str, members: Sequence[Mapping[str, Any]], sections: list[str]) -> StoryFacts:
-    """The facts of a story from all its members (as a rebuild or a test has them)."""
-    rep = choose_representative(members)
-    return StoryFacts(story_id, rep["language"], sections, is_listable(members),
-                      len({m["publisher_id"] for m in members if not m["is_copy"]}), len(members),
-                      min(m["first_seen_at"] for m in members), max(m["first_seen_at"] for m in members), rep)
-
-
 def build_ranked_pages(
     ranked: Iterable[Mapping[str, Any]],
     facts: Mapping[str, StoryFacts],

@@ -187,13 +187,6 @@ def quantize_embedding_column(lengths: np.ndarray, values: np.ndarray) -> tuple[
     return q, scale.astype(np.float32), ok
 
 
-def row_from_article(article: Mapping[str, Any]) -> Row:
-    """What a member keeps of one ``ARTICLES_SCHEMA`` row."""
-    row = {k: article.get(k) for k in ROW_FIELDS if k not in ("embedding_q", "embedding_scale")}
-    row["embedding_q"], row["embedding_scale"] = quantize_embedding(article.get("embedding"))
-    return row
-
-
 def _row_rank(row: Mapping[str, Any]) -> tuple[int, datetime, str]:
     """Which of two acknowledged rows of one article a member shows: the latest version, then the
     latest seen, then (a rerun's duplicate) the larger content hash."""
@@ -634,7 +627,7 @@ def fold(state: FoldState, changes: Sequence[Mapping[str, Any]], rows: Sequence[
     Args:
         state: Pending rows, the ledger and aliases; updated in place.
         changes: New story changes, each language's in offset order, none after ``at``.
-        rows: New article rows (:func:`row_from_article`), none seen after ``at``.
+        rows: New article rows (``ROW_FIELDS``, the embedding quantized), none seen after ``at``.
         stories: The current rows of at least the stories :func:`stories_to_load` names (absent
             ones are new).
         members: Every member of the stories it names to read.
