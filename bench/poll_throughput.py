@@ -9,13 +9,18 @@ and counts, per host, the peak number of requests in flight: politeness is check
 server's side. Both pollers start from the steady state of a previous cycle (stored ETags and guids),
 so unchanged feeds answer 304 and changed ones 200 with one new item.
 
-* ours: ``tasks.ingest.poll_shard`` (conditional GET, parse_feed, interval decision, per-host
+* ours: ``tasks.ingest.poll.poll_shard`` (conditional GET, parse_feed, interval decision, per-host
   queues with 2 requests in flight and a token bucket per host) over every feed;
 * ``--parser fastfeedparser`` (a what-if, not the product): the same run with ``parse_feed`` swapped
   for a bench-only fastfeedparser adapter (no safety gate, fewer fields), to show how much of our
   time is feedparser;
 * baseline: a plain loop, one httpx.Client, GET with If-None-Match, feedparser on 200s, over an
   evenly spaced sample of the feeds (same 304/200 mix), measured in the same run.
+
+Besides polls/s, each side's CPU per poll (this process, every thread; and the farm's, from
+``/proc``) and the load average at the start and end are printed: on a shared machine the rates
+move with the load, the CPU per poll much less, and a 2-core machine can poll at most about
+2 / (ours + farm) polls per second.
 """
 
 from __future__ import annotations
@@ -37,8 +42,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tasks.ingest import FeedJob, empty_state, poll_shard  # noqa: E402
+from tasks.ingest.plan import FeedJob  # noqa: E402
+from tasks.ingest.poll import poll_shard  # noqa: E402
 from tasks.settings import IngestSettings  # noqa: E402
+from transforms.records import FeedState  # noqa: E402
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
@@ -53,17 +60,23 @@ def _start_farm(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
     return proc, line.split("control=")[1].split()[0]
 
 
-def _steady_state(url: str, items_per_feed: int) -> dict[str, object]:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux ``/proc``; 0.0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _steady_state(url: str, items_per_feed: int) -> FeedState:
     """The state a previous cycle left: the feed's validator and its guids."""
     parts = urlsplit(url)
     octets = parts.hostname.split(".")  # type: ignore[union-attr]
     host = (int(octets[2]) - 1) * 100 + int(octets[3]) - 1
     feed = int(parts.path.rsplit("/", 1)[-1].removesuffix(".xml"))
-    state = empty_state(url)
-    state["etag"] = f'"s{host}-{feed}"'  # changed feeds have moved on from any old tag
-    state["recent_guids"] = [f"h{host}-f{feed}-i{k}" for k in range(1, items_per_feed)]
-    state["last_polled_at"] = NOW
-    return state
+    return FeedState(url, etag=f'"s{host}-{feed}"',  # changed feeds have moved on from any old tag
+                     recent_guids=tuple(f"h{host}-f{feed}-i{k}" for k in range(1, items_per_feed)), last_polled_at=NOW)
 
 
 def _fast_parse_feed(body: bytes, url: str, **_: object) -> object:
@@ -86,32 +99,32 @@ def _fast_parse_feed(body: bytes, url: str, **_: object) -> object:
                       is_malformed=False, error=None)
 
 
-def _ours(urls: list[str], args: argparse.Namespace) -> tuple[float, Counter[int | None], float]:
+def _ours(urls: list[str], args: argparse.Namespace) -> tuple[float, Counter[int | None], float, float]:
     settings = IngestSettings(  # type: ignore[call-arg]
         allow_private_addresses=True, max_workers=args.workers, host_rate_per_second=args.host_rate,
         host_burst=args.host_burst, max_items_per_feed=100,
     )
     jobs = [FeedJob(u, u, "p", "en", "US", "", _steady_state(u, args.items_per_feed), 1) for u in urls]
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     result = poll_shard(jobs, settings, NOW)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     statuses = Counter(r.status if not r.error_kind else None for r in result.reports)
     client_peak = max(s.max_in_flight for s in result.host_stats.values())
-    return elapsed, statuses, client_peak
+    return elapsed, statuses, client_peak, cpu
 
 
-def _baseline(urls: list[str], args: argparse.Namespace) -> tuple[float, Counter[int | None]]:
-    etags = {u: str(_steady_state(u, args.items_per_feed)["etag"]) for u in urls}
+def _baseline(urls: list[str], args: argparse.Namespace) -> tuple[float, Counter[int | None], float]:
+    etags = {u: str(_steady_state(u, args.items_per_feed).etag) for u in urls}
     statuses: Counter[int | None] = Counter()
     with httpx.Client(trust_env=False, timeout=10) as client:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for url in urls:
             response = client.get(url, headers={"If-None-Match": etags[url]})
             if response.status_code == 200:
                 feedparser.parse(io.BytesIO(response.content))
                 etags[url] = response.headers.get("etag", etags[url])
             statuses[response.status_code] += 1
-        return time.perf_counter() - started, statuses
+        return time.perf_counter() - started, statuses, time.process_time() - cpu
 
 
 def main() -> int:
@@ -128,31 +141,47 @@ def main() -> int:
                         help="fastfeedparser: bench-only what-if adapter in place of parse_feed")
     args = parser.parse_args()
     if args.parser == "fastfeedparser":
-        import tasks.ingest
+        import tasks.ingest.poll
 
-        tasks.ingest.parse_feed = _fast_parse_feed  # type: ignore[assignment]
+        tasks.ingest.poll.parse_feed = _fast_parse_feed  # type: ignore[assignment]
     proc, control = _start_farm(args)
     try:
         with httpx.Client(trust_env=False, timeout=30) as client:
             urls = client.get(f"{control}/_replay/feeds").json()
             print(f"cpus: {os.cpu_count()}  farm: {args.hosts} hosts x {args.feeds_per_host} feeds = {len(urls)} feeds, "
                   f"{args.changed_share:.0%} changing ({args.items_per_feed} items each), server in its own process")
-            elapsed, statuses, client_peak = _ours(urls, args)
+            load_start = os.getloadavg()[0]
+            farm_cpu = _cpu_seconds(proc.pid)
+            elapsed, statuses, client_peak, cpu = _ours(urls, args)
+            farm_cpu = _cpu_seconds(proc.pid) - farm_cpu
             server = client.get(f"{control}/_replay/stats").json()
             print(f"ours:     {len(urls)} polls in {elapsed:.2f} s = {len(urls) / elapsed:.0f} polls/s  "
                   f"statuses={dict(sorted(statuses.items(), key=str))}  parser={args.parser} workers={args.workers} "
                   f"per-host limit=2 in flight, {args.host_rate:g} req/s (burst {args.host_burst:g})")
             print(f"          max in flight per host: server-side {server['max_in_flight_per_host']}, "
-                  f"client-side {client_peak}; server saw {server['requests']} requests; "
+                  f"client-side {client_peak}; server saw {server['requests']} requests on "
+                  f"{server['connections']} connections; "
                   f"rate ceiling hosts x rate = {args.hosts * args.host_rate:.0f}/s")
+            print(f"          CPU per poll: {1000 * cpu / len(urls):.2f} ms here (every thread), "
+                  f"{1000 * farm_cpu / len(urls):.2f} ms in the farm")
             step = max(1, len(urls) // args.baseline_sample)
             sample = urls[::step][: args.baseline_sample]
-            base_elapsed, base_statuses = _baseline(sample, args)
+            base_farm_cpu = _cpu_seconds(proc.pid)
+            base_elapsed, base_statuses, base_cpu = _baseline(sample, args)
+            base_farm_cpu = _cpu_seconds(proc.pid) - base_farm_cpu
             print(f"baseline: {len(sample)} polls in {base_elapsed:.2f} s = {len(sample) / base_elapsed:.0f} polls/s  "
-                  f"statuses={dict(sorted(base_statuses.items(), key=str))}  (sequential httpx + feedparser)")
+                  f"statuses={dict(sorted(base_statuses.items(), key=str))}  (sequential httpx + feedparser), "
+                  f"CPU per poll {1000 * base_cpu / len(sample):.2f} ms here, {1000 * base_farm_cpu / len(sample):.2f} ms in the farm")
             print(f"speed-up: {(len(urls) / elapsed) / (len(sample) / base_elapsed):.1f}x")
             print(json.dumps({"ours_polls_per_second": round(len(urls) / elapsed), "baseline_polls_per_second":
-                              round(len(sample) / base_elapsed), "max_in_flight_per_host": server["max_in_flight_per_host"]}))
+                              round(len(sample) / base_elapsed), "ratio": round((len(urls) / elapsed) / (len(sample) / base_elapsed), 2),
+                              "ours_cpu_ms_per_poll": round(1000 * cpu / len(urls), 3),
+                              "baseline_cpu_ms_per_poll": round(1000 * base_cpu / len(sample), 3),
+                              "farm_cpu_ms_per_poll": [round(1000 * farm_cpu / len(urls), 3),
+                                                       round(1000 * base_farm_cpu / len(sample), 3)],
+                              "max_in_flight_per_host": server["max_in_flight_per_host"],
+                              "ours_connections": server["connections"],
+                              "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)]}))
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -10,18 +10,26 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flows import lifeline
+
+if TYPE_CHECKING:
+    from tasks.settings import PipelineSettings
 
 DEFAULT_CORPORA = ("clustering/ecbplus-dev.jsonl", "clustering/mmds-dev.jsonl")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _quiet_prefect_defaults() -> None:
-    """Local runs talk to nobody but loopback, and give the temporary server time to start."""
+    """Local runs talk to nobody but loopback, and give the temporary server time to start.
+
+    Prefect's own settings, as defaults for this process and the server it starts (a user's
+    values win); newsroom's settings are never written to the environment (issue 17).
+    """
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
@@ -126,16 +134,27 @@ def _batch_demo(args: argparse.Namespace, corpora: list[Path], store_dir: Path, 
     # A SIGTERM (a supervisor, `timeout`, `kill`) stops the demo like Ctrl-C: its children go too.
     signal.signal(signal.SIGTERM, _interrupt)
     _quiet_prefect_defaults()
-    os.environ["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"  # the replay site is on loopback
-    os.environ["NEWSROOM_WAREHOUSE_ROOT"] = str(store_dir)
+    from tasks.settings import use_settings
 
+    with use_settings(demo_settings(store_dir)):
+        return _batch_cycles(args, corpora, store_dir, start, step)
+
+
+def demo_settings(store_dir: Path) -> PipelineSettings:
+    """The settings in effect plus the demo's own: its store, and fetches of the replay site on loopback."""
+    from tasks.settings import current_settings
+
+    return current_settings().with_store(str(store_dir)).with_private_addresses()
+
+
+def _batch_cycles(args: argparse.Namespace, corpora: list[Path], store_dir: Path, start: datetime,
+                  step: timedelta) -> int:
     from flows.cycle import pipeline_cycle
     from flows.demo_pipeline import cycle_counts
     from tasks.registry import import_publishers
     from tasks.replay_control import download_publishers_csv, set_replay_clock
-    from tasks.storage import configured_store, reset_configured_store
+    from tasks.storage import configured_store
 
-    reset_configured_store()
     _say(f"[1/4] starting the replay publisher site ({', '.join(c.name for c in corpora)}) ...")
     replay = ReplayProcess(corpora, start, args.seed, args.limit)
     try:
@@ -214,8 +233,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         _say(f"the Prefect server did not become healthy; see {RUN_DIR}/prefect-server.log")
         return 1
     if args.replay:
-        os.environ["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"
-        env["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"
+        env["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"  # the worker's flows fetch the replay site
         corpus = default_corpus_dir()
         start = datetime.now(UTC).replace(second=0, microsecond=0)
         cmd = [sys.executable, "-m", "replay", "--port", str(args.replay_port), "--seed", "7",
@@ -273,14 +291,21 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_cluster_eval(args: argparse.Namespace) -> int:
-    from tasks.cluster_eval import run_cluster_eval
+def _with_progress(run: Callable[..., int], source: Path, output: str, done: str) -> int:
+    """``run(source, output, progress=...)`` with rich bars on a terminal, then the line ``done``
+    (``{count}`` is what ``run`` returned) and where it went."""
     from tasks.progress import terminal_progress
 
     with terminal_progress() as progress:
-        count = run_cluster_eval(Path(args.input), Path(args.output), progress=progress)
-    _say(f"clustered {count} articles -> {args.output}")
+        count = run(source, Path(output), progress=progress)
+    _say(f"{done.format(count=count)} -> {output}")
     return 0
+
+
+def cmd_cluster_eval(args: argparse.Namespace) -> int:
+    from tasks.cluster_eval import run_cluster_eval
+
+    return _with_progress(run_cluster_eval, Path(args.input), args.output, "clustered {count} articles")
 
 
 def cmd_classify_sections(args: argparse.Namespace) -> int:
@@ -293,12 +318,8 @@ def cmd_classify_sections(args: argparse.Namespace) -> int:
 
 def cmd_extract(args: argparse.Namespace) -> int:
     from tasks.extract_pages import extract_directory
-    from tasks.progress import terminal_progress
 
-    with terminal_progress() as progress:
-        count = extract_directory(Path(args.input_dir), Path(args.output), progress=progress)
-    _say(f"extracted {count} pages -> {args.output}")
-    return 0
+    return _with_progress(extract_directory, Path(args.input_dir), args.output, "extracted {count} pages")
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -327,7 +348,8 @@ def _err(message: str) -> None:
 def cmd_publishers(args: argparse.Namespace) -> int:
     """``newsroom publishers import FILE [--skip-invalid]`` or ``export``: every invalid row is reported
     as ``FILE:LINE: why``; nothing is imported then unless ``--skip-invalid`` (exit 1 either way)."""
-    from tasks.registry import RegistryImportError, export_opml, import_publishers, load_registry
+    from tasks.errors import RegistryImportError
+    from tasks.registry import export_opml, import_publishers, load_registry
     from tasks.settings import get_ingest_settings
     from tasks.storage import configured_store
 
@@ -361,8 +383,10 @@ def cmd_flow(args: argparse.Namespace) -> int:
     from flows.rank import rank_and_publish
     from flows.repair import repair_stories
 
-    flow = {"ingest": ingest_feeds, "cluster": cluster_stories, "repair": repair_stories, "rank": rank_and_publish,
-            "cycle": pipeline_cycle}[args.command]
+    flows: dict[str, Callable[..., object]] = {"ingest": ingest_feeds, "cluster": cluster_stories,
+                                               "repair": repair_stories, "rank": rank_and_publish,
+                                               "cycle": pipeline_cycle}
+    flow = flows[args.command]
     _say(str(flow(now=args.now)))
     return 0
 
@@ -387,9 +411,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     """
     import json
 
+    from newsroom.errors import NewsroomError
     from tasks.clock import resolve_now
     from tasks.doctor import doctor_report, run_doctor
-    from tasks.errors import NewsroomError
     from tasks.storage import configured_store
 
     try:
@@ -401,9 +425,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         _say(json.dumps(report, indent=2))
     else:
-        for e in entries:
-            _say(f"{e.kind:<16} {e.key}\n{'':<16} {e.problem}\n{'':<16} -> {e.action}")
-        left = sum(1 for e in entries if not e.repaired)
+        for entry in entries:
+            _say(f"{entry.kind:<16} {entry.key}\n{'':<16} {entry.problem}\n{'':<16} -> {entry.action}")
+        left = sum(1 for entry in entries if not entry.repaired)
         _say(f"{len(entries)} damaged objects, {len(entries) - left} repaired" if entries else "no damaged objects")
     return 0 if report["clean"] else 1
 
@@ -433,7 +457,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     the story's lineage (issue 18)."""
     import json
 
-    from tasks.explain import StoryNotListedError, explain_story, render_explanation
+    from tasks.errors import StoryNotListedError
+    from tasks.explain import explain_story, render_explanation
     from tasks.settings import get_rank_settings
     from tasks.storage import configured_store
 
@@ -450,8 +475,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_pages_rollback(args: argparse.Namespace) -> int:
     """``newsroom pages rollback EDITION SECTION VERSION``."""
+    from newsroom.errors import NewsroomError
     from tasks.clock import resolve_now
-    from tasks.errors import NewsroomError
     from tasks.rank import rollback_pointer
     from tasks.storage import configured_store
 
@@ -628,15 +653,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "publishers" and args.action == "import" and not args.file:
         raise SystemExit("newsroom publishers import FILE")
-    if args.command not in _NO_SETTINGS:
-        from tasks.settings import check_all_settings
+    if args.command in _NO_SETTINGS:
+        return int(args.func(args))
+    from tasks.settings import PipelineSettings, use_settings
 
-        try:
-            check_all_settings()  # one line and exit 2 for a bad setting, before any work (#16)
-        except ValueError as e:
-            _err(f"newsroom {args.command}: {e}")
-            return 2
-    return int(args.func(args))
+    try:
+        settings = PipelineSettings.from_environment()  # one line and exit 2 for a bad setting, before any work (#16)
+    except ValueError as e:
+        _err(f"newsroom {args.command}: {e}")
+        return 2
+    with use_settings(settings):  # read once; every flow and task of the command gets these (issue 17)
+        return int(args.func(args))
 
 
 if __name__ == "__main__":

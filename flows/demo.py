@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from flows import lifeline
+from flows.errors import ChildFailed
 
 CHILD_GRACE_SECONDS = 3.0
 """How long children get to stop on SIGTERM before SIGKILL (the demo's stop stays under 5 s)."""
@@ -50,22 +51,18 @@ PREFERRED_EDITION = "en-US"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-class DemoStopped(Exception):  # noqa: N818 - a request to stop, not an error
-    """A stop signal reached the demo."""
+class _DemoStopped(Exception):  # noqa: N818 - a request to stop, not an error
+    """A stop signal reached the demo (this module's own control flow; never leaves it)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
 
 
-class ChildFailed(Exception):  # noqa: N818 - named for what the reader sees
-    """A child process exited while the demo needed it."""
-
-
 def _raise_stop(signum: int, frame: object) -> None:
     for sig in STOP_SIGNALS:  # a second signal must not interrupt the stop that this one starts
         signal.signal(sig, signal.SIG_IGN)
-    raise DemoStopped(signum)
+    raise _DemoStopped(signum)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -322,7 +319,7 @@ def run_live_demo(plan: LiveDemoPlan, display: Display | None = None) -> int:
     status, why = 0, "stopped"
     try:
         status = _run(plan, display, supervisor)
-    except DemoStopped as stop:
+    except _DemoStopped as stop:
         why = str(stop)
     except ChildFailed as e:
         display.error(str(e))

@@ -7,13 +7,10 @@ from typing import Any
 from prefect import flow, get_run_logger, unmapped
 
 from tasks.clock import resolve_now
-from tasks.ingest import (
-    commit_ingest_task,
-    load_robots_cache_task,
-    plan_due_feeds_task,
-    poll_shard_task,
-    robots_for_shard,
-)
+from tasks.ingest.commit import commit_ingest_task
+from tasks.ingest.plan import plan_due_feeds_task
+from tasks.ingest.poll import poll_shard_task
+from tasks.ingest.robots import load_robots_cache_task, robots_for_shard
 from tasks.reports import ingest_markdown, publish_artifact
 from tasks.runners import ingest_task_runner
 from tasks.settings import get_ingest_settings

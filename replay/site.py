@@ -10,15 +10,16 @@ from __future__ import annotations
 import bisect
 import csv
 import errno
-import gzip
 import hashlib
 import io
 import json
 import logging
 import re
 import socketserver
+import struct
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -549,10 +550,54 @@ _DATE_RE = re.compile(rb"<(pubDate|published|updated)>[^<]*</(?:pubDate|publishe
 
 
 def _gzip_bomb() -> bytes:
-    """BOMB_INFLATED_BYTES of zeros, gzipped (about 64 KB on the wire); built once."""
+    """At least BOMB_INFLATED_BYTES of zeros, gzipped (about 420 KB on the wire); built once.
+
+    Written by hand rather than by ``gzip.compress``: deflating 64 MiB took 3 s on a loaded
+    2-core machine, inside the first request for it, so the client's deadline ran out and the
+    fault read as ``timeout`` instead of ``too_large``. The stream is one fixed-Huffman block
+    (RFC 1951 §3.2.6): a literal zero, then matches of 258 bytes at distance 1, eight of which
+    fill 13 whole bytes, so the block is a few prefix bytes and one 13-byte unit repeated.
+    """
     if not _BOMB:
-        _BOMB.append(gzip.compress(b"\0" * BOMB_INFLATED_BYTES, compresslevel=9))
+        _BOMB.append(_gzip_of_zeros(BOMB_INFLATED_BYTES))
     return _BOMB[0]
+
+
+def _gzip_of_zeros(at_least: int) -> bytes:
+    bits: list[int] = []
+
+    def value(v: int, n: int) -> None:  # header fields: least significant bit first
+        bits.extend((v >> i) & 1 for i in range(n))
+
+    def code(c: int, n: int) -> None:  # Huffman codes: most significant bit first
+        bits.extend((c >> (n - 1 - i)) & 1 for i in range(n))
+
+    def match() -> None:
+        code(0b11000101, 8)  # length 258: fixed code of symbol 285, no extra bits
+        code(0, 5)  # distance 1: fixed code 0, no extra bits
+
+    value(1, 1)  # the last block
+    value(1, 2)  # fixed Huffman codes
+    code(0b00110000, 8)  # literal 0
+    match()  # 24 bits so far: whole bytes
+    prefix, bits[:] = _packed(bits), []
+    for _ in range(8):
+        match()
+    unit = _packed(bits)
+    units = max(0, -(-(at_least - 1 - 258) // (258 * 8)))
+    size = 1 + 258 * (1 + 8 * units)
+    crc, zeros, left = 0, bytes(1 << 20), size
+    while left:
+        crc, left = zlib.crc32(zeros[: min(left, len(zeros))], crc), left - min(left, len(zeros))
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # gzip, deflate, no name, no mtime (RFC 1952)
+    end_of_block = b"\x00"  # symbol 256 (seven zero bits), padded to the byte
+    return header + prefix + unit * units + end_of_block + struct.pack("<II", crc, size & 0xFFFFFFFF)
+
+
+def _packed(bits: list[int]) -> bytes:
+    """Deflate's bit order: the first bit is the least significant bit of the first byte."""
+    assert len(bits) % 8 == 0
+    return bytes(sum(bit << j for j, bit in enumerate(bits[i : i + 8])) for i in range(0, len(bits), 8))
 
 
 def _faulty_feed(body: bytes, fault: Fault) -> bytes:

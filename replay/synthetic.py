@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 HOSTS_PER_BLOCK = 100
 EPOCH = datetime(2026, 12, 1, tzinfo=UTC)
@@ -40,13 +41,14 @@ def _unit(seed: int, *parts: object) -> float:
 
 
 class _HostState:
-    __slots__ = ("in_flight", "lock", "peak", "requests")
+    __slots__ = ("connections", "in_flight", "lock", "peak", "requests")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.in_flight = 0
         self.peak = 0
         self.requests = 0
+        self.connections = 0
 
 
 class _Server(ThreadingHTTPServer):
@@ -59,6 +61,11 @@ class _Server(ThreadingHTTPServer):
         self.host_index = host_index
         self.host_state = _HostState()
         super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.host_state.lock:
+            self.host_state.connections += 1  # one handler thread per accepted connection
+        super().process_request(request, client_address)
 
     def server_bind(self) -> None:
         socketserver.TCPServer.server_bind(self)  # no reverse DNS lookup per socket
@@ -127,10 +134,12 @@ class SyntheticSite:
 
     def stats(self) -> dict[str, object]:
         """Requests and peak in-flight requests per host (as seen by the server)."""
-        per_host = {s.server_name: {"requests": s.host_state.requests, "peak_in_flight": s.host_state.peak}
+        per_host = {s.server_name: {"requests": s.host_state.requests, "peak_in_flight": s.host_state.peak,
+                                    "connections": s.host_state.connections}
                     for s in self._servers if s.host_index is not None}
         return {
             "requests": sum(h["requests"] for h in per_host.values()),
+            "connections": sum(h["connections"] for h in per_host.values()),
             "max_in_flight_per_host": max((h["peak_in_flight"] for h in per_host.values()), default=0),
             "hosts": per_host,
         }
@@ -138,7 +147,7 @@ class SyntheticSite:
     def reset_stats(self) -> None:
         for s in self._servers:
             with s.host_state.lock:
-                s.host_state.peak = s.host_state.requests = 0
+                s.host_state.peak = s.host_state.requests = s.host_state.connections = 0
 
     def document(self, host: int, feed: int) -> tuple[str, bytes]:
         """The current (ETag, body) of a feed; a changing feed moves to its next version."""

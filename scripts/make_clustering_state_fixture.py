@@ -8,7 +8,7 @@ one module). It clusters the first ``PREFIX`` English articles of the ECB+ dev f
 cluster-eval order, repairs once, and stores the clusterer's checkpoint; then it goes on with the
 next articles and a second repair, and stores their features (terms, weights, entities and
 MinHash: no text), each decision, each repair and a hash of the final checkpoint. A test loads the
-checkpoint with today's code and checks that it decides the same (tests/transforms/test_clustering_state.py).
+checkpoint with today's code and checks that it decides the same (tests/transforms/clustering/test_state.py).
 """
 
 from __future__ import annotations

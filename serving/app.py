@@ -13,10 +13,10 @@ from fastapi.staticfiles import StaticFiles
 from serving.cache import SnapshotCache
 from serving.clicks import BufferedClickLog, ClickLog
 from serving.deps import InFlightLimit
-from serving.errors import install_error_handlers
 from serving.feed import PoolCache
+from serving.handlers import install_error_handlers
 from serving.head import HeadAsGetMiddleware
-from serving.profiles import ProfileStore, open_profile_store
+from serving.profiles import ProfileStore, SqliteProfileStore
 from serving.routes import api_router
 from serving.routes.reader import STATIC_DIR
 from serving.settings import ServingSettings, get_settings
@@ -32,6 +32,23 @@ def _open_default_store() -> ObjectStore:
     from warehouse.store import open_store
 
     return open_store(get_warehouse_settings())
+
+
+def open_profile_store(settings: ServingSettings) -> ProfileStore:
+    """The profile store the settings name: PostgreSQL when ``profiles_url`` is set, else SQLite.
+
+    A PostgreSQL store opens without waiting for the server (shared pages never depend on it);
+    its first use connects and migrates, and a failure then is a ProfileStoreError like any other.
+    It is chosen here, above both stores, so neither module imports the other.
+
+    Raises:
+        ProfileStoreError: The SQLite file cannot be opened.
+    """
+    if settings.profiles_url is not None:
+        from serving.profiles_postgres import PostgresProfileStore  # psycopg only when it is asked for
+
+        return PostgresProfileStore(settings.profiles_url.get_secret_value(), pool_size=settings.profiles_pool_size)
+    return SqliteProfileStore(settings.profiles_path)
 
 
 def create_app(

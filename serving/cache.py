@@ -6,7 +6,6 @@ byte-identical answers with the same ETag. When the store fails, the last good v
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
@@ -17,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from serving.errors import PageNotFoundError, StoryMovedError, StoryNotFoundError
+from serving.responses import CachedBody
 from warehouse import layout
 from warehouse.errors import SnapshotNotFoundError
 from warehouse.snapshots import (
@@ -36,18 +36,6 @@ logger = logging.getLogger(__name__)
 
 TOP_SECTION = "top"
 _MAX_ALIAS_HOPS = 32
-
-
-@dataclass(frozen=True, slots=True)
-class CachedBody:
-    """Response bytes and their strong ETag (hex sha256 of exactly these bytes)."""
-
-    data: bytes
-    etag: str
-
-    @classmethod
-    def of(cls, data: bytes) -> CachedBody:
-        return cls(data, hashlib.sha256(data).hexdigest())
 
 
 @dataclass(frozen=True, slots=True)

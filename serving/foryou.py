@@ -17,13 +17,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from serving.profiles import Profile
 from warehouse.profiles import title_terms
+from warehouse.times import parse_instant
 
 MAX_RUN = 2
 TOP_STORIES_REASON = "Top story in your edition"
@@ -35,12 +35,8 @@ def section_label(slug: str) -> str:
 
 
 def _epoch(iso: object) -> float:
-    if not isinstance(iso, str):
-        return 0.0
-    try:
-        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
+    parsed = parse_instant(iso)
+    return 0.0 if parsed is None else parsed.timestamp()
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,15 @@ class SourcePublic(BaseModel):
     is_copy: bool = Field(description="A syndicated reprint of another source's article.")
     is_opinion: bool = Field(default=False, description="Labelled opinion or analysis, not news.")
     region: str | None = Field(default=None, description="The publisher's region, e.g. `US`.")
+    is_paywalled: bool = Field(default=False, description="The publisher asks readers to subscribe.")
+
+
+class RepresentativeChoicePublic(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    candidates: int = Field(description="Titled articles that could stand for the story on this edition.")
+    near_ties: list[str] = Field(description="Article ids within the tie margin of the best; they rotate hourly.")
+    stepped_aside: list[str] = Field(description="Publishers past their daily share of representative impressions.")
 
 
 class StoryPublic(BaseModel):
@@ -42,6 +51,12 @@ class StoryPublic(BaseModel):
     rank: int | None = None
     score: float | None = None
     score_parts: dict[str, float] = Field(default_factory=dict)
+    representative_id: str | None = Field(default=None, description="The article whose headline is shown.")
+    is_breaking: bool = Field(default=False, description="On a page: the story is Breaking (docs/snapshots.md).")
+    breaking_since: datetime | None = None
+    representative_choice: RepresentativeChoicePublic | None = Field(
+        default=None, description="On a page: how the representative was chosen (the reader page's \"Why this story?\")."
+    )
     title: str = Field(description="The representative article's headline.")
     snippet: str = Field(description="At most 200 characters.")
     image_url: str | None = None

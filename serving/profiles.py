@@ -24,7 +24,6 @@ from types import MappingProxyType
 from typing import Literal, Protocol
 
 from serving.errors import ProfileStoreError
-from serving.settings import ServingSettings
 from warehouse.profiles import PROFILE_TABLES_SQL
 
 FollowKind = Literal["topic", "source"]
@@ -210,19 +209,3 @@ class SqliteProfileStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-
-def open_profile_store(settings: ServingSettings) -> ProfileStore:
-    """The profile store the settings name: PostgreSQL when ``profiles_url`` is set, else SQLite.
-
-    A PostgreSQL store opens without waiting for the server (shared pages never depend on it);
-    its first use connects and migrates, and a failure then is a ProfileStoreError like any other.
-
-    Raises:
-        ProfileStoreError: The SQLite file cannot be opened.
-    """
-    if settings.profiles_url is not None:
-        from serving.profiles_postgres import PostgresProfileStore
-
-        return PostgresProfileStore(settings.profiles_url.get_secret_value(), pool_size=settings.profiles_pool_size)
-    return SqliteProfileStore(settings.profiles_path)

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import hashlib
+from dataclasses import dataclass
 
 from fastapi import Request, Response
-
-if TYPE_CHECKING:
-    from serving.cache import CachedBody
 
 SHARED_CACHE_CONTROL = "public, s-maxage=60, stale-while-revalidate=60, stale-if-error=3600"
 """Shared answers are identical for every reader, so CDNs may keep them (RFC 9111, RFC 5861)."""
 
 JSON = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class CachedBody:
+    """Response bytes and their strong ETag (hex sha256 of exactly these bytes)."""
+
+    data: bytes
+    etag: str
+
+    @classmethod
+    def of(cls, data: bytes) -> CachedBody:
+        return cls(data, hashlib.sha256(data).hexdigest())
 
 
 def quote_etag(etag: str) -> str:

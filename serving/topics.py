@@ -13,10 +13,11 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from serving.cache import CachedBody, SnapshotCache
+from serving.cache import SnapshotCache
 from serving.cursors import decode_cursor, encode_cursor
 from serving.errors import CursorExpiredError, TopicNotFoundError
 from serving.foryou import section_label
+from serving.responses import CachedBody
 from warehouse.snapshots import dump_snapshot
 
 CARD_SOURCES = 4

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from transforms.times import parse_iso_datetime
+
 
 def resolve_now(now: str | None) -> datetime:
     """Parse an ISO 8601 instant (``Z`` allowed), or return the current UTC time to the second."""
     if not now:
         return datetime.now(UTC).replace(microsecond=0)
-    parsed = datetime.fromisoformat(now.replace("Z", "+00:00"))
-    if parsed.tzinfo is None:
-        raise ValueError(f"now must carry a timezone: {now!r}")
-    return parsed.astimezone(UTC)
+    parsed = parse_iso_datetime(now)
+    if parsed is None:
+        raise ValueError(f"now must be an ISO 8601 instant with a timezone: {now!r}")
+    return parsed

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import json
 import logging
 import os
 import signal
@@ -24,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,21 +31,23 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.crashpoints import crash_point
+from tasks.errors import WriterFencedError
 from transforms.clustering import ClusterParams, LanguageClusterer
 from transforms.features import features_from_row
+from transforms.records import ChangeKind, StoryChange
 from warehouse import layout
+from warehouse.checkpoints import WriterCheckpoint
 from warehouse.damage import DamagedObject, collect_damage, describe_error, record_damage
 from warehouse.errors import (
     CorruptObjectError,
-    NewsroomError,
     ObjectNotFoundError,
     PreconditionFailedError,
     SchemaMismatchError,
+    StateBlobError,
 )
-from warehouse.integrity import parse_checkpoint
 from warehouse.maintenance import is_compacted
 from warehouse.schemas import ARTICLES_SCHEMA, STORY_CHANGES_SCHEMA
-from warehouse.state_blobs import StateBlobError, decode_state, encode_state
+from warehouse.state_blobs import decode_state, encode_state
 from warehouse.store import ObjectStore
 from warehouse.tables import (
     list_segments,
@@ -64,18 +65,6 @@ STATE_KEY_METADATA = b"newsroom.state_key"
 """Key of a change segment's Parquet metadata naming the state blob its decisions lead to."""
 _STATE_PUT_ATTEMPTS = 5
 _STATE_PUT_PAUSE_SECONDS = 0.05
-
-
-class WriterFencedError(NewsroomError):
-    """Another writer moved this language's checkpoint first; this run's decisions are dropped."""
-
-    def __init__(self, message: str, key: str) -> None:
-        super().__init__(message)
-        self.key = key
-
-
-def _fresh_checkpoint() -> dict[str, Any]:
-    return {"offset": 0, "state_key": None, "consumed": []}
 
 
 def _has_history(store: ObjectStore, language: str) -> bool:
@@ -102,7 +91,7 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _load_checkpoint(store: ObjectStore, language: str) -> tuple[dict[str, Any], str | None]:
+def _load_checkpoint(store: ObjectStore, language: str) -> tuple[WriterCheckpoint, str | None]:
     """The checkpoint and its ETag; a fresh one (ETag None) before the language's first commit.
 
     A corrupt checkpoint, or a missing one while the language has state blobs or change segments,
@@ -119,10 +108,10 @@ def _load_checkpoint(store: ObjectStore, language: str) -> tuple[dict[str, Any],
         obj = store.get(key)
     except ObjectNotFoundError:
         if not _has_history(store, language):
-            return _fresh_checkpoint(), None
+            return WriterCheckpoint(), None
         problem, etag = "missing: the language has state blobs or change segments", None
     else:
-        checkpoint = parse_checkpoint(obj.data)
+        checkpoint = WriterCheckpoint.parse(obj.data)
         if checkpoint is not None:
             return checkpoint, obj.etag
         problem, etag = "corrupt: not a checkpoint", obj.etag
@@ -131,7 +120,7 @@ def _load_checkpoint(store: ObjectStore, language: str) -> tuple[dict[str, Any],
         record_damage(key, problem, "the writer stops: no state blob matches the change log (newsroom doctor)")
         raise CorruptObjectError(f"{problem}; no state blob matches the change log to rebuild it from", key=key)
     new_etag = put_checkpoint(store, language, rebuilt, etag)
-    record_damage(key, problem, f"rebuilt at offset {rebuilt['offset']} from {rebuilt['state_key']}")
+    record_damage(key, problem, f"rebuilt at offset {rebuilt.offset} from {rebuilt.state_key}")
     return rebuilt, new_etag
 
 
@@ -141,7 +130,7 @@ def _state_offset(key: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def rebuild_checkpoint(store: ObjectStore, language: str) -> dict[str, Any] | None:
+def rebuild_checkpoint(store: ObjectStore, language: str) -> WriterCheckpoint | None:
     """The checkpoint the language's last commit left, rebuilt from the change log and state blobs.
 
     Its offset is one past the highest change offset stored (a run that died after its change
@@ -176,9 +165,10 @@ def rebuild_checkpoint(store: ObjectStore, language: str) -> dict[str, Any] | No
                 blob = decode_state(store.get(key).data)
         except (ObjectNotFoundError, StateBlobError):
             continue
-        return {"offset": end, "state_key": key, "consumed": list(blob.get("consumed") or []),
-                "updated_at": blob.get("updated_at")}
-    return _fresh_checkpoint() if end == 0 else None
+        updated_at = blob.get("updated_at")
+        return WriterCheckpoint(end, key, tuple(blob.get("consumed") or ()),
+                                updated_at if isinstance(updated_at, str) else None)
+    return WriterCheckpoint() if end == 0 else None
 
 
 @dataclass(slots=True)
@@ -239,7 +229,7 @@ def keep_states_in_memory() -> Iterator[KeptStates]:
         KEPT_STATES.clear()
 
 
-def rewind_writer(store: ObjectStore, language: str, now: datetime) -> dict[str, Any]:
+def rewind_writer(store: ObjectStore, language: str, now: datetime) -> WriterCheckpoint:
     """Point a language writer whose state is lost at its newest readable state blob, or a fresh one.
 
     For ``newsroom doctor --repair`` when the state blob the checkpoint names is missing or corrupt
@@ -260,13 +250,12 @@ def rewind_writer(store: ObjectStore, language: str, now: datetime) -> dict[str,
         obj = store.get(key)
     except ObjectNotFoundError:
         obj = None
-    checkpoint = parse_checkpoint(obj.data) if obj is not None else None
-    offset = max(int(checkpoint["offset"]) if checkpoint else 0, _change_log_end(store, language))
-    damaged = checkpoint.get("state_key") if checkpoint else None
+    checkpoint = WriterCheckpoint.parse(obj.data) if obj is not None else None
+    offset = max(checkpoint.offset if checkpoint else 0, _change_log_end(store, language))
+    damaged = checkpoint.state_key if checkpoint else None
     blobs = [k for k in store.list(f"{layout.STORY_STATE_PREFIX}{language}/")
              if k.rsplit("/", 1)[-1].startswith("state-") and k != damaged and (_state_offset(k) or 0) <= offset]
-    rewound: dict[str, Any] = {"offset": offset, "state_key": None, "consumed": [],
-                               "updated_at": now.astimezone(UTC).isoformat()}
+    rewound = WriterCheckpoint(offset, updated_at=now.astimezone(UTC).isoformat())
     for blob_key in sorted(blobs, key=lambda k: (_state_offset(k) or 0, k), reverse=True):
         try:
             with paused_gc():
@@ -274,11 +263,11 @@ def rewind_writer(store: ObjectStore, language: str, now: datetime) -> dict[str,
             LanguageClusterer.from_state(blob["clusterer"])
         except (ObjectNotFoundError, StateBlobError, KeyError, TypeError, ValueError):
             continue
-        rewound.update(state_key=blob_key, consumed=list(blob.get("consumed") or []))
+        rewound = replace(rewound, state_key=blob_key, consumed=tuple(blob.get("consumed") or ()))
         break
     put_checkpoint(store, language, rewound, obj.etag if obj is not None else None)
     KEPT_STATES.forget(store, language)
-    log.warning("writer_rewound language=%s offset=%d state_key=%s", language, offset, rewound["state_key"])
+    log.warning("writer_rewound language=%s offset=%d state_key=%s", language, offset, rewound.state_key)
     return rewound
 
 
@@ -295,12 +284,12 @@ def _change_log_end(store: ObjectStore, language: str) -> int:
     return end
 
 
-def load_writer_state(store: ObjectStore, language: str, checkpoint: dict[str, Any],
+def load_writer_state(store: ObjectStore, language: str, checkpoint: WriterCheckpoint,
                       params: ClusterParams | None = None) -> tuple[LanguageClusterer, dict[str, str]]:
     """The writer's clusterer and seen-article map; a fresh one (with ``params``) before the first commit."""
-    if checkpoint["state_key"] is None:
+    if checkpoint.state_key is None:
         return LanguageClusterer(language, params), {}
-    key = checkpoint["state_key"]
+    key = checkpoint.state_key
     stops = "the writer of this language stops until `newsroom doctor --repair` rewinds it"
     try:
         data = store.get(key).data
@@ -327,11 +316,11 @@ def languages_in_log(store: ObjectStore) -> list[str]:
     return sorted({v for v in table.column("language").to_pylist() if v})
 
 
-def _orphan_changes(store: ObjectStore, language: str, checkpoint: dict[str, Any]) -> tuple[int, str | None] | None:
+def _orphan_changes(store: ObjectStore, language: str, checkpoint: WriterCheckpoint) -> tuple[int, str | None] | None:
     """A change segment written at the checkpoint's offset by a run that died before its checkpoint
     (its state blob was written first, so it can be rolled forward): its number of rows and the
     state blob it names (None if written before segments named their state); None if none."""
-    key = layout.story_changes_key(language, checkpoint["offset"])
+    key = layout.story_changes_key(language, checkpoint.offset)
     try:
         obj = store.get(key)
     except ObjectNotFoundError:
@@ -356,7 +345,7 @@ def _read_state(store: ObjectStore, key: str) -> tuple[str, bytes]:
         return legacy, store.get(legacy).data
 
 
-def open_writer(store: ObjectStore, language: str) -> tuple[dict[str, Any], str | None]:
+def open_writer(store: ObjectStore, language: str) -> tuple[WriterCheckpoint, str | None]:
     """Load a language writer's checkpoint, first rolling forward a run that died between its
     change segment and its checkpoint (so none of its decisions is lost or made twice).
 
@@ -369,22 +358,21 @@ def open_writer(store: ObjectStore, language: str) -> tuple[dict[str, Any], str 
         if orphan is None:
             return checkpoint, etag
         rows, named = orphan
-        state_key, data = _read_state(store, named or layout.story_state_key(language, checkpoint["offset"] + rows))
+        state_key, data = _read_state(store, named or layout.story_state_key(language, checkpoint.offset + rows))
         with paused_gc():
             blob = decode_state(data)
-        rolled = {"offset": checkpoint["offset"] + rows, "state_key": state_key, "consumed": blob["consumed"],
-                  "updated_at": blob["updated_at"]}
+        rolled = WriterCheckpoint(checkpoint.offset + rows, state_key, tuple(blob["consumed"]), blob["updated_at"])
         try:
             put_checkpoint(store, language, rolled, etag)
-            log.info("cluster_rolled_forward language=%s offset=%d", language, rolled["offset"])
+            log.info("cluster_rolled_forward language=%s offset=%d", language, rolled.offset)
         except WriterFencedError:
             continue  # another run moved it first; read it again
     raise WriterFencedError(f"checkpoint of {language} keeps moving", key=layout.story_checkpoint_key(language))
 
 
-def put_checkpoint(store: ObjectStore, language: str, checkpoint: dict[str, Any], etag: str | None) -> str:
+def put_checkpoint(store: ObjectStore, language: str, checkpoint: WriterCheckpoint, etag: str | None) -> str:
     """Replace the checkpoint, fenced; returns its new ETag."""
-    data = json.dumps(checkpoint, sort_keys=True).encode()
+    data = checkpoint.to_json()
     try:
         if etag is None:
             return store.put(layout.story_checkpoint_key(language), data, if_none_match=True)
@@ -412,7 +400,7 @@ def _put_state(store: ObjectStore, key: str, blob: bytes) -> None:
     raise PreconditionFailedError("conditional put kept conflicting with no object stored", key=key)
 
 
-def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: int, changes: list[dict[str, Any]],
+def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: int, changes: list[StoryChange],
                   clusterer: LanguageClusterer, seen: dict[str, str], consumed: list[str], now: datetime,
                   kill_before_checkpoint: bool = False, state_key: str | None = None) -> int:
     """Commit a writer's decisions, fenced: state blob, then change segment, then the checkpoint
@@ -452,26 +440,19 @@ def commit_writer(store: ObjectStore, language: str, etag: str | None, offset: i
         # first, its segment names that run's state, which made the same decisions.
         schema = STORY_CHANGES_SCHEMA.with_metadata({STATE_KEY_METADATA: state_key.encode()})
         try:
-            write_segment(store, layout.story_changes_key(language, offset), rows_to_table(changes, schema), schema)
+            write_segment(store, layout.story_changes_key(language, offset),
+                          rows_to_table([c.to_row() for c in changes], schema), schema)
         except PreconditionFailedError as e:
             raise WriterFencedError(f"changes of {language} at {offset} written by another writer",
                                     key=layout.story_changes_key(language, offset)) from e
     crash_point("cluster.after_changes")
     if kill_before_checkpoint:
         os.kill(os.getpid(), signal.SIGKILL)
-    new_etag = put_checkpoint(store, language, {"offset": new_offset, "state_key": state_key, "consumed": consumed,
-                                      "updated_at": updated_at}, etag)
+    new_etag = put_checkpoint(store, language, WriterCheckpoint(new_offset, state_key, tuple(consumed), updated_at),
+                              etag)
     if stored:
         KEPT_STATES.put(store, language, new_etag, clusterer, seen)
     return new_offset
-
-
-def change_row(language: str, offset: int, kind: str, story_id: str, article_id: str | None, copy_of: str | None,
-               other_story_id: str | None, score: float, changed_at: datetime) -> dict[str, Any]:
-    """One ``log/story_changes`` row; its change id is ``<language>:<offset>``."""
-    return {"change_id": f"{language}:{offset}", "offset": offset, "language": language, "kind": kind,
-            "story_id": story_id, "article_id": article_id, "copy_of": copy_of, "other_story_id": other_story_id,
-            "score": score, "changed_at": changed_at}
 
 
 def cluster_language(store: ObjectStore, language: str, now: datetime, kill_before_checkpoint: bool = False,
@@ -513,7 +494,7 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
     first run only; later runs keep the parameters stored in the state.
     """
     checkpoint, etag = open_writer(store, language)
-    consumed = set(checkpoint["consumed"])
+    consumed = set(checkpoint.consumed)
     existing = list_segments(store, layout.ARTICLES_PREFIX)
     # Compacted segments hold only rows every writer has consumed (warehouse.maintenance).
     pending = [k for k in existing if k not in consumed and not is_compacted(k)]
@@ -543,8 +524,8 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
         ready.append(key)
         rows.extend(r for r in segment if r["language"] == language)
     rows.sort(key=lambda r: (r["first_seen_at"], r["article_id"], r["version"]))
-    offset = checkpoint["offset"]
-    changes: list[dict[str, Any]] = []
+    offset = checkpoint.offset
+    changes: list[StoryChange] = []
     kinds: Counter[str] = Counter()
     for row in rows:
         if seen.get(row["article_id"]) == row["content_hash"]:
@@ -556,24 +537,25 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
             # A new version of an article the writer holds: the same member of the same story
             # (its features replaced), so not an assignment; the row keeps the state and the
             # log in step (story_assignments reads only assignment kinds).
-            kind = "version"
+            kind: ChangeKind = "version"
         else:
             kind = "copy" if decision.copy_of else ("new_story" if decision.is_new_story else "assign")
         kinds[kind] += 1
-        changes.append(change_row(language, offset + len(changes), kind, decision.story_id, row["article_id"],
-                                  decision.copy_of, None, decision.score, row["first_seen_at"]))
+        changes.append(StoryChange.at(language, offset + len(changes), kind, decision.story_id,
+                                      article_id=row["article_id"], copy_of=decision.copy_of, score=decision.score,
+                                      changed_at=row["first_seen_at"]))
     # Keys compaction or retention removed are forgotten, so the checkpoint stays small.
     new_consumed = sorted((consumed | set(ready)) & set(existing))
     if not changes and new_consumed == sorted(consumed):
         # Nothing to commit and nothing changed: the state in memory is still the stored one.
-        if checkpoint["state_key"] is not None:
+        if checkpoint.state_key is not None:
             KEPT_STATES.put(store, language, etag, clusterer, seen)
         return {"language": language, "articles": 0, "committed": False, **dict(kinds)}
     clusterer.expire(now)
     # Read before the commit: once committed, the state may be kept and taken by the next run.
     stories, sizes = clusterer.active_story_count, clusterer.story_size_counts()
     new_offset = commit_writer(store, language, etag, offset, changes, clusterer, seen, new_consumed, now,
-                               kill_before_checkpoint=kill_before_checkpoint, state_key=checkpoint["state_key"])
+                               kill_before_checkpoint=kill_before_checkpoint, state_key=checkpoint.state_key)
     log.info("cluster_committed language=%s articles=%d offset=%d", language, len(changes), new_offset)
     return {"language": language, "articles": len(changes), "committed": True, "offset": new_offset,
             "stories": stories, "sizes": sizes, **dict(kinds)}

@@ -23,6 +23,7 @@ from tasks.progress import NO_PROGRESS, Progress, counted
 from transforms.clustering import ClusterParams, RepairParams, cluster_and_repair, link_languages
 from transforms.embedding import embed_articles
 from transforms.features import ArticleFeatures, features_from_text
+from transforms.times import parse_iso_datetime
 
 SYNTHETIC_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 EMBED_CHUNK = 256
@@ -30,14 +31,7 @@ EMBED_CHUNK = 256
 
 
 def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip().replace("Z", "+00:00")
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return parse_iso_datetime(value, naive="utc")
 
 
 def read_eval_articles(input_path: Path, embed: bool = True, progress: Progress = NO_PROGRESS

@@ -164,14 +164,14 @@ def _repair_writers(store: ObjectStore, findings: Iterable[Finding], now: dateti
                 rebuilt = rebuild_checkpoint(store, language)
                 if rebuilt is not None:
                     _put_rebuilt(store, language, rebuilt)
-                    done[f.key] = (f"rebuilt at offset {rebuilt['offset']} from {rebuilt['state_key']}", True)
+                    done[f.key] = (f"rebuilt at offset {rebuilt.offset} from {rebuilt.state_key}", True)
                 else:
                     rewound = rewind_writer(store, language, now)
-                    done[f.key] = (f"no state at the log's end: writer rewound to {rewound['state_key']} "
-                                   f"at offset {rewound['offset']}{_rebuild_rank(store, language)}", True)
+                    done[f.key] = (f"no state at the log's end: writer rewound to {rewound.state_key} "
+                                   f"at offset {rewound.offset}{_rebuild_rank(store, language)}", True)
             elif f.kind == "state_blob" and f.named_by:
                 rewound = rewind_writer(store, language, now)
-                action = (f"writer rewound to {rewound['state_key']} at offset {rewound['offset']}"
+                action = (f"writer rewound to {rewound.state_key} at offset {rewound.offset}"
                           f"{_rebuild_rank(store, language)}")
                 if f.problem.startswith("corrupt"):
                     action += f"; moved to {quarantine_object(store, f.key)}"

@@ -1,10 +1,12 @@
-"""Errors raised at the I/O edge; each keeps the URL it concerns."""
+"""Errors raised at the I/O edge; each keeps the URL, key or line it concerns."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
-from warehouse.errors import NewsroomError
+from newsroom.errors import NewsroomError
 
 FetchErrorKind = Literal[
     "blocked_address", "dns", "connect", "timeout", "too_large", "too_many_redirects", "http_status",
@@ -22,3 +24,37 @@ class FetchError(NewsroomError):
         self.url = url
         self.status = status
         self.retry_after = retry_after
+
+
+class WriterFencedError(NewsroomError):
+    """Another writer moved this language's checkpoint first; this run's decisions are dropped."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+@dataclass(frozen=True, slots=True)
+class RowError:
+    """Why one row (a CSV record, an OPML outline) of a registry file was refused."""
+
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+class RegistryImportError(NewsroomError, ValueError):
+    """A registry file with invalid rows: every row's error, by line (nothing was imported)."""
+
+    def __init__(self, errors: Sequence[RowError], *, path: str | None = None) -> None:
+        self.errors = tuple(errors)
+        self.path = path
+        shown = "; ".join(str(e) for e in self.errors[:3])
+        more = f" (and {len(self.errors) - 3} more)" if len(self.errors) > 3 else ""
+        super().__init__(f"{path + ': ' if path else ''}{len(self.errors)} invalid row(s): {shown}{more}")
+
+
+class StoryNotListedError(NewsroomError, LookupError):
+    """No live page (of the edition asked for) lists the story (``newsroom explain``)."""

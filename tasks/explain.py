@@ -23,16 +23,13 @@ from datetime import datetime
 from typing import Any
 
 from tasks.clock import resolve_now
+from tasks.errors import StoryNotListedError
 from tasks.rank import compute_pages, ranking_rules
 from tasks.settings import RankSettings
 from warehouse.duck import connect, load_sql
 from warehouse.errors import SnapshotNotFoundError
 from warehouse.snapshots import list_live_pages, read_live_page, read_live_stories
 from warehouse.store import ObjectStore
-
-
-class StoryNotListedError(LookupError):
-    """No live page (of the edition asked for) lists the story."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,8 +112,8 @@ def check_health(store: ObjectStore, now: datetime, limits: HealthLimits | None 
             checkpoint = None
         if checkpoint is None:
             continue  # flagged below as a damaged checkpoint
-        waiting = [k for k in segments - set(checkpoint.get("consumed", [])) if "/compact-" not in k]
-        updated = checkpoint.get("updated_at")
+        waiting = [k for k in segments - set(checkpoint.consumed) if "/compact-" not in k]
+        updated = checkpoint.updated_at
         if waiting and updated and now - resolve_now(updated) > stale:
             flags.append(HealthFlag("writer_stalled", key.split("/")[2],
                                     f"checkpoint last moved {updated}; {len(waiting)} segments waiting"))

@@ -20,9 +20,11 @@ from __future__ import annotations
 import ipaddress
 import socket
 import ssl
+import threading
 import time
 import weakref
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -217,19 +219,128 @@ class _CheckedBackend(httpcore.NetworkBackend):
         self._backend.sleep(seconds)
 
 
-class _CheckedTransport(httpx.HTTPTransport):
-    """httpx's transport over a connection pool whose every connection goes through ``_CheckedBackend``."""
+ORIGINS_KEPT = 256
+"""Origins whose idle connections a client keeps (LRU). Round-robin polling revisits each host
+once a round, so a shard of up to this many hosts reuses every connection; past it, the least
+recently used origin's idle connections are closed, as are those idle longer than the keep-alive
+expiry (5 s). A client holds at most ``host_max_concurrency`` idle sockets per origin kept (512 at
+the defaults), which the file-descriptor limit of a process running several shards must allow."""
+
+_OriginKey = tuple[bytes, bytes, int | None]
+
+
+@dataclass(slots=True)
+class _Origin:
+    transport: httpx.HTTPTransport
+    in_use: int = 0
+    last_used: float = 0.0
+
+
+class _ReleasingStream(httpx.SyncByteStream):
+    """A response body that tells its origin's pool it is done, once, when closed."""
+
+    def __init__(self, stream: httpx.SyncByteStream, release: Callable[[], None]) -> None:
+        self._stream = stream
+        self._release: Callable[[], None] | None = release
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._stream
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
+
+
+class _CheckedTransport(httpx.BaseTransport):
+    """One pool of address-checked connections per origin (issue 20).
+
+    A single httpcore pool scans every connection it holds (a readability syscall per idle one)
+    under one lock at each request and each response close, and closes idle connections as soon
+    as it holds more than its keep-alive count: polling hundreds of hosts in round robin then
+    opened a new, address-checked connection for nearly every 304, with every worker queued on
+    that lock. Per origin, a pool holds the host's few connections and its own lock, so a poll
+    reuses the connection the host's last poll left open. Every connection is still opened
+    through ``_CheckedBackend`` (the address check at connect time) and read through
+    ``_DeadlineStream`` (the deadline).
+    """
 
     def __init__(self, private_networks: tuple[str, ...], limits: httpx.Limits,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
-        context = ssl_context or httpx.create_ssl_context(trust_env=False)
-        super().__init__(verify=context, limits=limits, trust_env=False)
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=context,
-            max_connections=limits.max_connections, max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_CheckedBackend(_networks(private_networks)),
+                 ssl_context: ssl.SSLContext | None = None, *, origins_kept: int = ORIGINS_KEPT) -> None:
+        self._context = ssl_context or httpx.create_ssl_context(trust_env=False)
+        self._backend = _CheckedBackend(_networks(private_networks))
+        self._limits = limits
+        self._origins_kept = origins_kept
+        self._lock = threading.Lock()
+        self._origins: OrderedDict[_OriginKey, _Origin] = OrderedDict()
+        self._closed = False
+
+    def _new_transport(self) -> httpx.HTTPTransport:
+        transport = httpx.HTTPTransport(verify=self._context, limits=self._limits, trust_env=False)
+        transport._pool = httpcore.ConnectionPool(
+            ssl_context=self._context, max_connections=self._limits.max_connections,
+            max_keepalive_connections=self._limits.max_keepalive_connections,
+            keepalive_expiry=self._limits.keepalive_expiry, network_backend=self._backend,
         )
+        return transport
+
+    def _checkout(self, key: _OriginKey) -> _Origin:
+        evicted: list[_Origin] = []
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the client was closed")
+            origin = self._origins.get(key)
+            if origin is None:
+                origin = self._origins[key] = _Origin(self._new_transport())
+                evicted = self._evict()
+            else:
+                self._origins.move_to_end(key)
+            origin.in_use += 1
+        for old in evicted:
+            old.transport.close()
+        return origin
+
+    def _evict(self) -> list[_Origin]:
+        """Idle origins past ``origins_kept`` (least recently used first) or past their keep-alive expiry."""
+        expiry = self._limits.keepalive_expiry
+        now = time.monotonic()
+        over = len(self._origins) - self._origins_kept
+        evicted = []
+        for key, origin in list(self._origins.items())[:-1]:
+            if origin.in_use:
+                continue
+            if over > 0 or (expiry is not None and now - origin.last_used > expiry):
+                del self._origins[key]
+                evicted.append(origin)
+                over -= 1
+        return evicted
+
+    def _checkin(self, origin: _Origin) -> None:
+        with self._lock:
+            origin.in_use -= 1
+            origin.last_used = time.monotonic()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        origin = self._checkout((request.url.raw_scheme, request.url.raw_host, request.url.port))
+        try:
+            response = origin.transport.handle_request(request)
+        except BaseException:
+            self._checkin(origin)
+            raise
+        assert isinstance(response.stream, httpx.SyncByteStream)
+        return httpx.Response(status_code=response.status_code, headers=response.headers,
+                              stream=_ReleasingStream(response.stream, lambda: self._checkin(origin)),
+                              extensions=response.extensions)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            origins, self._origins = list(self._origins.values()), OrderedDict()
+        for origin in origins:
+            origin.transport.close()
 
 
 def make_client(settings: IngestSettings, *, ssl_context: ssl.SSLContext | None = None) -> httpx.Client:
@@ -243,7 +354,9 @@ def make_client(settings: IngestSettings, *, ssl_context: ssl.SSLContext | None 
         connect=settings.connect_timeout_seconds, read=settings.read_timeout_seconds,
         write=settings.read_timeout_seconds, pool=settings.total_timeout_seconds,
     )
-    limits = httpx.Limits(max_connections=settings.max_workers * 2, max_keepalive_connections=settings.max_workers)
+    # Per origin (see _CheckedTransport): the host's few polite connections stay open between polls.
+    limits = httpx.Limits(max_connections=settings.max_workers * 2,
+                          max_keepalive_connections=max(2, settings.host_max_concurrency))
     client = httpx.Client(
         timeout=timeout, follow_redirects=False, trust_env=False,
         transport=_CheckedTransport(settings.private_networks, limits, ssl_context),

@@ -7,11 +7,12 @@ seen again (another feed listing it) is dropped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from transforms.identity import KnownArticle, index_shard, resolve_identity, shards_for
+from transforms.records import ArticleRow
 from warehouse import layout
 from warehouse.identity import (
     CONTENT_PREFIX,
@@ -32,40 +33,41 @@ IDENTITY_RETENTION = timedelta(days=30)
 class IdentityBatch:
     """The rows to store, the links to record, and the index shards to write after the rows."""
 
-    rows: list[dict[str, Any]]
-    links: list[dict[str, Any]]
+    rows: list[ArticleRow]
+    links: list[dict[str, object]]
+    """Rows of ``ARTICLE_LINKS_SCHEMA``: another URL (AMP, print) of an article already stored."""
     counts: dict[str, int]
     _ids: dict[int, tuple[dict[str, dict[str, Any]], str | None]] = field(default_factory=dict)
     _hashes: dict[int, tuple[dict[str, dict[str, Any]], str | None]] = field(default_factory=dict)
 
 
-def assign_identities(store: ObjectStore, rows: list[dict[str, Any]], now: datetime) -> IdentityBatch:
+def assign_identities(store: ObjectStore, rows: list[ArticleRow], now: datetime) -> IdentityBatch:
     """Resolve every row's identity against the index, in (first_seen_at, article_id) order."""
-    id_shards = load_shards(store, IDENTITY_PREFIX, IDS_SCHEMA, shards_for(r["article_id"] for r in rows))
-    hash_shards = load_shards(store, CONTENT_PREFIX, HASHES_SCHEMA, shards_for(r["content_hash"] for r in rows))
+    id_shards = load_shards(store, IDENTITY_PREFIX, IDS_SCHEMA, shards_for(r.article_id for r in rows))
+    hash_shards = load_shards(store, CONTENT_PREFIX, HASHES_SCHEMA, shards_for(r.content_hash for r in rows))
     ids = {s: ({r["article_id"]: r for r in entries}, etag) for s, (entries, etag) in id_shards.items()}
     hashes = {s: ({r["content_hash"]: r for r in entries}, etag) for s, (entries, etag) in hash_shards.items()}
     by_id = {k: KnownArticle(k, int(v["version"]), str(v["content_hash"]))
              for entries, _ in ids.values() for k, v in entries.items()}
     by_hash = {k: str(v["article_id"]) for entries, _ in hashes.values() for k, v in entries.items()}
-    kept: list[dict[str, Any]] = []
-    links: list[dict[str, Any]] = []
+    kept: list[ArticleRow] = []
+    links: list[dict[str, object]] = []
     counts = {"new": 0, "new_version": 0, "unchanged": 0, "linked": 0}
-    for row in sorted(rows, key=lambda r: (r["first_seen_at"], r["article_id"], r["content_hash"])):
-        decision = resolve_identity(row["article_id"], row["content_hash"], by_id, by_hash)
+    for row in sorted(rows, key=lambda r: (r.first_seen_at, r.article_id, r.content_hash)):
+        decision = resolve_identity(row.article_id, row.content_hash, by_id, by_hash)
         counts[decision.kind] += 1
         if decision.kind in ("new", "new_version"):
-            kept.append(dict(row, version=decision.version))
-            ids[index_shard(row["article_id"])][0][row["article_id"]] = {
-                "article_id": row["article_id"], "version": decision.version,
-                "content_hash": row["content_hash"], "seen_at": now}
-            hash_entries = hashes[index_shard(row["content_hash"])][0]
-            hash_entries.setdefault(row["content_hash"], {"content_hash": row["content_hash"],
-                                                          "article_id": row["article_id"], "seen_at": now})
+            kept.append(replace(row, version=decision.version))
+            ids[index_shard(row.article_id)][0][row.article_id] = {
+                "article_id": row.article_id, "version": decision.version,
+                "content_hash": row.content_hash, "seen_at": now}
+            hash_entries = hashes[index_shard(row.content_hash)][0]
+            hash_entries.setdefault(row.content_hash, {"content_hash": row.content_hash,
+                                                       "article_id": row.article_id, "seen_at": now})
         elif decision.kind == "linked":
-            links.append({"article_id": row["article_id"], "url": row["url"], "canonical_url": row["canonical_url"],
-                          "linked_to": decision.linked_to, "publisher_id": row["publisher_id"],
-                          "first_seen_at": row["first_seen_at"]})
+            links.append({"article_id": row.article_id, "url": row.url, "canonical_url": row.canonical_url,
+                          "linked_to": decision.linked_to, "publisher_id": row.publisher_id,
+                          "first_seen_at": row.first_seen_at})
     return IdentityBatch(kept, links, counts, ids, hashes)
 
 
@@ -76,10 +78,10 @@ def commit_identities(store: ObjectStore, batch: IdentityBatch, now: datetime) -
         write_segment(store, layout.article_links_key(now, content_segment_id(table)), table, ARTICLE_LINKS_SCHEMA)
     if not batch.rows:
         return
-    for shard in shards_for(r["article_id"] for r in batch.rows):
+    for shard in shards_for(r.article_id for r in batch.rows):
         entries, etag = batch._ids[shard]
         save_shard(store, IDENTITY_PREFIX, IDS_SCHEMA, shard, list(entries.values()), etag, now, IDENTITY_RETENTION)
-    for shard in shards_for(r["content_hash"] for r in batch.rows):
+    for shard in shards_for(r.content_hash for r in batch.rows):
         entries, etag = batch._hashes[shard]
         save_shard(store, CONTENT_PREFIX, HASHES_SCHEMA, shard, list(entries.values()), etag, now,
                    IDENTITY_RETENTION)

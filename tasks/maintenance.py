@@ -37,7 +37,7 @@ def run_maintenance(store: ObjectStore, now: datetime, *, article_days: int = 30
     return asdict(report)
 
 
-@task(name="maintain_store", retries=1, retry_delay_seconds=5, timeout_seconds=1800, cache_policy=NO_CACHE)
+@task(name="run_maintenance", retries=1, retry_delay_seconds=5, timeout_seconds=1800, cache_policy=NO_CACHE)
 def run_maintenance_task(store: ObjectStore, now: datetime, keep_page_versions: int, keep_page_hours: float
                          ) -> dict[str, Any]:
     return run_maintenance(store, now, keep_page_versions=keep_page_versions, keep_page_hours=keep_page_hours)

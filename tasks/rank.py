@@ -56,6 +56,7 @@ from transforms.pages import (
     validate_pool,
 )
 from transforms.ranking import BreakingRule, ScoreWeights, rank_editions, score_stories
+from transforms.records import RankedStory
 from transforms.representative import RepresentativeChoice, RepresentativeWeights
 from transforms.story_scores import PartsParams, story_parts
 from transforms.story_scores import story_sections as sections_frame
@@ -422,8 +423,9 @@ def _compute_pages(view: AggregateView, now: datetime, settings: RankSettings, h
     rows = ranked.to_dicts()
     view.members.prefetch(_page_candidates(rows, previous, settings))
     choices: dict[tuple[str, str], RepresentativeChoice] = {}
-    pages, listed = build_ranked_pages(rows, facts, view.members, now, edition_rules(settings), previous=previous,
-                                       impressions=impressions, regions=regions, choices=choices)
+    pages, listed = build_ranked_pages([RankedStory.from_row(r) for r in rows], facts, view.members, now,
+                                       edition_rules(settings), previous=previous, impressions=impressions,
+                                       regions=regions, choices=choices)
     rules = ranking_rules(settings)
     for (_, section), payload in pages.items():
         if section != POOL_SECTION:
@@ -699,6 +701,6 @@ def rollback_pointer(store: ObjectStore, edition: str, section: str, version: in
     return result
 
 
-@task(name="publish_snapshot", retries=2, retry_delay_seconds=2, timeout_seconds=600, cache_policy=NO_CACHE)
+@task(name="publish_all", retries=2, retry_delay_seconds=2, timeout_seconds=600, cache_policy=NO_CACHE)
 def publish_all_task(store: ObjectStore, now: datetime, settings: RankSettings) -> dict[str, Any]:
     return publish_all(store, now, settings)

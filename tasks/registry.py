@@ -21,11 +21,11 @@ from urllib.parse import urlsplit
 import defusedxml.sax
 from defusedxml import DefusedXmlException
 
+from tasks.errors import RegistryImportError, RowError
 from tasks.http import is_public_address
 from transforms.canonical_url import normalize_host
 from transforms.feeds import normalize_language
 from warehouse import layout
-from warehouse.errors import NewsroomError
 from warehouse.schemas import FEEDS_SCHEMA, PUBLISHERS_SCHEMA
 from warehouse.store import ObjectStore
 from warehouse.tables import read_table, rows_to_table, write_table
@@ -54,28 +54,6 @@ class Registry:
         """The feeds we read: every feed of a registered publisher that has not opted out."""
         return [f for f in self.feeds
                 if (p := self.publishers.get(f["publisher_id"])) is not None and not p["is_opted_out"]]
-
-
-@dataclass(frozen=True, slots=True)
-class RowError:
-    """Why one row (a CSV record, an OPML outline) of a registry file was refused."""
-
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.message}"
-
-
-class RegistryImportError(NewsroomError, ValueError):
-    """A registry file with invalid rows: every row's error, by line (nothing was imported)."""
-
-    def __init__(self, errors: Sequence[RowError], *, path: str | None = None) -> None:
-        self.errors = tuple(errors)
-        self.path = path
-        shown = "; ".join(str(e) for e in self.errors[:3])
-        more = f" (and {len(self.errors) - 3} more)" if len(self.errors) > 3 else ""
-        super().__init__(f"{path + ': ' if path else ''}{len(self.errors)} invalid row(s): {shown}{more}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,6 @@ from prefect.cache_policies import NO_CACHE
 from tasks.cluster import (
     KEPT_STATES,
     WriterFencedError,
-    change_row,
     commit_writer,
     load_writer_state,
     open_writer,
@@ -40,6 +39,7 @@ from tasks.cluster import (
 )
 from tasks.registry import load_registry
 from transforms.clustering import RepairParams, repair_stories
+from transforms.records import StoryChange
 from warehouse.damage import collect_damage
 from warehouse.snapshots import story_snapshot_at
 from warehouse.store import ObjectStore
@@ -121,7 +121,7 @@ def repair_language(store: ObjectStore, language: str, now: datetime, params: Re
 def _repair_language(store: ObjectStore, language: str, now: datetime, params: RepairParams | None,
                      inputs: RepairInputsOnce) -> dict[str, Any]:
     checkpoint, etag = open_writer(store, language)
-    if checkpoint["state_key"] is None:
+    if checkpoint.state_key is None:
         return {"language": language, "committed": False, "merge": 0, "split": 0}
     shared = inputs(store, now)
     clusterer, seen = KEPT_STATES.take(store, language, etag) or load_writer_state(store, language, checkpoint)
@@ -129,17 +129,17 @@ def _repair_language(store: ObjectStore, language: str, now: datetime, params: R
     if not repairs:  # nothing applied, nothing changed: the state in memory is still the stored one
         KEPT_STATES.put(store, language, etag, clusterer, seen)
         return {"language": language, "committed": False, "merge": 0, "split": 0}
-    offset = checkpoint["offset"]
-    changes: list[dict[str, Any]] = []
+    offset = checkpoint.offset
+    changes: list[StoryChange] = []
     kinds: Counter[str] = Counter()
     for r in repairs:
         kinds[r.kind] += 1
         target, source = (r.story_id, r.other_story_id) if r.kind == "merge" else (r.other_story_id, r.story_id)
         for article_id, copy_of in r.moved:
-            changes.append(change_row(language, offset + len(changes), r.kind, target, article_id, copy_of,
-                                      source, r.score, now))
+            changes.append(StoryChange.at(language, offset + len(changes), r.kind, target, article_id=article_id,
+                                          copy_of=copy_of, other_story_id=source, score=r.score, changed_at=now))
     new_offset = commit_writer(store, language, etag, offset, changes, clusterer, seen,
-                               list(checkpoint["consumed"]), now)
+                               list(checkpoint.consumed), now)
     log.info("repair_committed language=%s merges=%d splits=%d offset=%d", language, kinds["merge"],
              kinds["split"], new_offset)
     return {"language": language, "committed": True, "offset": new_offset, "merge": kinds["merge"],

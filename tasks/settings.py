@@ -1,9 +1,21 @@
-"""Pipeline settings (``NEWSROOM_INGEST_*``, ``NEWSROOM_RANK_*``), read once through get_*()."""
+"""Pipeline settings (``NEWSROOM_INGEST_*``, ``NEWSROOM_RANK_*``, ...), read once through get_*().
+
+A command that needs other settings than the environment's (the demo's own store, loopback fetches
+for its replay site) builds a :class:`PipelineSettings` and runs its flows inside
+:func:`use_settings`: every ``get_*_settings()`` and ``tasks.storage.configured_store()`` of that
+thread, and of the tasks it submits, answers from it. Nothing is written to the environment, and no
+cache is cleared (issue 17); child processes get their settings as environment variables of their own.
+"""
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import TypeVar
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -11,6 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from transforms.affinity import HALF_LIFE_HOURS
 from warehouse.profile_db import is_postgres_url
 from warehouse.settings import WarehouseSettings, check_settings, http_url_problem
+from warehouse.store import ObjectStore, open_store
 
 
 class IngestSettings(BaseSettings):
@@ -155,14 +168,14 @@ class RankSettings(BaseSettings):
     pool_stories: int = Field(1000, ge=1, description="Stories in an edition's candidate pool.")
 
 
-@lru_cache
 def get_ingest_settings() -> IngestSettings:
-    return IngestSettings()
+    """The settings in effect (:func:`use_settings`), else the environment's, read once."""
+    return _in_effect_or_environment("ingest", IngestSettings)
 
 
-@lru_cache
 def get_rank_settings() -> RankSettings:
-    return RankSettings()
+    """The settings in effect (:func:`use_settings`), else the environment's, read once."""
+    return _in_effect_or_environment("rank", RankSettings)
 
 
 class ScaleSettings(BaseSettings):
@@ -184,9 +197,9 @@ class ScaleSettings(BaseSettings):
     ingest_threads: int = Field(4, ge=1, le=256, description="In-process ingest shards run at once (no Dask).")
 
 
-@lru_cache
 def get_scale_settings() -> ScaleSettings:
-    return ScaleSettings()
+    """The settings in effect (:func:`use_settings`), else the environment's, read once."""
+    return _in_effect_or_environment("scale", ScaleSettings)
 
 
 class WebSubSettings(BaseSettings):
@@ -249,9 +262,9 @@ class WebSubSettings(BaseSettings):
         return self.master_secret.get_secret_value().encode("utf-8")
 
 
-@lru_cache
 def get_websub_settings() -> WebSubSettings:
-    return WebSubSettings()
+    """The settings in effect (:func:`use_settings`), else the environment's, read once."""
+    return _in_effect_or_environment("websub", WebSubSettings)
 
 
 class ProfilesSettings(BaseSettings):
@@ -290,7 +303,8 @@ class ProfilesSettings(BaseSettings):
 
 
 def get_profiles_settings() -> ProfilesSettings:
-    return ProfilesSettings()
+    """The settings in effect (:func:`use_settings`), else the environment's (read on every call)."""
+    return _in_effect_or_environment("profiles", ProfilesSettings, cached=False)
 
 
 SETTINGS_CLASSES: tuple[type[BaseSettings], ...] = (
@@ -307,3 +321,111 @@ def check_all_settings() -> None:
     """
     for cls in SETTINGS_CLASSES:
         check_settings(cls)
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineSettings:
+    """Every setting a pipeline command reads, built once and passed in."""
+
+    warehouse: WarehouseSettings
+    ingest: IngestSettings
+    rank: RankSettings
+    scale: ScaleSettings
+    websub: WebSubSettings
+    profiles: ProfilesSettings
+
+    @classmethod
+    def from_environment(cls, **replaced: object) -> PipelineSettings:
+        """Every class read from the environment (and ``.env``), except the ones ``replaced`` names
+        (``warehouse=WarehouseSettings(root=...)``).
+
+        Raises:
+            ValueError: one line naming the first invalid variable and why (and how many more).
+        """
+        built = {name: replaced[name] if name in replaced else check_settings(kind)
+                 for name, kind in _PIPELINE_CLASSES.items()}
+        return cls(**built)  # type: ignore[arg-type]
+
+    def with_store(self, root: str) -> PipelineSettings:
+        """These settings with the store at ``root`` (its other ``NEWSROOM_WAREHOUSE_*`` read as before).
+
+        Raises:
+            ValueError: ``root`` names no store (the one line of :func:`check_settings`).
+        """
+        warehouse = check_settings(WarehouseSettings, root=root)
+        return replace(self, warehouse=warehouse)  # type: ignore[arg-type]
+
+    def with_private_addresses(self) -> PipelineSettings:
+        """These settings with fetches of the allowed private networks on (loopback, by default): the
+        demo's replay site and the tests' servers."""
+        return replace(self, ingest=self.ingest.model_copy(update={"allow_private_addresses": True}))
+
+
+_PIPELINE_CLASSES: dict[str, type[BaseSettings]] = {
+    "warehouse": WarehouseSettings, "ingest": IngestSettings, "rank": RankSettings, "scale": ScaleSettings,
+    "websub": WebSubSettings, "profiles": ProfilesSettings,
+}
+
+
+@dataclass(slots=True)
+class _InEffect:
+    settings: PipelineSettings
+    stores: list[ObjectStore] = field(default_factory=list)
+    """The store the warehouse settings name, once opened (at most one)."""
+
+    def store(self) -> ObjectStore:
+        if not self.stores:
+            self.stores.append(open_store(self.settings.warehouse))
+        return self.stores[0]
+
+
+_IN_EFFECT: ContextVar[_InEffect | None] = ContextVar("newsroom_pipeline_settings", default=None)
+
+
+@contextmanager
+def use_settings(settings: PipelineSettings) -> Iterator[PipelineSettings]:
+    """Run what this block calls with ``settings`` in effect, instead of the environment's.
+
+    Flows and tasks called here (and the tasks Prefect's thread pool runs for them, which copies
+    this context) read their settings and open their store from ``settings``. A Dask worker, another
+    process, reads its own environment.
+    """
+    token = _IN_EFFECT.set(_InEffect(settings))
+    try:
+        yield settings
+    finally:
+        _IN_EFFECT.reset(token)
+
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+@lru_cache
+def _read_environment(kind: type[S]) -> S:
+    return kind()
+
+
+def _in_effect_or_environment(name: str, kind: type[S], *, cached: bool = True) -> S:
+    """The ``name`` settings of :func:`use_settings`' block, else ``kind`` read from the environment."""
+    active = _IN_EFFECT.get()
+    if active is not None:
+        found: S = getattr(active.settings, name)
+        return found
+    return _read_environment(kind) if cached else kind()
+
+
+def forget_environment_settings() -> None:
+    """Read the environment again on the next call (tests that change it)."""
+    _read_environment.cache_clear()
+
+
+def current_settings() -> PipelineSettings:
+    """The settings in effect (:func:`use_settings`), else every class read from the environment now."""
+    active = _IN_EFFECT.get()
+    return active.settings if active is not None else PipelineSettings.from_environment()
+
+
+def store_in_effect() -> ObjectStore | None:
+    """The store of the settings in effect (opened on first use), or None outside :func:`use_settings`."""
+    active = _IN_EFFECT.get()
+    return active.store() if active is not None else None

@@ -9,6 +9,8 @@ Two halves share the store and nothing else:
   only for a request of ours still pending, verifies every delivery's ``X-Hub-Signature``, and turns an authentic
   delivery, or an authenticated publisher ping, into push markers under ``state/push/``. It never
   keeps pushed content: the ingest takes pushed feeds first and fetches the feed and pages itself.
+  It is an ASGI app served by uvicorn, like the API: CPython's documentation does not
+  recommend ``http.server`` for production (issue 17).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import uvicorn
+from fastapi import FastAPI, Request, Response
+from fastapi.concurrency import run_in_threadpool
 
 from tasks.errors import FetchError
 from tasks.http import FetchResult, make_client, post_form
@@ -343,7 +346,8 @@ def _self_links(link_header: str | None) -> list[str]:
 
 
 class WebSubReceiver:
-    """The callback endpoint: intent checks, signed deliveries and publisher pings (stdlib HTTP).
+    """The callback endpoint: intent checks, signed deliveries and publisher pings, an ASGI app
+    served by uvicorn like the API (:meth:`app`, :meth:`start`).
 
     ``clock`` gives "now" for leases and rate limits (tests pass the replay site's simulated clock).
     Counters of what was accepted and rejected are kept in ``stats`` and logged; a rejected
@@ -358,40 +362,91 @@ class WebSubReceiver:
         self._lock = threading.Lock()
         self._last_ping: dict[str, datetime] = {}
         self.stats: Counter[str] = Counter()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Listen in a background thread; returns the base URL."""
-        receiver = self
-
-        class _Bound(_ReceiverHandler):
-            pass
-
-        _Bound.receiver = receiver
-        self._server = ThreadingHTTPServer((host, port), _Bound)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name="websub-receiver", daemon=True)
-        self._thread.start()
+        """Serve :meth:`app` with uvicorn in a background thread; returns the base URL once listening."""
+        config = uvicorn.Config(self.app(), host=host, port=port, log_level="warning", lifespan="off",
+                                access_log=False, timeout_keep_alive=15, server_header=False)
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, name="websub-receiver", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the WebSub receiver did not start on {host}:{port}")
+            time.sleep(0.01)
+        self._server, self._thread = server, thread
         return self.url
 
     @property
     def url(self) -> str:
-        if self._server is None:
+        if self._server is None or not self._server.servers:
             raise RuntimeError("receiver not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host if isinstance(host, str) else host.decode()}:{port}"
+        host, port = self._server.servers[0].sockets[0].getsockname()[:2]
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._server = self._thread = None
+
+    def app(self) -> FastAPI:
+        """The receiver as an ASGI app: ``GET``/``POST /websub/{feed_id}``, ``POST /ping/{publisher_id}``,
+        ``GET /healthz``. Store work runs in the thread pool, off the event loop."""
+        app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None,
+                      exception_handlers={404: _not_found, 405: _not_found})
+        app.add_route("/healthz", self._healthz, methods=["GET"])
+        app.add_route("/websub/{feed_id}", self._websub_get, methods=["GET"])
+        app.add_route("/websub/{feed_id}", self._websub_post, methods=["POST"])
+        app.add_route("/ping/{publisher_id}", self._ping_post, methods=["POST"])
+        return app
+
+    async def _healthz(self, request: Request) -> Response:
+        return _response(Reply(200, b"ok\n"))
+
+    async def _websub_get(self, request: Request) -> Response:
+        feed_id = _feed_id(request.path_params["feed_id"])
+        if feed_id is None:
+            return _response(_NOT_FOUND)
+        query: dict[str, str] = {}
+        for name, value in request.query_params.multi_items():
+            query.setdefault(name, value)  # the first value of each name
+        return _response(await run_in_threadpool(self.verify_intent, feed_id, query))
+
+    async def _websub_post(self, request: Request) -> Response:
+        refusal, body = await self._read_body(request)
+        if refusal is not None:
+            return refusal
+        feed_id = _feed_id(request.path_params["feed_id"])
+        if feed_id is None:
+            return _response(_NOT_FOUND)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        return _response(await run_in_threadpool(self.receive_delivery, feed_id, headers, body))
+
+    async def _ping_post(self, request: Request) -> Response:
+        refusal, _ = await self._read_body(request)
+        if refusal is not None:
+            return refusal
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        return _response(await run_in_threadpool(self.receive_ping, request.path_params["publisher_id"], headers))
+
+    async def _read_body(self, request: Request) -> tuple[Response | None, bytes]:
+        """The body, or the 411/413 answer: a declared length is required and capped, and an
+        oversized body is never read (the connection is closed after the answer)."""
+        cap = self._settings.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is None or not declared.strip().isdigit():
+            return _response(Reply(411, b"Content-Length required\n"), close=True), b""
+        if int(declared) > cap:
+            self._count("body_too_large")
+            return _response(Reply(413, f"body over {cap} bytes\n".encode()), close=True), b""
+        return None, await request.body()
 
     def _count(self, name: str) -> None:
         with self._lock:
@@ -531,77 +586,27 @@ class WebSubReceiver:
         return Reply(202, json.dumps({"feeds": len(feeds)}).encode(), "application/json")
 
 
-class _ReceiverHandler(BaseHTTPRequestHandler):
-    receiver: WebSubReceiver
-    protocol_version = "HTTP/1.1"
-    server_version = "newsroom-websub/0.1"
-    timeout = 15
+_NOT_FOUND = Reply(404, b"not found\n")
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
-        log.debug("websub_http " + format, *args)
 
-    def _route(self) -> tuple[str, str]:
-        parts = urlsplit(self.path).path.strip("/").split("/")
-        if len(parts) == 2 and parts[0] in ("websub", "ping"):
-            return parts[0], parts[1]
-        return parts[0] if parts else "", ""
+def _feed_id(value: str) -> str | None:
+    """``value`` if it is a feed id safe in a store key, else None (answered 404)."""
+    try:
+        layout.subscription_key(value)
+    except ValueError:
+        return None
+    return value
 
-    def _feed_id(self, value: str) -> str | None:
-        try:
-            layout.subscription_key(value)
-        except ValueError:
-            return None
-        return value
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
-        kind, ident = self._route()
-        if kind == "healthz":
-            self._reply(Reply(200, b"ok\n"))
-            return
-        feed_id = self._feed_id(ident) if kind == "websub" else None
-        if feed_id is None:
-            self._reply(Reply(404, b"not found\n"))
-            return
-        query = {k: v[0] for k, v in parse_qs(urlsplit(self.path).query, keep_blank_values=True).items()}
-        self._reply(self.receiver.verify_intent(feed_id, query))
+def _response(reply: Reply, *, close: bool = False) -> Response:
+    headers = dict(reply.headers)
+    if close:
+        headers["Connection"] = "close"  # an unread body must not be parsed as the next request
+    return Response(reply.body, status_code=reply.status, headers=headers, media_type=reply.content_type)
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
-        kind, ident = self._route()
-        body = self._read_body()
-        if body is None:
-            return
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        if kind == "websub" and (feed_id := self._feed_id(ident)) is not None:
-            self._reply(self.receiver.receive_delivery(feed_id, headers, body))
-        elif kind == "ping" and ident:
-            self._reply(self.receiver.receive_ping(ident, headers))
-        else:
-            self._reply(Reply(404, b"not found\n"))
 
-    def _read_body(self) -> bytes | None:
-        """The body, or None after answering 411/413: a declared length is required and capped."""
-        cap = self.receiver._settings.max_body_bytes
-        declared = self.headers.get("Content-Length")
-        if declared is None or not declared.strip().isdigit():
-            self.close_connection = True
-            self._reply(Reply(411, b"Content-Length required\n"))
-            return None
-        length = int(declared)
-        if length > cap:
-            self.receiver._count("body_too_large")
-            self.close_connection = True  # the unread body must not be parsed as the next request
-            self._reply(Reply(413, f"body over {cap} bytes\n".encode()))
-            return None
-        return self.rfile.read(length) if length else b""
-
-    def _reply(self, reply: Reply) -> None:
-        self.send_response(reply.status)
-        self.send_header("Content-Type", reply.content_type)
-        self.send_header("Content-Length", str(len(reply.body)))
-        for name, value in reply.headers:
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(reply.body)
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return _response(_NOT_FOUND)
 
 
 def ping_token(websub: WebSubSettings, publisher_id: str) -> str:

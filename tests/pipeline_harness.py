@@ -5,9 +5,9 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,7 +17,9 @@ from corpus_paths import CLUSTERING_CORPORA
 from s3server import S3Server
 
 from replay.site import ReplaySite
-from tasks.storage import configured_store, reset_configured_store
+from tasks.settings import current_settings, use_settings
+from tasks.storage import configured_store
+from warehouse.settings import WarehouseSettings
 from warehouse.state_blobs import zstd_content_size
 from warehouse.store import ObjectStore
 
@@ -52,24 +54,14 @@ def s3_env(server: S3Server, prefix: str) -> dict[str, str]:
 
 @contextmanager
 def pipeline_env(store_vars: dict[str, str]) -> Iterator[ObjectStore]:
-    """Point the flows at a store and allow loopback fetches for the duration of a test."""
-    from tasks.settings import get_ingest_settings
-
-    env = {**store_vars, "NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES": "true"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    reset_configured_store()
-    get_ingest_settings.cache_clear()
-    try:
+    """Run the flows of this block on a store (``store_vars``: its ``NEWSROOM_WAREHOUSE_*`` variables,
+    which a child process gets in its environment) with loopback fetches allowed: settings passed in,
+    the environment untouched."""
+    fields = {k.removeprefix("NEWSROOM_WAREHOUSE_").lower(): v for k, v in store_vars.items()}
+    settings = current_settings().with_private_addresses()
+    settings = replace(settings, warehouse=WarehouseSettings(**fields))  # type: ignore[arg-type]
+    with use_settings(settings):
         yield configured_store()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        reset_configured_store()
-        get_ingest_settings.cache_clear()
 
 
 def cycle_times(count: int, step_minutes: int = 15) -> list[datetime]:

@@ -20,7 +20,10 @@ from pipeline_harness import START
 
 from replay.site import ReplaySite
 from tasks.cluster import cluster_language, languages_in_log
-from tasks.ingest import commit_ingest, load_robots_cache, plan_due_feeds, poll_shard, robots_for_shard
+from tasks.ingest.commit import commit_ingest
+from tasks.ingest.plan import plan_due_feeds
+from tasks.ingest.poll import poll_shard
+from tasks.ingest.robots import load_robots_cache, robots_for_shard
 from tasks.rank import publish_all
 from tasks.registry import import_publishers
 from tasks.replay_control import download_publishers_csv

@@ -361,3 +361,24 @@ def article_id_from_url(canonical_url: str) -> str:
     16
     """
     return hashlib.blake2b(canonical_url.encode("utf-8"), digest_size=ARTICLE_ID_BYTES).hexdigest()
+
+
+def absolute_http_url(value: object, base: str | None) -> str | None:
+    """``value`` resolved against ``base``; None unless the result is an http(s) URL with a host.
+
+    >>> absolute_http_url(" /a?b ", "https://x.example/feed"), absolute_http_url("javascript:x()", "https://x.example/")
+    ('https://x.example/a?b', None)
+    >>> absolute_http_url("//cdn.example/i.png", "http://x.example/"), absolute_http_url(None, None)
+    ('http://cdn.example/i.png', None)
+    """
+    if not isinstance(value, str) or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        resolved = urljoin(base, value) if base else value
+        parts = urlsplit(resolved)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        return None
+    return resolved

@@ -1,9 +1,11 @@
-"""Errors raised by pure transforms."""
+"""Errors raised by pure transforms, on the one root every package shares (newsroom.errors)."""
 
 from __future__ import annotations
 
+from newsroom.errors import NewsroomError
 
-class TransformError(Exception):
+
+class TransformError(NewsroomError):
     """Base of every error a transform raises on purpose."""
 
 

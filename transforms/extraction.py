@@ -26,19 +26,19 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from datetime import datetime
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import lxml.etree
 import lxml.html
 import trafilatura
 
-from transforms.canonical_url import choose_canonical_url
+from transforms.canonical_url import absolute_http_url, choose_canonical_url
 from transforms.errors import ExtractionError
 from transforms.feeds import author_name, extract_mime_type, normalize_language, truncate_title
-from transforms.text import normalize_whitespace
+from transforms.text import declared_xml_encoding, normalize_whitespace
+from transforms.times import parse_stated_datetime
 
 MAX_HTML_BYTES = 5_000_000
 # Below this many characters trafilatura's precision output is treated as "found nothing".
@@ -119,7 +119,6 @@ _BOILERPLATE_RES = tuple(
 _SPACE_RE = re.compile(r"\s+")
 _TABLE_ROW_RE = re.compile(r"^\|(.*)\|\s*$")
 _META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
-_XML_ENCODING_RE = re.compile(rb"""^\s*<\?xml[^>]+encoding\s*=\s*["']([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8"),
     (codecs.BOM_UTF16_LE, "utf-16-le"),
@@ -190,7 +189,10 @@ def _lookup_codec(name: str | None) -> str | None:
 
 
 def _declared_charset(head: bytes) -> str | None:
-    match = _XML_ENCODING_RE.search(head) or _META_CHARSET_RE.search(head)
+    declared = declared_xml_encoding(head)
+    if declared is not None:
+        return _lookup_codec(declared)
+    match = _META_CHARSET_RE.search(head)
     return _lookup_codec(match.group(1).decode("ascii", "replace")) if match else None
 
 
@@ -397,26 +399,10 @@ def parse_datetime_utc(value: str) -> datetime | None:
     value = value.strip()
     if not value or len(value) > 64:
         return None
-    parsed: datetime | None = None
-    candidate = value.replace(" ", "T", 1) if re.match(r"^\d{4}-\d{2}-\d{2} \d", value) else value
-    # "+0000" offsets and a trailing "Z" are accepted by fromisoformat on 3.11.
-    try:
-        parsed = datetime.fromisoformat(candidate)
-    except ValueError:
-        # Drop fractional seconds fromisoformat cannot read (e.g. 7 digits) and retry.
-        trimmed = re.sub(r"(\d{2}:\d{2}:\d{2})\.\d+", r"\1", candidate)
-        try:
-            parsed = datetime.fromisoformat(trimmed)
-        except ValueError:
-            try:
-                parsed = parsedate_to_datetime(value)
-            except (TypeError, ValueError, IndexError):
-                return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    if not 1990 <= parsed.year <= 2100:
+    parsed = parse_stated_datetime(value)
+    if parsed is None or not 1990 <= parsed.year <= 2100:
         return None
-    return parsed.astimezone(UTC)
+    return parsed
 
 
 def _published_at(
@@ -803,16 +789,6 @@ def _safe_canonical(url: str, rel_canonical: str | None, og_url: str | None) -> 
         return None
 
 
-def _absolute_http_url(value: str | None, base: str | None) -> str | None:
-    if not value or not value.strip():
-        return None
-    try:
-        absolute = urljoin(base, value.strip()) if base else value.strip()
-    except ValueError:
-        return None
-    return absolute if urlsplit(absolute).scheme in ("http", "https") else None
-
-
 def _is_opinion(types: set[str], section: str | None, url: str | None) -> bool:
     if "opinionnewsarticle" in types:
         return True
@@ -919,7 +895,7 @@ def extract_page(
         text=body,
         published_at=_published_at(tree, meta, ld),
         language=language,
-        image_url=_absolute_http_url(meta.get("og:image") or meta.get("og:image:url"), base),
+        image_url=absolute_http_url(meta.get("og:image") or meta.get("og:image:url"), base),
         description=description,
         # Metadata, not text: a byline or section longer than a headline is a page's mistake.
         section=truncate_title(section) if section else None,

@@ -35,6 +35,7 @@ from transforms.signatures import (
     simhash_fingerprint,
     tokenize,
 )
+from transforms.times import parse_iso_datetime
 
 TOP_K_TERMS = 64
 MAX_ENTITIES = 32
@@ -403,7 +404,7 @@ def features_from_row(row: Mapping[str, object]) -> ArticleFeatures:
         raise ValueError(f"signature version {version!r} is not {SIGNATURE_VERSION!r}; recompute the features")
     seen = row["first_seen_at"]
     if isinstance(seen, str):
-        seen = datetime.fromisoformat(seen)
+        seen = parse_iso_datetime(seen)
     if not isinstance(seen, datetime) or seen.tzinfo is None:
         raise ValueError(f"first_seen_at must be a timezone-aware datetime, got {seen!r}")
     embedding = row["embedding"]

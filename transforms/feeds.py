@@ -37,18 +37,19 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 from xml.etree.ElementTree import Element, ParseError
 
 import defusedxml.ElementTree
 import feedparser
 from defusedxml import DefusedXmlException
 
+from transforms.canonical_url import absolute_http_url
 from transforms.errors import FeedRejectedError
-from transforms.text import normalize_whitespace
+from transforms.text import declared_xml_encoding, normalize_whitespace
+from transforms.times import parse_stated_datetime
 
 FEED_MAX_BYTES = 10 * 1024 * 1024
 FEED_MAX_ITEMS = 500
@@ -77,7 +78,6 @@ _EXTERNAL_ENTITY_RE = re.compile(r"""<!ENTITY\s+(?:%\s+)?[^\s<>"'%&]{1,100}\s+(?
 _ENTITY_NAMES_SHOWN = 5
 _ENTITY_DECLS_READ = 64
 _SUBSET_END_RE = re.compile(r"\]\s*>")
-_XML_ENCODING_RE = re.compile(r"""<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._:-]+)["']""")
 _CHARSET_RE = re.compile(r"""charset\s*=\s*["']?([A-Za-z0-9._:-]+)""", re.IGNORECASE)
 _HTTP_WHITESPACE = " \t\r\n"
 _HTTP_TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -304,8 +304,9 @@ def _sniff_texts(body: bytes, content_type: str) -> list[str]:
     else:
         encoding = "latin-1"
     texts = [body.decode(encoding, "replace")]
-    declared = (_XML_ENCODING_RE.search(texts[0][:1024]), _CHARSET_RE.search(content_type))
-    for name in {m.group(1).lower() for m in declared if m}:
+    charset = _CHARSET_RE.search(content_type)
+    declared = (declared_xml_encoding(texts[0][:1024]), charset.group(1) if charset else None)
+    for name in {d.lower() for d in declared if d}:
         try:
             if _MARKUP_PROBE.encode(name) == _MARKUP_PROBE.encode("ascii"):
                 continue  # ASCII-compatible: markup bytes read the same in the first text
@@ -434,7 +435,7 @@ def _parse_with_feedparser(
     links: list[Mapping[str, Any]] = [link for link in feed.get("links", []) if isinstance(link, Mapping)]
     return ParsedFeed(
         title=truncate_title(_detail_text(feed.get("title"), feed.get("title_detail"))) or None,
-        link=_absolute_http_url(feed.get("link"), base),
+        link=absolute_http_url(feed.get("link"), base),
         language=language,
         items=items,
         ttl_minutes=_positive_int(feed.get("ttl")),
@@ -455,7 +456,7 @@ def _feed_entry_to_item(entry: Mapping[str, Any], base: str, feed_language: str 
     if not summary_html:
         content = entry.get("content") or []
         summary_html = content[0].get("value") if content and isinstance(content[0], Mapping) else None
-    link = _absolute_http_url(entry.get("link"), base)
+    link = absolute_http_url(entry.get("link"), base)
     published_at = _entry_date(entry, "published") or _entry_date(entry, "created")
     updated_at = _entry_date(entry, "updated")
     title_detail = entry.get("title_detail")
@@ -546,7 +547,7 @@ def _entry_image(entry: Mapping[str, Any], base: str) -> str | None:
     if isinstance(image, Mapping):
         candidates.append(image.get("href") or image.get("url"))
     for candidate in candidates:
-        resolved = _absolute_http_url(candidate, base)
+        resolved = absolute_http_url(candidate, base)
         if resolved:
             return resolved
     return None
@@ -564,7 +565,7 @@ def _link_with_rel(links: Iterable[Mapping[str, Any]], rel: str, base: str) -> s
     for link in links:
         rels = str(link.get("rel") or "").lower().split()
         if rel in rels:
-            resolved = _absolute_http_url(link.get("href"), base)
+            resolved = absolute_http_url(link.get("href"), base)
             if resolved:
                 return resolved
     return None
@@ -614,7 +615,7 @@ def _parse_news_sitemap(body: bytes, url: str, max_items: int) -> ParsedFeed:
         if _local(entry.tag) != "url":
             continue
         news = _child(entry, "news")
-        loc = _absolute_http_url(_child_text(entry, "loc"), url)
+        loc = absolute_http_url(_child_text(entry, "loc"), url)
         if news is None or loc is None:
             continue
         pub = _child(news, "publication")
@@ -631,11 +632,11 @@ def _parse_news_sitemap(body: bytes, url: str, max_items: int) -> ParsedFeed:
                 link=loc,
                 title=_plain_line(_child_text(news, "title")),
                 summary="",
-                published_at=_parse_iso_datetime(_child_text(news, "publication_date")),
-                updated_at=_parse_iso_datetime(_child_text(entry, "lastmod")),
+                published_at=parse_stated_datetime(_child_text(news, "publication_date")),
+                updated_at=parse_stated_datetime(_child_text(entry, "lastmod")),
                 categories=_unique(truncate_title(normalize_whitespace(k)) for k in keywords),
                 author=None,
-                image_url=_absolute_http_url(_child_text(image, "loc"), url) if image is not None else None,
+                image_url=absolute_http_url(_child_text(image, "loc"), url) if image is not None else None,
                 language=language,
             )
         )
@@ -686,25 +687,25 @@ def _parse_json_feed(body: bytes, url: str, max_items: int) -> ParsedFeed:
         or isinstance(data.get("items"), list)
     ):
         return _empty_feed(is_malformed=True, error="JSON document is not a JSON Feed (no version, no items)")
-    base = _absolute_http_url(data.get("feed_url"), url) or url
+    base = absolute_http_url(data.get("feed_url"), url) or url
     language = normalize_language(data.get("language"))
     # JSON Feed 1.1: an item without authors has the feed's (1.1 "authors", 1.0 "author").
     feed_authors = _json_authors(data)
     items = [_json_item_to_item(raw, base, language, feed_authors) for raw in _list_of_dicts(data.get("items"))]
     hub_url = next(
-        (u for u in (_absolute_http_url(h.get("url"), base) for h in _list_of_dicts(data.get("hubs"))) if u),
+        (u for u in (absolute_http_url(h.get("url"), base) for h in _list_of_dicts(data.get("hubs"))) if u),
         None,
     )
     return ParsedFeed(
         title=truncate_title(_json_text(data.get("title"))) or None,
-        link=_absolute_http_url(data.get("home_page_url"), base),
+        link=absolute_http_url(data.get("home_page_url"), base),
         language=language,
         items=_dedupe_items(items, max_items),
         ttl_minutes=None,
         skip_hours=frozenset(),
         skip_days=frozenset(),
         hub_url=hub_url,
-        self_url=_absolute_http_url(data.get("feed_url"), url),
+        self_url=absolute_http_url(data.get("feed_url"), url),
         is_malformed=False,
         error=None,
     )
@@ -712,14 +713,14 @@ def _parse_json_feed(body: bytes, url: str, max_items: int) -> ParsedFeed:
 
 def _json_item_to_item(raw: dict[str, Any], base: str, feed_language: str | None,
                        feed_authors: tuple[str, ...] = ()) -> FeedItem:
-    link = _absolute_http_url(raw.get("url") or raw.get("external_url"), base)
+    link = absolute_http_url(raw.get("url") or raw.get("external_url"), base)
     # JSON Feed titles, summaries and content_text are plain text by the spec: markup quoted in
     # them is text ("Why <div> soup is bad"); only content_html is HTML (#16).
     full_title = _json_text(raw.get("title"))
     summary = (_json_text(raw.get("summary")) or _json_text(raw.get("content_text"))
                or _plain_text(_str_or_none(raw.get("content_html"))))
     published = _str_or_none(raw.get("date_published"))
-    updated_at = _parse_iso_datetime(_str_or_none(raw.get("date_modified")))
+    updated_at = parse_stated_datetime(_str_or_none(raw.get("date_modified")))
     raw_id = raw.get("id")  # a string in the spec, but numbers are common
     tags = raw.get("tags")
     return FeedItem(
@@ -727,13 +728,13 @@ def _json_item_to_item(raw: dict[str, Any], base: str, feed_language: str | None
         link=link,
         title=truncate_title(full_title),
         summary=_truncate(summary, SUMMARY_MAX_CHARS),
-        published_at=_parse_iso_datetime(published) or updated_at,
+        published_at=parse_stated_datetime(published) or updated_at,
         updated_at=updated_at,
         categories=_unique(
             _plain_line(t) for t in (tags if isinstance(tags, list) else []) if isinstance(t, str)
         ),
         author=_byline(_json_authors(raw) or feed_authors),
-        image_url=_absolute_http_url(raw.get("image") or raw.get("banner_image"), base),
+        image_url=absolute_http_url(raw.get("image") or raw.get("banner_image"), base),
         language=normalize_language(raw.get("language")) or feed_language,
     )
 
@@ -908,23 +909,6 @@ def _truncate(text: str, limit: int) -> str:
     return cut.rstrip() + ELLIPSIS
 
 
-def _absolute_http_url(value: object, base: str) -> str | None:
-    """``value`` resolved against ``base``; ``None`` unless the result is an http(s) URL."""
-    if not isinstance(value, str):
-        return None
-    value = value.strip()
-    if not value:
-        return None
-    try:
-        resolved = urljoin(base, value)
-        parts = urlsplit(resolved)
-    except ValueError:
-        return None
-    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
-        return None
-    return resolved
-
-
 def normalize_language(value: object) -> str | None:
     """The primary subtag of a declared language: ``en_US ``, ``en US``, ``EN-us`` -> ``en``.
 
@@ -986,36 +970,6 @@ def _struct_to_datetime(value: object) -> datetime | None:
         seconds = calendar.timegm(value)
         return datetime.fromtimestamp(seconds, tz=UTC)
     except (OverflowError, ValueError, OSError):
-        return None
-
-
-def _parse_iso_datetime(value: str | None) -> datetime | None:
-    """W3C/RFC 3339 datetime (or RFC 822 as a fallback) to UTC; ``None`` if unparseable.
-
-    A date without a time is midnight UTC; a time without an offset is taken as UTC.
-
-    >>> _parse_iso_datetime("2024-05-01T10:00:00+02:00")
-    datetime.datetime(2024, 5, 1, 8, 0, tzinfo=datetime.timezone.utc)
-    >>> _parse_iso_datetime("yesterday") is None
-    True
-    """
-    if not value or not value.strip():
-        return None
-    text = value.strip()
-    if text[-1:] in "Zz":
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        try:
-            parsed = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    try:
-        return parsed.astimezone(UTC)
-    except (OverflowError, ValueError):
         return None
 
 

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from transforms.diversity import DiversityRule, diversify, stabilize_order
+from transforms.records import PageSource, PageStory, RankedStory
 from transforms.representative import (
     RepresentativeChoice,
     RepresentativeWeights,
@@ -25,6 +26,7 @@ from transforms.representative import (
     term_vector,
 )
 from transforms.sections import article_section_votes, story_sections_from_votes
+from transforms.times import parse_iso_datetime
 
 TOP_SECTION = "top"
 PAGE_SOURCES = 6
@@ -67,13 +69,14 @@ def choose_representative(members: list[Mapping[str, Any]]) -> Mapping[str, Any]
     return min(originals, key=lambda m: (-float(m["authority"] or 0), m["first_seen_at"], m["article_id"]))
 
 
-def _source(m: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "article_id": m["article_id"], "publisher_id": m["publisher_id"], "publisher": m["publisher"],
-        "title": m["title"], "url": m["url"], "first_seen_at": iso(m["first_seen_at"]),
-        "is_copy": bool(m["is_copy"]), "is_opinion": bool(m["is_opinion"]),
-        "is_paywalled": bool(m["is_paywalled"]), "region": m["region"],
-    }
+def page_source(m: Mapping[str, Any]) -> PageSource:
+    """A member article (a ``story_members.sql`` row) as a page lists it."""
+    return PageSource(m["article_id"], m["publisher_id"], m["publisher"], m["title"], m["url"], iso(m["first_seen_at"]),
+                      bool(m["is_copy"]), bool(m["is_opinion"]), bool(m["is_paywalled"]), m["region"])
+
+
+def _source(m: Mapping[str, Any]) -> dict[str, object]:
+    return page_source(m).to_json()
 
 
 def story_sections(members: list[Mapping[str, Any]]) -> list[str]:
@@ -295,11 +298,15 @@ def carry_impressions(previous_pool: Mapping[str, Any] | None, now: datetime) ->
 
 
 def _parse_iso(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    parsed = parse_iso_datetime(value)
+    if parsed is None:
+        raise ValueError(f"not an ISO 8601 instant with an offset: {value!r}")
+    return parsed
 
 
-def _parts(r: Mapping[str, Any]) -> dict[str, float]:
-    return {k: round(float(r[k]), 4) for k in ("coverage", "velocity", "freshness", "regional_share")}
+def _parts(r: RankedStory) -> dict[str, float]:
+    return {"coverage": round(r.coverage, 4), "velocity": round(r.velocity, 4), "freshness": round(r.freshness, 4),
+            "regional_share": round(r.regional_share, 4)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,7 +328,7 @@ class StoryFacts:
 
 
 def build_ranked_pages(
-    ranked: Iterable[Mapping[str, Any]],
+    ranked: Iterable[RankedStory],
     facts: Mapping[str, StoryFacts],
     members: Mapping[str, list[Mapping[str, Any]]],
     now: datetime,
@@ -335,7 +342,7 @@ def build_ranked_pages(
     """Pages (and each edition's pool) from ``rank_editions`` rows.
 
     Args:
-        ranked: Rows of transforms.ranking.rank_editions, any order.
+        ranked: The rows of transforms.ranking.rank_editions, any order.
         facts: :class:`StoryFacts` of at least every ranked story.
         members: Story id → its members (rows of story_members.sql, first seen first); read only
             for the stories a page may list (centroids, representatives, sources), so it may
@@ -355,10 +362,10 @@ def build_ranked_pages(
     sections_of = {sid: f.sections for sid, f in facts.items()}
     # a story with no titled article is skipped, so it never refuses the whole page
     listable = {sid for sid, f in facts.items() if f.is_listable}
-    rows_by_page: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    rows_by_page: dict[tuple[str, str], list[RankedStory]] = defaultdict(list)
     for r in ranked:
-        if r["story_id"] in listable:
-            rows_by_page[(r["edition"], r["section"])].append(r)
+        if r.story_id in listable:
+            rows_by_page[(r.edition, r.section)].append(r)
     centroids: dict[str, dict[str, float]] = {}
 
     def story_centroid(sid: str) -> dict[str, float]:
@@ -378,17 +385,17 @@ def build_ranked_pages(
         page_ids: dict[str, list[str]] = {}
         page_sections = sorted((s for e, s in rows_by_page if e == edition), key=lambda s: (s != TOP_SECTION, s))
         for section in page_sections:
-            rows = sorted(rows_by_page[(edition, section)], key=lambda r: r["position"])
+            rows = sorted(rows_by_page[(edition, section)], key=lambda r: r.position)
             limit = rules.limits.top_stories if section == TOP_SECTION else rules.limits.section_stories
             if section != TOP_SECTION and len(rows) < rules.limits.min_section_stories:
                 continue
-            scores = {r["story_id"]: float(r["score"]) for r in rows}
-            pinned = frozenset(r["story_id"] for r in rows if r["is_pinned"])
-            order = stabilize_order([r["story_id"] for r in rows], scores, previous.get((edition, section), []),
+            scores = {r.story_id: r.score for r in rows}
+            pinned = frozenset(r.story_id for r in rows if r.is_pinned)
+            order = stabilize_order([r.story_id for r in rows], scores, previous.get((edition, section), []),
                                     margin=rules.swap_margin, pinned=pinned)
-            fresh = [r["story_id"] for r in rows
-                     if section == TOP_SECTION and (now - r["first_seen_at"]).total_seconds() <= rules.fresh_minutes * 60
-                     and facts[r["story_id"]].source_count <= rules.fresh_max_sources]
+            fresh = [r.story_id for r in rows
+                     if section == TOP_SECTION and (now - r.first_seen_at).total_seconds() <= rules.fresh_minutes * 60
+                     and facts[r.story_id].source_count <= rules.fresh_max_sources]
             page_ids[section] = diversify(order, sections_of, similarity, rule=rules.diversity, fresh=fresh,
                                           limit=limit, cap_sections=section == TOP_SECTION)
         if TOP_SECTION not in page_ids:
@@ -411,45 +418,49 @@ def build_ranked_pages(
                 if section == TOP_SECTION:
                     counts[rep["publisher_id"]] = (counts.get(rep["publisher_id"], 0.0)
                                                    + rules.representative.impression_minutes)
-        by_id = {r["story_id"]: r for r in rows_by_page[(edition, TOP_SECTION)]}
+        by_id = {r.story_id: r for r in rows_by_page[(edition, TOP_SECTION)]}
         for section, ids in page_ids.items():
-            row_of = {r["story_id"]: r for r in rows_by_page[(edition, section)]}
+            row_of = {r.story_id: r for r in rows_by_page[(edition, section)]}
             stories = []
             for rank, sid in enumerate(ids, start=1):
-                r = row_of[sid]
-                rep = chosen_rep[sid]
-                card = build_story(sid, by_story[sid], full=False)
-                support = supporting_links(rep, by_story[sid], count=rules.representative.supporting,
-                                           mmr_lambda=rules.representative.mmr_lambda)
-                card.update({
-                    "title": rep["title"], "snippet": rep["snippet"], "image_url": rep["image_url"],
-                    "representative_id": rep["article_id"], "sections": sections_of[sid],
-                    "sources": [_source(m) for m in [rep, *support][:PAGE_SOURCES]],
-                    "rank": rank, "score": round(float(r["score"]), 4), "score_parts": _parts(r),
-                    "is_breaking": bool(r["is_breaking"]), "breaking_since": iso(r["breaking_since"]),
-                    "representative_choice": chosen_why[sid].summary(),
-                })
-                stories.append(card)
+                stories.append(_page_story(sid, by_story[sid], chosen_rep[sid], row_of[sid], rank, sections_of[sid],
+                                           chosen_why[sid], rules).to_json())
                 listed[sid].add(edition)
             pages[(edition, section)] = {"schema": "newsroom.page/1", "edition": edition, "section": section,
                                          "as_of": iso(now), "stories": stories}
-        pool = sorted(by_id.values(), key=lambda r: r["position"])[: rules.pool_stories]
+        pool = sorted(by_id.values(), key=lambda r: r.position)[: rules.pool_stories]
         pages[(edition, POOL_SECTION)] = {
             "schema": "newsroom.pool/1", "edition": edition, "section": POOL_SECTION, "as_of": iso(now),
             "impressions": {"day": now.strftime("%Y-%m-%d"), "counts": dict(sorted(impressions.get(edition, {}).items()))},
             "representatives": [chosen_rep[sid]["publisher_id"] for sid in page_ids[TOP_SECTION]],
-            "stories": [_pool_entry(r, facts[r["story_id"]], chosen_rep.get(r["story_id"])) for r in pool],
+            "stories": [_pool_entry(r, facts[r.story_id], chosen_rep.get(r.story_id)) for r in pool],
         }
     return pages, listed
 
 
-def _pool_entry(r: Mapping[str, Any], facts: StoryFacts, rep: Mapping[str, Any] | None) -> dict[str, Any]:
+def _page_story(sid: str, members: list[Mapping[str, Any]], rep: Mapping[str, Any], r: RankedStory, rank: int,
+                sections: list[str], why: RepresentativeChoice, rules: EditionRules) -> PageStory:
+    """A story as one edition's page lists it: that edition's representative first, then the links
+    that best support it; the counts and times are the whole story's."""
+    base = build_story(sid, members, full=False)
+    support = supporting_links(rep, members, count=rules.representative.supporting,
+                               mmr_lambda=rules.representative.mmr_lambda)
+    return PageStory(
+        story_id=sid, title=rep["title"], snippet=rep["snippet"], image_url=rep["image_url"],
+        language=base["language"], sections=tuple(sections), first_seen_at=base["first_seen_at"],
+        updated_at=base["updated_at"], source_count=base["source_count"], article_count=base["article_count"],
+        representative_id=rep["article_id"], sources=tuple(page_source(m) for m in [rep, *support][:PAGE_SOURCES]),
+        rank=rank, score=round(r.score, 4), score_parts=_parts(r), is_breaking=r.is_breaking,
+        breaking_since=iso(r.breaking_since), representative_choice=why.summary())
+
+
+def _pool_entry(r: RankedStory, facts: StoryFacts, rep: Mapping[str, Any] | None) -> dict[str, Any]:
     """A compact card for the pool: enough for serving to show a story it re-ranks (For you).
     The representative is the edition's when the story is on a page, else the story-level one."""
     chosen = rep or facts.representative
     return {
-        "story_id": facts.story_id, "score": round(float(r["score"]), 4), "score_parts": _parts(r),
-        "sections": facts.sections, "is_breaking": bool(r["is_breaking"]), "breaking_since": iso(r["breaking_since"]),
+        "story_id": facts.story_id, "score": round(r.score, 4), "score_parts": _parts(r),
+        "sections": facts.sections, "is_breaking": r.is_breaking, "breaking_since": iso(r.breaking_since),
         "title": chosen["title"], "snippet": chosen["snippet"], "image_url": chosen["image_url"],
         "language": facts.language, "first_seen_at": iso(facts.first_seen_at), "updated_at": iso(facts.updated_at),
         "source_count": facts.source_count, "article_count": facts.article_count,

@@ -25,6 +25,9 @@ from datetime import datetime, timedelta
 import polars as pl
 
 TOP_SECTION = "top"
+RANKED_COLUMNS = ("edition", "section", "story_id", "score", "coverage", "velocity", "freshness", "regional_share",
+                  "is_breaking", "is_pinned", "breaking_since", "first_seen_at", "position")
+"""What :func:`rank_editions` returns, in order: the fields of ``transforms.records.RankedStory``."""
 
 STORY_PARTS_SCHEMA: dict[str, object] = {
     "story_id": pl.String, "language": pl.String, "first_seen_at": pl.Datetime("us", "UTC"),
@@ -235,6 +238,5 @@ def rank_editions(scored: pl.LazyFrame, story_sections: pl.LazyFrame, editions: 
         .sort(["edition", "section", "is_pinned", "score", "story_id"], descending=[False, False, True, True, False])
         .with_columns(position=pl.int_range(1, pl.len() + 1).over("edition", "section"))
         .filter(pl.col("position") <= pl.col("k"))
-        .select("edition", "section", "story_id", "score", "coverage", "velocity", "freshness", "regional_share",
-                "is_breaking", "is_pinned", "breaking_since", "first_seen_at", "position")
+        .select(*RANKED_COLUMNS)
     )

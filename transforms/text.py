@@ -110,3 +110,21 @@ def _drop_leading_title(source: str, title: str | None) -> str:
         return source
     rest = source[len(headline):].lstrip(" .:;,-–—|")
     return rest or source
+
+
+_XML_ENCODING_RE = re.compile(r"""^(?:\ufeff|\xef\xbb\xbf)?\s*<\?xml\s[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:-]+)["']""",
+                              re.IGNORECASE)
+
+
+def declared_xml_encoding(head: str | bytes) -> str | None:
+    """The ``encoding`` of an XML declaration at the start of a document (after a byte-order mark
+    and whitespace), as written; None without one. Bytes are read one character per byte.
+
+    >>> declared_xml_encoding(b'<?xml version="1.0" encoding="windows-1251"?><rss/>')
+    'windows-1251'
+    >>> declared_xml_encoding("\\ufeff<?xml version='1.0' encoding='UTF-8'?>"), declared_xml_encoding("<rss/>")
+    ('UTF-8', None)
+    """
+    text = head.decode("latin-1") if isinstance(head, bytes) else head
+    match = _XML_ENCODING_RE.match(text)
+    return match.group(1) if match else None

@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from transforms.times import parse_iso_datetime
+
 SIGNATURE_ALGORITHMS: dict[str, Any] = {
     "sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha384": hashlib.sha384, "sha512": hashlib.sha512,
 }
@@ -349,7 +351,7 @@ def subscription_from_dict(data: dict[str, Any]) -> Subscription:
 def _instant(value: object, name: str) -> datetime | None:
     if value is None:
         return None
-    when = datetime.fromisoformat(str(value))
-    if when.tzinfo is None:
-        raise ValueError(f"{name} must carry a UTC offset")
+    when = parse_iso_datetime(value if isinstance(value, str) else str(value))
+    if when is None:
+        raise ValueError(f"{name} must be an ISO 8601 instant with a UTC offset: {value!r}")
     return when

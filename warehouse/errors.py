@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from newsroom.errors import NewsroomError
 
-class NewsroomError(Exception):
-    """Base of every error newsroom raises on purpose."""
+__all__ = [
+    "CorruptObjectError", "NewsroomError", "ObjectNotFoundError", "PreconditionFailedError",
+    "ProfileDbError", "SchemaMismatchError", "SnapshotNotFoundError", "StateBlobError", "WarehouseError",
+]
 
 
 class WarehouseError(NewsroomError):
@@ -40,4 +43,12 @@ class CorruptObjectError(WarehouseError):
 
     Readers on the pipeline's and the site's path skip or quarantine such an object and name its
     key in a recorded error (docs/store-faults.md); nothing else stops because of it.
+    """
+
+
+class StateBlobError(WarehouseError, ValueError):
+    """A state blob that is neither Zstandard nor gzip, or whose frame cannot be read.
+
+    Also a ``ValueError``, as it was before it joined the one error root: callers that catch that
+    keep catching it.
     """

@@ -16,11 +16,11 @@ import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import duckdb
 
 from warehouse import layout
+from warehouse.checkpoints import WriterCheckpoint
 from warehouse.damage import describe_error, kind_of_key
 from warehouse.duck import load_sql
 from warehouse.errors import CorruptObjectError, ObjectNotFoundError, SnapshotNotFoundError
@@ -51,17 +51,9 @@ def finding(key: str, problem: str, named_by: str | None = None) -> Finding:
     return Finding(key, kind_of_key(key), problem, named_by)
 
 
-def parse_checkpoint(data: bytes) -> dict[str, Any] | None:
+def parse_checkpoint(data: bytes) -> WriterCheckpoint | None:
     """A language writer's checkpoint, or None when the bytes are not one (garbage, truncated, wrong fields)."""
-    try:
-        checkpoint = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("offset"), int) \
-            or not isinstance(checkpoint.get("state_key"), str | None) \
-            or not isinstance(checkpoint.get("consumed"), list):
-        return None
-    return checkpoint
+    return WriterCheckpoint.parse(data)
 
 
 def _version_problem(data: bytes, key: str) -> str | None:
@@ -206,8 +198,8 @@ def check_writers(store: ObjectStore, *, verify_states: bool = True) -> tuple[di
         if checkpoint is None:
             findings.append(finding(key, "corrupt: not a checkpoint"))
             continue
-        offsets[language] = int(checkpoint["offset"])
-        state_key = checkpoint.get("state_key")
+        offsets[language] = checkpoint.offset
+        state_key = checkpoint.state_key
         if state_key is None:
             continue
         try:

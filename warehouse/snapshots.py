@@ -23,6 +23,7 @@ from warehouse.errors import (
     WarehouseError,
 )
 from warehouse.store import ObjectStore
+from warehouse.times import parse_instant
 
 PAGE_SCHEMA = "newsroom.page/1"
 STORIES_SCHEMA = "newsroom.stories/1"
@@ -304,20 +305,10 @@ def read_fallback_stories(store: ObjectStore) -> LivePage | None:
     return _fallback_at(store, layout.story_snapshot_pointer_key(), layout.story_snapshot_key)
 
 
-def _parse_instant(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
-
-
 def _stale_reason(payload: Mapping[str, Any], live: Mapping[str, Any]) -> str | None:
     """Why ``payload`` must not replace ``live``: it describes an earlier instant (a retried or
     overlapping run with an older ``now``). The same instant may publish again (a rerun)."""
-    new, old = _parse_instant(payload.get("as_of")), _parse_instant(live.get("as_of"))
+    new, old = parse_instant(payload.get("as_of")), parse_instant(live.get("as_of"))
     if new is not None and old is not None and new < old:
         return f"stale: as_of {payload['as_of']} is older than the live version's {live['as_of']}"
     return None

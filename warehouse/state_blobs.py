@@ -21,15 +21,13 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
+from warehouse.errors import StateBlobError
+
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_LEVEL = 1
 MAX_STATE_BYTES = 16 << 30
 """Largest decompressed state read (16 GiB): a corrupt or hostile header never sizes a buffer past it."""
-
-
-class StateBlobError(ValueError):
-    """A state blob that is neither Zstandard nor gzip, or whose frame cannot be read."""
 
 
 def _default(value: object) -> object:

@@ -6,10 +6,9 @@ import json
 
 from fastapi import APIRouter, Request, Response
 
-from serving.cache import CachedBody
 from serving.deps import CacheDep, EditionPath, SectionPath
 from serving.models import EditionListPublic, ErrorPublic, PagePublic, VersionPublic
-from serving.responses import shared_response
+from serving.responses import CachedBody, shared_response
 
 router = APIRouter(prefix="/v1/editions", tags=["editions"])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,8 +15,12 @@ from fastapi.testclient import TestClient
 
 from serving.app import create_app
 from serving.settings import ServingSettings
+from serving.signing import Signer
+from warehouse import layout
+from warehouse.schemas import CLICKS_SCHEMA
 from warehouse.snapshots import PAGE_SCHEMA, STORIES_SCHEMA, publish_page, publish_stories
 from warehouse.store import LocalStore, ObjectStore, StoredObject
+from warehouse.tables import list_segments, read_segments
 
 
 def accept(new: dict[str, Any], previous: dict[str, Any] | None) -> str | None:
@@ -332,3 +337,48 @@ def local_store(tmp_path: Path) -> ObjectStore:
 def client(local_store: ObjectStore, tmp_path: Path) -> Iterator[TestClient]:
     with TestClient(create_app(local_store, settings_for(tmp_path))) as c:
         yield c
+
+
+# -- readers, tokens and clicks over the fixture -------------------------------------------------
+
+FIRST_ARTICLE = "0196f1c2a3b40001-a0"
+"""The lead article of the fixture's first story."""
+SPORTS_STORY = "0196f1c2a3b40004"
+
+
+def signer() -> Signer:
+    return Signer(HMAC_KEY.encode(), click_ttl_seconds=86400, session_ttl_seconds=86400)
+
+
+def publish_with_first_url(store: ObjectStore, url: str) -> None:
+    """The en-US front page and story snapshot, with the first story's lead article at ``url``."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    stories = make_stories(now)
+    stories[0]["sources"][0]["url"] = url
+    assert publish_page(store, "en-US", "top", page_payload("en-US", "top", stories, now), now=now,
+                        validate=accept).published
+    assert publish_stories(store, stories_payload(stories, ["en-US"], now, ALIASES), now=now, validate=accept).published
+
+
+def client_with_first_url(tmp_path: Path, url: str) -> tuple[ObjectStore, TestClient]:
+    store = LocalStore(tmp_path / "store")
+    publish_with_first_url(store, url)
+    return store, TestClient(create_app(store, settings_for(tmp_path)), raise_server_exceptions=False)
+
+
+def sign_in(client: TestClient, reader: str) -> dict[str, str]:
+    return {"Authorization": "Bearer " + client.post("/v1/session", json={"reader": reader}).json()["token"]}
+
+
+def clicks_in(store: ObjectStore, client: TestClient | None = None) -> list[dict[str, object]]:
+    """The clicks written to ``store``, after ``client``'s app wrote its buffer when given."""
+    if client is not None:
+        flush_clicks(client)
+    keys = list_segments(store, layout.CLICKS_PREFIX)
+    return read_segments(store, keys, CLICKS_SCHEMA).to_pylist() if keys else []
+
+
+def token_json(token: str) -> str:
+    """What anyone can read from a token without the key: its payload, as text."""
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    return raw[:-32].decode()

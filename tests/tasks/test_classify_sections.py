@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tasks.ingest import FeedJob, build_article_row, empty_state
+from tasks.ingest.pages import build_article_row
+from tasks.ingest.plan import FeedJob
 from tasks.sections import guess_sections, load_section_model
 from transforms.embedding import EMBEDDING_MODEL, embed_texts
 from transforms.feeds import FeedItem
+from transforms.records import FeedState
 from transforms.sections import SECTIONS, section_probabilities
 
 pytestmark = pytest.mark.slow  # loads the sentence-embedding model
@@ -85,21 +87,21 @@ def test_ingest_stores_the_guess_the_command_prints(tmp_path: Path) -> None:
         item = FeedItem(guid=str(i), link=f"https://paper.example/a/{i}", title=title, summary=summary,
                         published_at=NOW, updated_at=None, categories=(), author=None, image_url=None,
                         language=language)
-        job = FeedJob("f", "https://paper.example/feed", "paper", language, "SG", "", empty_state("f"))
+        job = FeedJob("f", "https://paper.example/feed", "paper", language, "SG", "", FeedState("f"))
         row = build_article_row(job, item, b"<html><head></head><body></body></html>", item.link or "", NOW)
         rows.append(row)
-        lines.append({"id": i, "title": row["title"], "text": summary, "language": language})
+        lines.append({"id": i, "title": row.title, "text": summary, "language": language})
     printed = _run(tmp_path, lines, "ingest")
-    assert [r["section_guess"] for r in rows] == [p["section"] for p in printed]
-    assert [r["section_guess"] is not None for r in rows] == [answers for *_, answers in CASES]
+    assert [r.section_guess for r in rows] == [p["section"] for p in printed]
+    assert [r.section_guess is not None for r in rows] == [answers for *_, answers in CASES]
 
 
 def test_without_an_embedding_the_text_casts_no_vote() -> None:
-    job = FeedJob("f", "https://paper.example/feed", "paper", "en", "US", "", empty_state("f"))
+    job = FeedJob("f", "https://paper.example/feed", "paper", "en", "US", "", FeedState("f"))
     item = FeedItem(guid="1", link="https://paper.example/a/1", title="Stocks slide", summary="Markets fell.",
                     published_at=NOW, updated_at=None, categories=(), author=None, image_url=None, language="en")
     row = build_article_row(job, item, b"<html></html>", "https://paper.example/a/1", NOW, embed=False)
-    assert row["section_guess"] is None
+    assert row.section_guess is None
     assert guess_sections([None, ()]) == [None, None]
 
 

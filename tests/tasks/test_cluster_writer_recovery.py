@@ -16,13 +16,13 @@ from repair_corpus import T0, changes_of, final_story, mannheim, two_event_strea
 from tasks.cluster import (
     STATE_KEY_METADATA,
     WriterFencedError,
-    change_row,
     cluster_language,
     commit_writer,
     languages_in_log,
     load_writer_state,
     open_writer,
 )
+from transforms.records import StoryChange
 from warehouse import layout
 from warehouse.maintenance import prune_writer_states
 from warehouse.schemas import STORY_CHANGES_SCHEMA
@@ -125,8 +125,8 @@ def test_a_change_segment_written_before_segments_named_their_state_still_rolls_
     store.delete(blob)
 
     checkpoint, _ = open_writer(store, "en")
-    assert checkpoint["state_key"] == layout.story_state_key("en", len(articles))
-    assert checkpoint["offset"] == len(articles)
+    assert checkpoint.state_key == layout.story_state_key("en", len(articles))
+    assert checkpoint.offset == len(articles)
     assert final_story(changes_of(store)) == _reference(tmp_path, articles, now)
 
 
@@ -138,7 +138,7 @@ def test_a_writer_that_loses_the_change_segment_to_other_decisions_is_fenced(tmp
     clusterer, seen = load_writer_state(store, "en", checkpoint)
 
     def decisions(story_id: str) -> list[dict[str, object]]:
-        return [change_row("en", 0, "new_story", story_id, "m0", None, None, 1.0, T0)]
+        return [StoryChange.at("en", 0, "new_story", story_id, article_id="m0", score=1.0, changed_at=T0)]
 
     commit_writer(store, "en", etag, 0, decisions("s-first"), clusterer, seen, [], now)
     with pytest.raises(WriterFencedError, match="changes of en at 0"):

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.ingest import empty_state, plan_due_feeds
+from tasks.ingest.plan import plan_due_feeds
 from tasks.registry import import_publishers
+from transforms.records import FeedState
 from warehouse import layout
 from warehouse.schemas import FEED_STATE_SCHEMA
 from warehouse.store import LocalStore
@@ -25,9 +26,9 @@ def _store(tmp_path: Path, last_polled: timedelta, **state_fields: object) -> Lo
                    "herald,Herald,herald.test,US,en,2,0.5,false,false,https://herald.test/rss,world\n")
     registry = import_publishers(store, csv).registry
     feed_id = registry.feeds[0]["feed_id"]
-    state = dict(empty_state(feed_id), next_poll_at=NOW + timedelta(minutes=20), last_polled_at=NOW - last_polled)
-    state.update(state_fields)
-    write_table(store, layout.FEED_STATE_KEY, rows_to_table([state], FEED_STATE_SCHEMA), FEED_STATE_SCHEMA)
+    fields: dict[str, object] = {"next_poll_at": NOW + timedelta(minutes=20), "last_polled_at": NOW - last_polled}
+    state = FeedState(feed_id, **{**fields, **state_fields})  # type: ignore[arg-type]
+    write_table(store, layout.FEED_STATE_KEY, rows_to_table([state.to_row()], FEED_STATE_SCHEMA), FEED_STATE_SCHEMA)
     return store
 
 

@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tasks.ingest import FeedJob, build_article_row, empty_state
+from tasks.ingest.pages import build_article_row
+from tasks.ingest.plan import FeedJob
 from transforms.feeds import parse_feed
+from transforms.records import ArticleRow, FeedState
 from warehouse import layout
 
 NOW = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
@@ -17,30 +19,30 @@ LINK = "https://herald.example/news/1"
 PAGE = b"<html><head><title>Budget</title></head><body><p>42</p></body></html>"
 
 
-def _row(channel_language: str) -> dict[str, object]:
+def _row(channel_language: str) -> ArticleRow:
     feed = parse_feed(
         (f'<?xml version="1.0"?><rss version="2.0"><channel><title>Herald</title>'
          f"<language>{channel_language}</language>"
          f"<item><guid>1</guid><title>Budget</title><link>{LINK}</link></item>"
          "</channel></rss>").encode(), FEED_URL)
-    job = FeedJob("f", FEED_URL, "herald", "de", "US", "", empty_state("f"))
+    job = FeedJob("f", FEED_URL, "herald", "de", "US", "", FeedState("f"))
     return build_article_row(job, feed.items[0], PAGE, LINK, NOW, embed=False)
 
 
 @pytest.mark.parametrize("declared", ["en US", "en_US", "EN-us", " en-GB ", "en"])
 def test_a_feed_language_is_stored_as_its_primary_subtag(declared: str) -> None:
     row = _row(declared)
-    assert row["language"] == "en"
-    layout.story_checkpoint_key(str(row["language"]))  # names a writer
+    assert row.language == "en"
+    layout.story_checkpoint_key(row.language)  # names a writer
 
 
 @pytest.mark.parametrize("declared", ["English", "und", "x-klingon", "e n"])
 def test_an_unreadable_feed_language_leaves_the_publishers(declared: str) -> None:
-    assert _row(declared)["language"] == "de"
+    assert _row(declared).language == "de"
 
 
 def test_three_letter_codes_are_kept() -> None:
-    assert _row("fil-PH")["language"] == "fil"
+    assert _row("fil-PH").language == "fil"
 
 
 def test_a_publisher_registry_language_is_its_primary_tag(tmp_path) -> None:
@@ -74,9 +76,9 @@ def _undeclared_page(row: dict[str, str]) -> bytes:
 def _guessed(page: bytes, publisher_language: str, site: tuple[str, ...]) -> object:
     from transforms.feeds import FeedItem
 
-    job = FeedJob("f", FEED_URL, "p", publisher_language, "MY", "", empty_state("f"), site_languages=site)
+    job = FeedJob("f", FEED_URL, "p", publisher_language, "MY", "", FeedState("f"), site_languages=site)
     return build_article_row(job, FeedItem(LINK, LINK, "", "", None, None, (), None, None, None), page, LINK, NOW,
-                             embed=False)["language"]
+                             embed=False).language
 
 
 def test_every_malay_article_is_malay_when_nothing_declares_a_language() -> None:

@@ -13,10 +13,14 @@ import pytest
 from loopback import serve
 
 from tasks.http import fetch_url, make_client
-from tasks.ingest import FeedJob, build_article_row, commit_ingest, empty_state, plan_due_feeds, poll_shard
+from tasks.ingest.commit import commit_ingest
+from tasks.ingest.pages import PageError, build_article_row
+from tasks.ingest.plan import FeedJob, plan_due_feeds
+from tasks.ingest.poll import poll_shard
 from tasks.registry import import_publishers
 from tasks.settings import IngestSettings
 from transforms.feeds import TITLE_MAX_CHARS, FeedItem, parse_feed
+from transforms.records import FeedState
 from warehouse.store import LocalStore
 from warehouse.tables import parquet_bytes_to_table
 
@@ -88,7 +92,7 @@ def _settings() -> IngestSettings:
     )
 
 
-def _cycle(tmp_path: Path, base: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+def _cycle(tmp_path: Path, base: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[PageError]]:
     store = LocalStore(tmp_path / "store")
     csv = tmp_path / "p.csv"
     csv.write_text("publisher_id,name,domain,region,language,tier,authority,paywalled,opted_out,feed_url,section\n"
@@ -116,9 +120,9 @@ def test_one_cycle(tmp_path: Path, base_url: str) -> None:
     assert len(long["title"]) <= TITLE_MAX_CHARS and long["title"].endswith("\u2026")
 
     # Items without a usable link are recorded, one error per item, and the batch goes on.
-    no_link = sorted((e["guid"], e["error_kind"]) for e in page_errors if e["error_kind"] == "no_link")
+    no_link = sorted((e.guid, e.error_kind) for e in page_errors if e.error_kind == "no_link")
     assert no_link == [("js-link", "no_link"), ("no-link", "no_link")]
-    assert all("no http(s) link" in e["error"] for e in page_errors)
+    assert all("no http(s) link" in e.error for e in page_errors)
     assert summary["errors"] == {"page_no_link": 2}
     assert summary["new_items"] == 4 and summary["new_articles"] == 2
 
@@ -126,9 +130,9 @@ def test_one_cycle(tmp_path: Path, base_url: str) -> None:
 def test_items_without_a_link_are_reported_once(tmp_path: Path, base_url: str) -> None:
     # They are marked seen like any other item, so the next poll does not report them again.
     settings = _settings()
-    job = FeedJob("f", f"{base_url}/feed", "herald", "en", "US", "", empty_state("f"))
+    job = FeedJob("f", f"{base_url}/feed", "herald", "en", "US", "", FeedState("f"))
     first = poll_shard([job], settings, NOW)
-    assert sum(e["error_kind"] == "no_link" for e in first.page_errors) == 2
+    assert sum(e.error_kind == "no_link" for e in first.page_errors) == 2
     again = FeedJob("f", job.url, "herald", "en", "US", "", first.states[0])
     second = poll_shard([again], settings, NOW.replace(hour=7))
     assert second.page_errors == [] and second.articles == []
@@ -143,19 +147,19 @@ def test_items_without_a_link_are_reported_once(tmp_path: Path, base_url: str) -
     ids=["page-title", "feed-item-title-fallback"],
 )
 def test_build_article_row_caps_the_title(html: str, feed_title: str) -> None:
-    job = FeedJob("f", "https://x.example/feed", "p", "en", "US", "", empty_state("f"))
+    job = FeedJob("f", "https://x.example/feed", "p", "en", "US", "", FeedState("f"))
     item = FeedItem("g", "https://x.example/a", feed_title, "", None, None, (), None, None, None)
     row = build_article_row(job, item, html.encode(), "https://x.example/a", NOW, embed=False)
-    assert 0 < len(row["title"]) <= TITLE_MAX_CHARS
+    assert 0 < len(row.title) <= TITLE_MAX_CHARS
 
 
 def test_build_article_row_uses_the_http_charset() -> None:
-    job = FeedJob("f", "https://x.example/feed", "p", "ru", "RU", "", empty_state("f"))
+    job = FeedJob("f", "https://x.example/feed", "p", "ru", "RU", "", FeedState("f"))
     item = FeedItem("g", "https://x.example/a", "", "", None, None, (), None, None, None)
     _, html = PAGES["/ru"]
     row = build_article_row(job, item, html, "https://x.example/a", NOW, embed=False,
                             http_charset="windows-1251")
-    assert row["title"] == RU_TITLE
+    assert row.title == RU_TITLE
 
 
 # --- several Content-Type headers ------------------------------------------------------------------
@@ -208,12 +212,12 @@ def _as_used(text: str, is_windows_1251: bool) -> str:
 
 def test_page_charset_follows_several_content_type_headers(repeated_content_type: tuple[str, bool]) -> None:
     base, is_windows_1251 = repeated_content_type
-    job = FeedJob("f", f"{base}/feed", "herald", "ru", "RU", "", empty_state("f"))
+    job = FeedJob("f", f"{base}/feed", "herald", "ru", "RU", "", FeedState("f"))
     result = poll_shard([job], _settings(), NOW)
     assert result.page_errors == []
     [row] = result.articles
-    assert row["title"] == _as_used(RU_TITLE, is_windows_1251)
-    assert row["snippet"].startswith(_as_used(RU_LEDE, is_windows_1251).strip())
+    assert row.title == _as_used(RU_TITLE, is_windows_1251)
+    assert row.snippet.startswith(_as_used(RU_LEDE, is_windows_1251).strip())
 
 
 def test_feed_charset_follows_several_content_type_headers(repeated_content_type: tuple[str, bool]) -> None:

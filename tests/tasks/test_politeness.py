@@ -72,6 +72,8 @@ class _Counting(BaseHTTPRequestHandler):
     lock = threading.Lock()
     in_flight: Counter[int] = Counter()
     peak: Counter[int] = Counter()
+    peak_all = 0
+    """Requests in flight across every host at once, at the most."""
     user_agents: set[str] = set()
     protocol_version = "HTTP/1.1"
 
@@ -83,6 +85,7 @@ class _Counting(BaseHTTPRequestHandler):
         with self.lock:
             self.in_flight[port] += 1
             self.peak[port] = max(self.peak[port], self.in_flight[port])
+            _Counting.peak_all = max(_Counting.peak_all, sum(self.in_flight.values()))
             self.user_agents.add(self.headers.get("User-Agent", ""))
         time.sleep(0.05)
         with self.lock:
@@ -117,8 +120,9 @@ def test_dispatcher_holds_per_host_limits_with_many_workers(servers: list[str]) 
     assert statuses == [200] * len(urls)
     assert max(_Counting.peak.values()) == 2  # 32 workers, never more than 2 per host
     assert len(_Counting.peak) == 3
-    # 12 requests a host at 20/s with a burst of 2: at least 0.5 s; hosts run side by side.
-    assert 0.45 < elapsed < 3.0
+    # 12 requests a host at 20/s with a burst of 2: at least 0.5 s (a lower bound: load only adds).
+    assert elapsed >= 0.5
+    assert _Counting.peak_all > 2, "the hosts ran side by side"
     assert _Counting.user_agents == {"newsroom/0.1 (+https://example.org/bot)"}
 
 

@@ -10,9 +10,12 @@ import pyarrow as pa
 import pytest
 
 from tasks.health import check_health
-from tasks.ingest import FeedJob, build_article_row, discovery_lag_by_tier, empty_state
+from tasks.ingest.commit import discovery_lag_by_tier
+from tasks.ingest.pages import build_article_row
+from tasks.ingest.plan import FeedJob
 from tasks.registry import import_publishers
 from transforms.feeds import FeedItem, is_plausible_published_at
+from transforms.records import ArticleRow, FeedState
 from warehouse import layout
 from warehouse.duck import connect
 from warehouse.schemas import ARTICLES_SCHEMA
@@ -21,7 +24,7 @@ from warehouse.tables import content_segment_id, list_segments, read_segments, r
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 HTML = b"<html><head><title>A headline long enough to keep</title></head><body><p>" + b"words of the body " * 40 + b"</p></body></html>"
-JOB = FeedJob("f", "https://x.example/feed", "p", "en", "US", "", empty_state("f"), tier=1)
+JOB = FeedJob("f", "https://x.example/feed", "p", "en", "US", "", FeedState("f"), tier=1)
 
 IMPLAUSIBLE = [
     (datetime(1900, 1, 1, tzinfo=UTC), "year-1900"),
@@ -32,7 +35,7 @@ IMPLAUSIBLE = [
 ]
 
 
-def _row(feed_says: datetime | None, page_html: bytes = HTML, n: int = 0) -> dict[str, object]:
+def _row(feed_says: datetime | None, page_html: bytes = HTML, n: int = 0) -> ArticleRow:
     link = f"https://x.example/a{n}"
     item = FeedItem(link, link, "", "", feed_says, None, (), None, None, None)
     return build_article_row(JOB, item, page_html, link, NOW, embed=False)
@@ -42,7 +45,7 @@ def _row(feed_says: datetime | None, page_html: bytes = HTML, n: int = 0) -> dic
 def test_an_implausible_time_is_dropped_and_kept_apart(stated: datetime) -> None:
     assert not is_plausible_published_at(stated, NOW)
     row = _row(stated)
-    assert row["published_at"] is None and row["implausible_published_at"] == stated
+    assert row.published_at is None and row.implausible_published_at == stated
     assert discovery_lag_by_tier(LocalStore(Path("/nonexistent-store")), [row]) == {}
 
 
@@ -50,14 +53,14 @@ def test_a_page_time_in_2099_falls_back_to_the_feeds() -> None:
     page = HTML.replace(b"<title>", b'<meta property="article:published_time" content="2099-01-01T00:00:00Z"><title>')
     feed_says = NOW - timedelta(minutes=7)
     row = _row(feed_says, page)
-    assert row["published_at"] == feed_says and row["implausible_published_at"] == datetime(2099, 1, 1, tzinfo=UTC)
+    assert row.published_at == feed_says and row.implausible_published_at == datetime(2099, 1, 1, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("stated", [NOW - timedelta(days=3650), NOW - timedelta(minutes=5), NOW + timedelta(hours=23)],
                          ids=["ten-years-ago", "minutes-ago", "time-zone-ahead"])
 def test_a_plausible_time_is_kept(stated: datetime) -> None:
     row = _row(stated)
-    assert row["published_at"] == stated and row["implausible_published_at"] is None
+    assert row.published_at == stated and row.implausible_published_at is None
 
 
 def test_health_does_not_page_on_implausible_times(tmp_path: Path) -> None:
@@ -67,7 +70,7 @@ def test_health_does_not_page_on_implausible_times(tmp_path: Path) -> None:
                    "p,P,x.example,US,en,1,0.9,false,false,https://x.example/feed,\n")
     import_publishers(store, csv)
     rows = [_row(datetime(1900, 1, 1, tzinfo=UTC) if n % 2 else NOW - timedelta(seconds=60), n=n) for n in range(20)]
-    table = rows_to_table(rows, ARTICLES_SCHEMA)
+    table = rows_to_table([row.to_row() for row in rows], ARTICLES_SCHEMA)
     write_segment(store, layout.article_segment_key(NOW, content_segment_id(table)), table, ARTICLES_SCHEMA)
     assert not [f for f in check_health(store, NOW) if f.check == "freshness_lag"]
 
@@ -75,7 +78,7 @@ def test_health_does_not_page_on_implausible_times(tmp_path: Path) -> None:
 def test_segments_written_before_the_column_still_read(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "store")
     old_schema = pa.schema([f for f in ARTICLES_SCHEMA if f.name != "implausible_published_at"])
-    row = {k: v for k, v in _row(NOW - timedelta(minutes=3)).items() if k in old_schema.names}
+    row = {k: v for k, v in _row(NOW - timedelta(minutes=3)).to_row().items() if k in old_schema.names}
     old = pa.Table.from_pylist([row], schema=old_schema)
     key = layout.article_segment_key(NOW, "old-segment")
     store.put(key, _parquet(old))

@@ -16,21 +16,20 @@ from typing import Any
 import pytest
 from loopback import serve
 
-from tasks.ingest import (
-    ROBOTS_UNREACHABLE_TTL_SECONDS,
-    RobotsEntry,
-    commit_ingest,
-    is_robots_entry_fresh,
-    load_robots_cache,
-    plan_due_feeds,
-    poll_shard,
-    robots_cache_from_bytes,
-    robots_cache_to_bytes,
-    save_robots_cache,
-)
+from tasks.ingest.commit import commit_ingest
+from tasks.ingest.plan import plan_due_feeds
+from tasks.ingest.poll import poll_shard
+from tasks.ingest.robots import load_robots_cache, save_robots_cache
 from tasks.registry import import_publishers
 from tasks.settings import IngestSettings
-from transforms.robots import ROBOTS_MAX_BYTES
+from transforms.robots import (
+    ROBOTS_MAX_BYTES,
+    ROBOTS_UNREACHABLE_TTL_SECONDS,
+    RobotsEntry,
+    is_robots_entry_fresh,
+    robots_cache_from_bytes,
+    robots_cache_to_bytes,
+)
 from warehouse import layout
 from warehouse.store import LocalStore
 
@@ -122,7 +121,7 @@ def _run(store: LocalStore, now: datetime, settings: IngestSettings) -> tuple[di
     shards = [poll_shard(jobs, settings, now, robots_cache=cached) for jobs in plan_due_feeds(store, now, shards=1)]
     summary = commit_ingest(store, shards, now)
     assert summary["feeds_polled"] == 1, summary
-    return summary, [e["error_kind"] for s in shards for e in s.page_errors]
+    return summary, [e.error_kind for s in shards for e in s.page_errors]
 
 
 def test_robots_txt_is_fetched_once_within_the_ttl_and_again_after_it(tmp_path: Path, site: Publisher) -> None:

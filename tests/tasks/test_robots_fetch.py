@@ -10,7 +10,7 @@ from loopback import serve
 
 from tasks.errors import FetchError
 from tasks.http import fetch_url, make_client
-from tasks.ingest import RobotsCache
+from tasks.ingest.robots import RobotsCache
 from tasks.settings import IngestSettings
 from transforms.robots import ROBOTS_MAX_BYTES
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 from pipeline_harness import START, replay_site
 
-from tasks.ingest import commit_ingest, plan_due_feeds, poll_shard
+from tasks.ingest.commit import commit_ingest
+from tasks.ingest.plan import plan_due_feeds
+from tasks.ingest.poll import poll_shard
 from tasks.registry import import_publishers
 from tasks.settings import IngestSettings
 from warehouse.duck import connect

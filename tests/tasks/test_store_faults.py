@@ -32,7 +32,7 @@ from serving.settings import ServingSettings
 from tasks.doctor import run_doctor
 from tasks.health import check_health
 from warehouse import layout
-from warehouse.integrity import parse_checkpoint
+from warehouse.checkpoints import WriterCheckpoint
 from warehouse.schemas import ARTICLES_SCHEMA, STORY_CHANGES_SCHEMA
 from warehouse.snapshots import read_live_page, read_live_stories
 from warehouse.store import ObjectStore
@@ -55,8 +55,8 @@ def _flags(store: ObjectStore) -> dict[str, tuple[str, str]]:
             if f.check in ("corrupt_object", "missing_object")}
 
 
-def _checkpoint(store: ObjectStore) -> dict[str, Any]:
-    checkpoint = parse_checkpoint(store.get(layout.story_checkpoint_key(LANGUAGE)).data)
+def _checkpoint(store: ObjectStore) -> WriterCheckpoint:
+    checkpoint = WriterCheckpoint.parse(store.get(layout.story_checkpoint_key(LANGUAGE)).data)
     assert checkpoint is not None
     return checkpoint
 
@@ -80,7 +80,7 @@ def test_one_damaged_object(pipeline_world: World, kind: str, fault: Fault) -> N
     key = built.keys[kind]
     live_version = read_live_page(store, built.edition, "top").pointer.version
     live_stories = read_live_stories(store).pointer.version
-    offset = _checkpoint(store)["offset"]
+    offset = _checkpoint(store).offset
     inject(store, key, fault)
 
     # health names the object (or, for the few kinds it cannot tell from normal, says nothing of it)
@@ -132,10 +132,10 @@ def test_one_damaged_object(pipeline_world: World, kind: str, fault: Fault) -> N
         assert key in writers[LANGUAGE]["error"]  # this language stops, named; the others went on
     else:
         checkpoint = _checkpoint(store)
-        assert built.pending[1] in checkpoint["consumed"]
-        assert checkpoint["offset"] >= offset  # never started over (story ids, change offsets kept)
+        assert built.pending[1] in checkpoint.consumed
+        assert checkpoint.offset >= offset  # never started over (story ids, change offsets kept)
         if kind == "article_segment" and fault == "corrupt":
-            assert built.pending[0] not in checkpoint["consumed"]  # read again once repaired
+            assert built.pending[0] not in checkpoint.consumed  # read again once repaired
             assert _named(writers[LANGUAGE].get("damaged"), key)
         if kind == "checkpoint":
             assert _named(writers[LANGUAGE].get("damaged"), key)  # rebuilt, and said so
@@ -208,11 +208,11 @@ def test_a_skipped_article_segment_is_clustered_once_repaired(pipeline_world: Wo
     whole = store.get(key).data
     inject(store, key, "corrupt")
     cluster(store, AFTER)
-    assert key not in _checkpoint(store)["consumed"]
+    assert key not in _checkpoint(store).consumed
     store.put(key, whole)
     writers = cluster(store, AFTER)
     assert not any("damaged" in s or "error" in s for s in writers.values()), writers
-    assert key in _checkpoint(store)["consumed"]
+    assert key in _checkpoint(store).consumed
     articles = set(read_segment(store, key, ARTICLES_SCHEMA).column("article_id").to_pylist())
     changed = set(read_segments(store, store.list(layout.STORY_CHANGES_PREFIX), STORY_CHANGES_SCHEMA)
                   .column("article_id").to_pylist())

@@ -18,7 +18,8 @@ import pytest
 from loopback import serve
 
 from tasks.http import make_client
-from tasks.ingest import FeedJob, empty_state, load_feed_states, poll_feed
+from tasks.ingest.plan import FeedJob, load_feed_states
+from tasks.ingest.poll import poll_feed
 from tasks.settings import IngestSettings, WebSubSettings
 from tasks.websub import (
     SubscriptionTarget,
@@ -27,6 +28,7 @@ from tasks.websub import (
     maintain_subscriptions,
     save_subscription,
 )
+from transforms.records import FeedState
 from transforms.websub import Subscription
 from warehouse import layout
 from warehouse.schemas import FEED_STATE_SCHEMA
@@ -167,13 +169,14 @@ def site() -> Iterator[str]:
 def test_a_304_poll_reports_the_topic_and_hub_last_read(store: LocalStore, site: str) -> None:
     settings = _ingest()
     with make_client(settings) as client:
-        job = FeedJob(FEED_ID, f"{site}/feed", "p", "en", "US", "", empty_state(FEED_ID), 2)
-        state, _, first = poll_feed(job, client, settings, NOW)
+        job = FeedJob(FEED_ID, f"{site}/feed", "p", "en", "US", "", FeedState(FEED_ID), 2)
+        polled = poll_feed(job, client, settings, NOW)
+        state, first = polled.state, polled.report
         # The next run reads the state back from the store, as ingest does.
-        write_table(store, layout.FEED_STATE_KEY, rows_to_table([state], FEED_STATE_SCHEMA), FEED_STATE_SCHEMA)
+        write_table(store, layout.FEED_STATE_KEY, rows_to_table([state.to_row()], FEED_STATE_SCHEMA), FEED_STATE_SCHEMA)
         state = load_feed_states(store)[0][FEED_ID]
         again = FeedJob(FEED_ID, f"{site}/feed", "p", "en", "US", "", state, 2)
-        _, _, second = poll_feed(again, client, settings, NOW + timedelta(minutes=15))
+        second = poll_feed(again, client, settings, NOW + timedelta(minutes=15)).report
     assert (first.status, first.topic_url, first.hub_url) == (200, f"{site}/canonical.atom", f"{site}/hub")
     assert (second.status, second.topic_url, second.hub_url) == (304, f"{site}/canonical.atom", f"{site}/hub")
 
@@ -183,10 +186,11 @@ def test_a_304_poll_does_not_resubscribe_a_live_lease_under_another_topic(store:
     hub or topic, was dropped and asked for again under the wrong topic."""
     settings = _ingest()
     with make_client(settings) as client:
-        job = FeedJob(FEED_ID, f"{site}/feed", "p", "en", "US", "", empty_state(FEED_ID), 2)
-        state, _, first = poll_feed(job, client, settings, NOW)
+        job = FeedJob(FEED_ID, f"{site}/feed", "p", "en", "US", "", FeedState(FEED_ID), 2)
+        polled = poll_feed(job, client, settings, NOW)
+        state, first = polled.state, polled.report
         again = FeedJob(FEED_ID, f"{site}/feed", "p", "en", "US", "", state, 2)
-        _, _, second = poll_feed(again, client, settings, NOW + timedelta(minutes=15))
+        second = poll_feed(again, client, settings, NOW + timedelta(minutes=15)).report
     assert second.status == 304
     live = _live(topic=first.topic_url or "", hub=f"{site}/hub")
     save_subscription(store, live, None)
@@ -194,3 +198,69 @@ def test_a_304_poll_does_not_resubscribe_a_live_lease_under_another_topic(store:
     counts = maintain_subscriptions(store, [target], settings, _websub(), NOW + timedelta(minutes=15))
     assert counts == {} and _SiteWithHub.hub_requests == []
     assert load_subscription(store, FEED_ID)[0] == live
+
+
+@pytest.fixture
+def served(store: LocalStore) -> Iterator[tuple[WebSubReceiver, str]]:
+    """The receiver as it runs in ``newsroom websub``: the ASGI app under uvicorn on loopback."""
+    receiver = _receiver(store, max_body_bytes=1000)
+    url = receiver.start("127.0.0.1", 0)
+    try:
+        yield receiver, url
+    finally:
+        receiver.stop()
+
+
+def _raw(url: str, request: bytes) -> bytes:
+    """Send ``request`` as is on one connection; the answer up to the server's close (or 5 s)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=5) as conn:
+        conn.sendall(request)
+        answer = b""
+        try:
+            while chunk := conn.recv(65536):
+                answer += chunk
+        except TimeoutError:
+            pass
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"200"),
+        (b"GET /elsewhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"404"),
+        (b"GET /websub/..%2Fetc HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"404"),
+        (b"POST /websub/feed0001 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n",
+         b"411"),
+        (b"POST /ping/p HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n", b"413"),
+        (b"GET /websub/feed0001?hub.mode=subscribe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"400"),
+    ],
+    ids=["healthz", "unknown-path", "unsafe-feed-id", "no-content-length", "body-over-cap", "no-challenge"],
+)
+def test_the_receiver_over_http(served: tuple[WebSubReceiver, str], request_bytes: bytes, status: bytes) -> None:
+    """The HTTP edge of the ASGI receiver: routes, the declared-length rule and the body cap. A body
+    over the cap is answered before it is sent and the connection is closed, so the unread body is
+    never parsed as a next request."""
+    answer = _raw(served[1], request_bytes)
+    assert answer.split(b" ", 2)[1] == status, answer[:200]
+    if status in (b"411", b"413"):
+        assert b"connection: close" in answer.lower()
+
+
+def test_a_challenge_is_echoed_over_http(served: tuple[WebSubReceiver, str], store: LocalStore) -> None:
+    receiver, url = served
+    pending = Subscription(feed_id=FEED_ID, topic_url=TOPIC, hub_url=HUB, mode="subscribe", status="pending",
+                           requested_at=NOW)
+    save_subscription(store, pending, None)
+    import httpx
+
+    with httpx.Client(base_url=url, trust_env=False, timeout=10) as http:
+        answer = http.get(f"/websub/{FEED_ID}", params=[("hub.mode", "subscribe"), ("hub.topic", TOPIC),
+                                                        ("hub.challenge", "first"), ("hub.challenge", "second"),
+                                                        ("hub.lease_seconds", "3600")])
+    assert (answer.status_code, answer.text) == (200, "first")
+    assert receiver.stats["intent_subscribe"] == 1

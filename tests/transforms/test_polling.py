@@ -151,3 +151,14 @@ def test_floor_for_tier_and_argument_checks() -> None:
         decide_next_poll(PollState(), OK, NOW, floor_seconds=600, ceiling_seconds=60)
     with pytest.raises(ValueError, match="timezone"):
         decide_next_poll(PollState(), OK, NOW.replace(tzinfo=None), floor_seconds=60)
+
+
+@pytest.mark.parametrize("value", ["Mon, 07 Dec 2026 12:00:00 GMT", "Mon Dec  7 12:00:00 2026"],
+                         ids=["imf-fixdate", "asctime"])
+def test_retry_after_in_every_http_date_form_is_honoured(value: str) -> None:
+    """RFC 9110 §5.6.7: all three HTTP-date forms are accepted, asctime (no zone written) too."""
+    now = datetime(2026, 12, 7, 10, 0, tzinfo=UTC)
+    decision = decide_next_poll(PollState(), PollResponse(status=503, is_error=True, retry_after=value), now,
+                                floor_seconds=300)
+    assert decision.reason == "retry_after"
+    assert decision.next_poll_at == datetime(2026, 12, 7, 12, 0, tzinfo=UTC)

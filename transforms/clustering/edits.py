@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from transforms.clustering.ids import make_story_id, to_ms
+from transforms.clustering.parts import ClustererParts
 from transforms.clustering.story import Member, Story, rebuild_story
 
-if TYPE_CHECKING:
-    from transforms.clustering.clusterer import LanguageClusterer
 
-
-def _rebuild(clusterer: LanguageClusterer, story: Story, members: Sequence[Member], now_ms: int) -> None:
+def _rebuild(clusterer: ClustererParts, story: Story, members: Sequence[Member], now_ms: int) -> None:
     clusterer.term_index.remove(story.story_id, story.centroid)
     rebuild_story(story, members, now_ms, clusterer.params.centroid_terms)
     for member in story.members:
@@ -27,7 +24,7 @@ def _rebuild(clusterer: LanguageClusterer, story: Story, members: Sequence[Membe
     clusterer.term_index.add(story.story_id, story.centroid)
 
 
-def merge_stories(clusterer: LanguageClusterer, survivor_id: str, merged_id: str, now: datetime) -> list[Member]:
+def merge_stories(clusterer: ClustererParts, survivor_id: str, merged_id: str, now: datetime) -> list[Member]:
     """Move every member of ``merged_id`` into ``survivor_id`` and drop ``merged_id``.
 
     Returns:
@@ -47,7 +44,7 @@ def merge_stories(clusterer: LanguageClusterer, survivor_id: str, merged_id: str
     return moved
 
 
-def split_story(clusterer: LanguageClusterer, story_id: str, moved_ids: Iterable[str],
+def split_story(clusterer: ClustererParts, story_id: str, moved_ids: Iterable[str],
                 now: datetime) -> tuple[str, list[Member]]:
     """Move ``moved_ids`` (and copies of them) out of ``story_id`` into a new story.
 

@@ -15,23 +15,21 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, fields
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from transforms.clustering.params import ClusterParams
+from transforms.clustering.parts import ClustererParts
 from transforms.clustering.story import Member, Story
 from transforms.signatures import SIGNATURE_VERSION
-
-if TYPE_CHECKING:
-    from transforms.clustering.clusterer import LanguageClusterer
 
 STATE_VERSION = 3
 READABLE_STATE_VERSIONS = (2, 3)
 """Version 3 stores MinHash signatures as base64; version 2 checkpoints (lists of ints) still load."""
 
-C = TypeVar("C", bound="LanguageClusterer")
+C = TypeVar("C", bound=ClustererParts)
 
 
 def encode_minhash(minhash: npt.NDArray[np.uint32]) -> str:
@@ -110,7 +108,7 @@ def story_from_json(raw: Sequence[object]) -> Story:
     )
 
 
-def clusterer_to_state(clusterer: LanguageClusterer) -> dict[str, object]:
+def clusterer_to_state(clusterer: ClustererParts) -> dict[str, object]:
     """A JSON-serialisable checkpoint of ``clusterer``; :func:`clusterer_from_state` resumes from it exactly."""
     return {
         "version": STATE_VERSION,

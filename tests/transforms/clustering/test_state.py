@@ -31,7 +31,7 @@ from transforms.features import ArticleFeatures
 # transforms/clustering.py as one module: a checkpoint after 300 ECB+ dev articles and a repair,
 # then the next 196 articles' features (no text), the decisions and repairs that code made for
 # them, and a hash of its final checkpoint.
-_FIXTURE = Path(__file__).resolve().parent.parent / "data" / "clustering" / "state_v3_ecbplus.json.gz"
+_FIXTURE = Path(__file__).resolve().parents[2] / "data" / "clustering" / "state_v3_ecbplus.json.gz"
 
 
 @pytest.fixture(scope="module")

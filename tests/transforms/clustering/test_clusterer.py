@@ -19,7 +19,7 @@ from transforms.clustering import (
 from transforms.clustering.term_index import TermIndex
 from transforms.features import ArticleFeatures, features_from_text
 
-_DATA = Path(__file__).resolve().parent.parent / "data" / "articles"
+_DATA = Path(__file__).resolve().parents[2] / "data" / "articles"
 ORIGINAL = (_DATA / "original.txt").read_text(encoding="utf-8").strip()
 SAME_EVENT = (_DATA / "same_event.txt").read_text(encoding="utf-8").strip()
 UNRELATED = (_DATA / "unrelated.txt").read_text(encoding="utf-8").strip()

@@ -1,4 +1,6 @@
-"""Stored validators (ETag, Last-Modified) must always be sendable back, over a real loopback server.
+"""Polling a feed (tasks/ingest/poll.py) over a real loopback server.
+
+Stored validators (ETag, Last-Modified) must always be sendable back.
 
 A non-ASCII ETag used to be stored, then sent as ``If-None-Match``; httpx refused to encode it, the
 poll was recorded as "internal" and the old state (with the same ETag) was kept, so the feed failed
@@ -9,16 +11,20 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 from loopback import serve
 
 from tasks.http import make_client
-from tasks.ingest import VALIDATOR_MAX_CHARS, FeedJob, clean_validator, empty_state, poll_feed, poll_shard
+from tasks.ingest.plan import FeedJob
+from tasks.ingest.poll import poll_feed, poll_shard
 from tasks.settings import IngestSettings
+from transforms.polling import VALIDATOR_MAX_CHARS, FeedReport, clean_validator
+from transforms.records import FeedState
 
 pytestmark = pytest.mark.integration
 
@@ -74,11 +80,11 @@ def _settings() -> IngestSettings:
     )
 
 
-def _poll(url: str, state: dict[str, Any], now: datetime) -> tuple[dict[str, Any], Any]:
+def _poll(url: str, state: FeedState, now: datetime) -> tuple[FeedState, FeedReport]:
     settings = _settings()
     with make_client(settings) as client:
-        state, _, report = poll_feed(FeedJob("f", url, "p", "en", "US", "", state, 1), client, settings, now)
-    return state, report
+        outcome = poll_feed(FeedJob("f", url, "p", "en", "US", "", state, 1), client, settings, now)
+    return outcome.state, outcome.report
 
 
 @pytest.mark.parametrize(
@@ -93,9 +99,9 @@ def _poll(url: str, state: dict[str, Any], now: datetime) -> tuple[dict[str, Any
 )
 def test_unusable_validator_is_not_stored_and_the_feed_recovers(feed_url: str, validators: dict[str, str]) -> None:
     _Feed.validators = validators
-    state, report = _poll(feed_url, empty_state("f"), NOW)
+    state, report = _poll(feed_url, FeedState("f"), NOW)
     assert report.status == 200 and report.error_kind is None
-    assert state["etag"] is None and state["last_modified"] is None
+    assert state.etag is None and state.last_modified is None
 
     state, report = _poll(feed_url, state, NOW + timedelta(minutes=10))
     assert report.error_kind is None, report.error
@@ -104,7 +110,7 @@ def test_unusable_validator_is_not_stored_and_the_feed_recovers(feed_url: str, v
     # The server is fixed: its validators are stored, sent back, and answered with 304.
     _Feed.validators = {"ETag": GOOD_ETAG, "Last-Modified": GOOD_LAST_MODIFIED}
     state, report = _poll(feed_url, state, NOW + timedelta(minutes=20))
-    assert (state["etag"], state["last_modified"]) == (GOOD_ETAG, GOOD_LAST_MODIFIED)
+    assert (state.etag, state.last_modified) == (GOOD_ETAG, GOOD_LAST_MODIFIED)
     state, report = _poll(feed_url, state, NOW + timedelta(minutes=30))
     assert _Feed.requests[-1]["if-none-match"] == GOOD_ETAG
     assert report.status == 304 and report.error_kind is None
@@ -123,12 +129,12 @@ def test_unusable_validator_is_not_stored_and_the_feed_recovers(feed_url: str, v
 def test_a_stored_bad_validator_is_dropped_on_the_next_poll(feed_url: str, field: str, value: str) -> None:
     # A state written before validators were checked: polling it must neither crash nor keep it.
     _Feed.validators = {"ETag": GOOD_ETAG}
-    state = {**empty_state("f"), field: value, "last_polled_at": NOW - timedelta(hours=1)}
+    state = replace(FeedState("f"), **{field: value}, last_polled_at=NOW - timedelta(hours=1))
     state, report = _poll(feed_url, state, NOW)
     assert report.status == 200 and report.error_kind is None, report.error
     assert "if-none-match" not in _Feed.requests[-1] and "if-modified-since" not in _Feed.requests[-1]
-    assert state[field] != value
-    assert state["etag"] == GOOD_ETAG
+    assert getattr(state, field) != value
+    assert state.etag == GOOD_ETAG
 
 
 def test_a_stored_bad_validator_is_dropped_even_when_the_poll_fails() -> None:
@@ -137,29 +143,30 @@ def test_a_stored_bad_validator_is_dropped_even_when_the_poll_fails() -> None:
         closed.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{closed.getsockname()[1]}/feed"
     settings = _settings()
-    state = {**empty_state("f"), "etag": '"caf\u00e9"', "last_modified": GOOD_LAST_MODIFIED}
+    state = FeedState("f", etag='"caf\u00e9"', last_modified=GOOD_LAST_MODIFIED)
     with make_client(settings) as client:
-        state, _, report = poll_feed(FeedJob("f", url, "p", "en", "US", "", state, 1), client, settings, NOW)
+        outcome = poll_feed(FeedJob("f", url, "p", "en", "US", "", state, 1), client, settings, NOW)
+    state, report = outcome.state, outcome.report
     assert report.error_kind == "connect"
-    assert state["etag"] is None and state["last_modified"] == GOOD_LAST_MODIFIED
+    assert state.etag is None and state.last_modified == GOOD_LAST_MODIFIED
 
 
 def test_a_new_unusable_etag_replaces_the_old_one(feed_url: str) -> None:
     # The old ETag names an older representation; keeping it would only cost a full 200 later, but
     # the state should say what the server said: no usable validator now.
     _Feed.validators = {"ETag": _wire('"caf\u00e9"')}
-    state = {**empty_state("f"), "etag": '"old"'}
+    state = FeedState("f", etag='"old"')
     state, report = _poll(feed_url, state, NOW)
-    assert report.status == 200 and state["etag"] is None
+    assert report.status == 200 and state.etag is None
 
 
 def test_shard_with_a_wedged_state_is_not_an_internal_error(feed_url: str) -> None:
     _Feed.validators = {"ETag": GOOD_ETAG}
-    state = {**empty_state("f"), "etag": '"caf\u00e9"'}
+    state = FeedState("f", etag='"caf\u00e9"')
     result = poll_shard([FeedJob("f", feed_url, "p", "en", "US", "", state, 1)], _settings(), NOW)
     (report,) = result.reports
     assert report.error_kind != "internal", report.error
-    assert result.states[0]["etag"] == GOOD_ETAG
+    assert result.states[0].etag == GOOD_ETAG
 
 
 @pytest.mark.parametrize(
@@ -184,3 +191,47 @@ def test_shard_with_a_wedged_state_is_not_an_internal_error(feed_url: str) -> No
 )
 def test_clean_validator(value: object, expected: str | None) -> None:
     assert clean_validator(value) == expected
+
+
+# --------------------------------------------------------------------------------------------------
+# A Retry-After that only looks numeric on a 200.
+# --------------------------------------------------------------------------------------------------
+
+ODD_RETRY_NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def _odd_retry_settings() -> IngestSettings:
+    return IngestSettings(  # type: ignore[call-arg]
+        allow_private_addresses=True, connect_timeout_seconds=2, read_timeout_seconds=2, total_timeout_seconds=5,
+        embeddings=False,
+    )
+
+
+class _FeedWithOddRetryAfter(BaseHTTPRequestHandler):
+    BODY = (b'<?xml version="1.0"?><rss version="2.0"><channel><title>T</title>'
+            b"<item><guid>a</guid><title>A</title><link>http://127.0.0.1/a</link></item></channel></rss>")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Type", "application/rss+xml")
+        self.send_header("Retry-After", "\u00b2")  # '²' (latin-1 byte 0xB2): str.isdigit() is True, int() fails
+        self.send_header("Content-Length", str(len(self.BODY)))
+        self.end_headers()
+        self.wfile.write(self.BODY)
+
+
+def test_a_strange_retry_after_on_a_200_does_not_fail_the_poll() -> None:
+    """A Retry-After on a 200 is not read, and one that only looks numeric never raises: such a
+    header made every poll an 'internal' failure (items never ingested, the feed parked)."""
+    from tasks.ingest.poll import poll_feed_safely
+
+    settings = _odd_retry_settings()
+    with serve(_FeedWithOddRetryAfter) as base, make_client(settings) as client:
+        job = FeedJob("f", f"{base}/feed", "p", "en", "US", "", FeedState("f"), 2)
+        outcome = poll_feed_safely(job, client, settings, ODD_RETRY_NOW)
+    items, report = outcome.new_items, outcome.report
+    assert report.error_kind is None, report.error
+    assert len(items) == 1

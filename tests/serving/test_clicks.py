@@ -1,9 +1,12 @@
-"""Clicks batched per replica (issue 19): one segment per interval, nothing lost on SIGTERM, at most
-one interval on SIGKILL, and every reader of the clicks log takes old and new segments alike."""
+"""The clicks log (serving/clicks.py): batched per replica (issue 19), one segment per interval,
+nothing lost on SIGTERM, at most one interval on SIGKILL, every reader of the clicks log takes old
+and new segments alike; and a store outage never holds up a reader's redirect (the serving
+review's D8)."""
 
 from __future__ import annotations
 
 import http.client
+import logging
 import os
 import signal
 import socket
@@ -16,8 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import HMAC_KEY, FlakyStore, publish_fixture
+from conftest import (
+    FIRST_ARTICLE,
+    HMAC_KEY,
+    FlakyStore,
+    clicks_in,
+    flush_clicks,
+    publish_fixture,
+    settings_for,
+)
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 
+from serving.app import create_app
 from serving.clicks import BufferedClickLog
 from serving.signing import ClickPayload, Signer
 from tasks.profiles import fold_clicks
@@ -237,3 +251,60 @@ def test_sigkill_loses_at_most_the_last_interval(tmp_path: Path) -> None:
     written = set(_ids_in(store))
     assert {c.click_id for c in older} <= written  # clicks older than an interval are all in the store
     assert written - {c.click_id for c in older} <= {c.click_id for c in newest}
+
+
+# -- D8: a store outage never holds up the reader; the buffer keeps the clicks until it is back ----
+
+
+def _app_over_a_flaky_store(tmp_path: Path, **settings: object) -> tuple[LocalStore, FlakyStore, FastAPI]:
+    """The fixture published to a local store, and an app over it through a store that can be made to fail."""
+    inner = LocalStore(tmp_path / "store")
+    publish_fixture(inner)
+    flaky = FlakyStore(inner)
+    return inner, flaky, create_app(flaky, settings_for(tmp_path, **settings))
+
+
+def test_click_during_store_outage_redirects_at_once_and_is_written_when_the_store_is_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    inner, flaky, app = _app_over_a_flaky_store(tmp_path)
+    with TestClient(app) as client:
+        minted = client.post("/v1/click-token", json={"article_id": FIRST_ARTICLE}).json()
+        flaky.failing = True
+        response = client.get(minted["click_url"], follow_redirects=False)
+        assert response.status_code == 302
+        assert response.headers["location"] == "https://harbor-times.example/news/0196f1c2a3b40001-a0"
+        assert response.headers["x-click-logged"] == "buffered"
+        assert response.headers["cache-control"] == "no-store"
+        with caplog.at_level(logging.WARNING, logger="serving.clicks"):
+            assert flush_clicks(client) == 0  # the interval's write fails: the click stays buffered
+        assert any("clicks_not_flushed clicks=1" in r.getMessage() for r in caplog.records)
+        assert client.app.state.click_log.buffered == 1  # type: ignore[attr-defined]
+
+        flaky.failing = False  # the store is back: the next interval writes it, once
+        assert flush_clicks(client) == 1
+        assert client.get(minted["click_url"], follow_redirects=False).headers["x-click-logged"] == "buffered"
+    assert [r["article_id"] for r in clicks_in(inner)] == [FIRST_ARTICLE]
+
+
+def test_click_beyond_a_full_buffer_still_redirects_and_logs_the_lost_click(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    inner, flaky, app = _app_over_a_flaky_store(tmp_path, click_buffer_max=1)
+    with TestClient(app) as client:
+        first, second = (client.post("/v1/click-token", json={"article_id": FIRST_ARTICLE}).json()
+                         for _ in range(2))
+        flaky.failing = True
+        assert client.get(first["click_url"], follow_redirects=False).headers["x-click-logged"] == "buffered"
+        flush_clicks(client)  # fails: the buffer stays full
+        with caplog.at_level(logging.WARNING, logger="serving.clicks"):
+            response = client.get(second["click_url"], follow_redirects=False)
+        assert response.status_code == 302
+        assert response.headers["location"] == "https://harbor-times.example/news/0196f1c2a3b40001-a0"
+        assert response.headers["x-click-logged"] == "false"
+        assert any("click_not_logged" in r.getMessage() and FIRST_ARTICLE in r.getMessage() for r in caplog.records)
+
+        flaky.failing = False  # the store is back: the buffered click is written; the refused one was not kept
+        assert flush_clicks(client) == 1
+        assert client.get(second["click_url"], follow_redirects=False).headers["x-click-logged"] == "buffered"
+    assert len(clicks_in(inner)) == 2  # the second link, followed again, is logged this time (at shutdown)

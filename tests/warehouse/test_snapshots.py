@@ -10,9 +10,18 @@ from typing import Any
 import pytest
 
 from warehouse import layout
-from warehouse.errors import PreconditionFailedError
+from warehouse.errors import PreconditionFailedError, SnapshotNotFoundError
 from warehouse.schemas import CLICKS_SCHEMA
-from warehouse.snapshots import LOST_RACE, publish_page, publish_stories, read_live_page, read_pointer
+from warehouse.snapshots import (
+    LOST_RACE,
+    dump_snapshot,
+    list_live_pages,
+    publish_page,
+    publish_stories,
+    read_live_page,
+    read_pointer,
+    rollback_page,
+)
 from warehouse.store import ObjectStore
 from warehouse.tables import read_segments, rows_to_table, write_segment
 
@@ -192,3 +201,51 @@ def test_a_conflict_with_nothing_stored_is_retried(store: ObjectStore) -> None:
     table = rows_to_table([row], CLICKS_SCHEMA)
     assert write_segment(Conflicting(store, {key}), key, table, CLICKS_SCHEMA) is True
     assert read_segments(store, [key], CLICKS_SCHEMA).equals(table)
+
+
+# --------------------------------------------------------------------------------------------------
+# Rollback moves a page pointer back with a conditional put; version numbers are never reused.
+# --------------------------------------------------------------------------------------------------
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def _payload(n: int) -> dict[str, object]:
+    return {"schema": "newsroom.page/1", "edition": "en-US", "section": "top", "as_of": "x",
+            "stories": [{"story_id": f"s{i}"} for i in range(n)]}
+
+
+def test_rollback_then_publish_takes_a_new_number(store: ObjectStore) -> None:
+    for n in (3, 4, 5):
+        assert publish_page(store, "en-US", "top", _payload(n), now=NOW, validate=lambda new, prev: None).published
+    assert rollback_page(store, "en-US", "top", 1, now=NOW).published
+    live = read_live_page(store, "en-US", "top")
+    assert live.pointer.version == 1 and b'"s2"' in live.data and b'"s3"' not in live.data
+    assert not rollback_page(store, "en-US", "top", 1, now=NOW).published  # already live
+    assert rollback_page(store, "en-US", "top", 2, now=NOW).published  # forward again undoes a rollback
+    result = publish_page(store, "en-US", "top", _payload(6), now=NOW, validate=lambda new, prev: None)
+    assert result.published and result.version == 4
+    with pytest.raises(SnapshotNotFoundError):
+        rollback_page(store, "en-US", "top", 9, now=NOW)
+
+
+def test_the_pool_is_not_a_live_page(store: ObjectStore) -> None:
+    publish_page(store, "en-US", "top", _payload(2), now=NOW, validate=lambda new, prev: None)
+    publish_page(store, "en-US", "pool", _payload(2), now=NOW, validate=lambda new, prev: None)
+    assert list_live_pages(store) == [("en-US", "top")]
+    assert read_pointer(store, "en-US", "pool") is not None
+
+
+# --------------------------------------------------------------------------------------------------
+# Snapshot bytes are strict JSON: a NaN or infinite number is refused, never written.
+# --------------------------------------------------------------------------------------------------
+
+def test_snapshots_are_sorted_compact_utf8() -> None:
+    assert dump_snapshot({"b": 1, "a": "é"}) == '{"a":"é","b":1}'.encode()
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")], ids=["nan", "inf", "-inf"])
+def test_a_non_finite_number_is_refused(value: float) -> None:
+    with pytest.raises(ValueError, match="JSON compliant"):
+        dump_snapshot({"stories": [{"story_id": "s", "score": value}]})
+    assert json.loads(dump_snapshot({"score": 0.0})) == {"score": 0.0}

@@ -1,0 +1,195 @@
+"""Ingest, step 5: write what the shards polled, in the order that makes a crash harmless."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.crashpoints import crash_point
+from tasks.identity import assign_identities, commit_identities
+from tasks.ingest.plan import load_feed_states
+from tasks.ingest.poll import ShardResult
+from tasks.ingest.robots import save_robots_cache
+from tasks.politeness import host_of_url
+from tasks.registry import load_registry
+from tasks.settings import IngestSettings, WebSubSettings, get_ingest_settings, get_websub_settings
+from tasks.websub import SubscriptionTarget, delete_push_markers, maintain_subscriptions, retire_subscriptions
+from transforms.records import ArticleRow
+from warehouse import layout
+from warehouse.damage import collect_damage
+from warehouse.schemas import ARTICLES_SCHEMA, FEED_STATE_SCHEMA, FETCHES_SCHEMA
+from warehouse.store import ObjectStore
+from warehouse.tables import content_segment_id, rows_to_table, write_segment, write_table
+
+
+def commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime, *,
+                  ingest: IngestSettings | None = None, websub: WebSubSettings | None = None) -> dict[str, Any]:
+    """Write the new articles as one content-keyed segment, then the feed states, then WebSub upkeep.
+
+    ``damaged`` in the summary names the objects it could not read and what it did instead (a
+    corrupt feed state or robots.txt cache read as empty and replaced, issue 16).
+    """
+    with collect_damage() as damaged:
+        summary = _commit_ingest(store, shards, now, ingest=ingest, websub=websub)
+    if damaged:
+        summary["damaged"] = [asdict(d) for d in damaged]
+    return summary
+
+
+def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime, *,
+                   ingest: IngestSettings | None = None, websub: WebSubSettings | None = None) -> dict[str, Any]:
+    """See :func:`commit_ingest`.
+
+    Order matters for crash safety: a crash after the segment and before the state makes the rerun
+    fetch the same items again, and consumers drop an (article_id, content_hash) they have seen.
+    Push markers are deleted after the states (a crash in between only polls those feeds once more),
+    then the robots.txt verdicts fetched are merged into the cache (a lost write only costs a fetch),
+    and subscriptions are requested or renewed last, when ``websub`` is enabled (issue 3).
+    """
+    crash_point("ingest.after_fetch")
+    articles: dict[tuple[str, str], ArticleRow] = {}
+    for shard in shards:
+        for row in shard.articles:
+            articles.setdefault((row.article_id, row.content_hash), row)
+    identity = assign_identities(store, list(articles.values()), now)
+    rows = sorted(identity.rows, key=lambda r: (r.first_seen_at, r.article_id))
+    written = False
+    if rows:
+        table = rows_to_table([row.to_row() for row in rows], ARTICLES_SCHEMA)
+        written = write_segment(store, layout.article_segment_key(now, content_segment_id(table)), table,
+                                ARTICLES_SCHEMA)
+    crash_point("ingest.after_segment")
+    commit_identities(store, identity, now)
+    states, etag = load_feed_states(store)
+    for shard in shards:
+        for state in shard.states:
+            states[state.feed_id] = state
+    state_rows = [states[k].to_row() for k in sorted(states)]
+    table = rows_to_table(state_rows, FEED_STATE_SCHEMA)
+    write_table(store, layout.FEED_STATE_KEY, table, FEED_STATE_SCHEMA, if_match=etag, if_none_match=etag is None)
+    record_fetches(store, shards, now)
+    pushed = delete_push_markers(store, [k for s in shards for k in s.push_keys])
+    robots_fetched = {origin: entry for s in shards for origin, entry in s.robots.items()}
+    save_robots_cache(store, robots_fetched, now)
+    reports = [r for s in shards for r in s.reports]
+    subscriptions: dict[str, int] = {}
+    if websub is not None and websub.enabled and ingest is not None:
+        targets = [SubscriptionTarget(r.feed_id, r.topic_url or r.url, r.hub_url) for r in reports
+                   if r.hub_url and r.error_kind is None]
+        subscriptions = maintain_subscriptions(store, targets, ingest, websub, now)
+        read = {f["feed_id"] for f in load_registry(store).read_feeds()}
+        retired = retire_subscriptions(store, read, ingest, websub, now)
+        subscriptions.update({f"retire_{k}": v for k, v in retired.items()})
+    errors: dict[str, int] = defaultdict(int)
+    warnings: dict[str, int] = defaultdict(int)
+    for r in reports:
+        if r.error_kind:
+            errors[r.error_kind] += 1
+        if r.warning_kind:
+            warnings[r.warning_kind] += 1
+    for s in shards:
+        for e in s.page_errors:
+            errors[f"page_{e.error_kind}"] += 1
+    return {
+        "feeds_polled": len(reports),
+        "not_modified": sum(1 for r in reports if r.status == 304),
+        "new_items": sum(r.new_items for r in reports),
+        "new_articles": len(rows),
+        "identity": identity.counts,
+        "segment_written": written,
+        "errors": dict(sorted(errors.items())),
+        "warnings": dict(sorted(warnings.items())),
+        "parked": sum(1 for r in reports if r.is_parked),
+        "pushed": pushed,
+        "robots_fetched": len(robots_fetched),
+        "websub": subscriptions,
+        "lag_seconds_by_tier": discovery_lag_by_tier(store, rows),
+        "failures": [
+            {"feed_id": r.feed_id, "url": r.url, "status": r.status, "kind": r.error_kind or r.warning_kind,
+             "error": r.error or r.warning, "is_error": r.error_kind is not None,
+             "next_poll_at": r.next_poll_at.isoformat(), "interval_seconds": r.interval_seconds,
+             "reason": r.poll_reason}
+            for r in sorted(reports, key=lambda r: r.feed_id) if r.error_kind or r.warning_kind
+        ],
+    }
+
+
+def _fetch_id(now: datetime, kind: str, url: str, feed_id: str) -> str:
+    return hashlib.blake2b(f"{now.isoformat()}|{kind}|{feed_id}|{url}".encode(), digest_size=12).hexdigest()
+
+
+def fetch_rows(shards: list[ShardResult], now: datetime, publisher_of: Mapping[str, str]) -> list[dict[str, Any]]:
+    """One ``FETCHES_SCHEMA`` row per feed poll and per article page of a run (successes and failures).
+
+    ``publisher_of`` maps feed ids to publishers. A page that was never requested (no link, robots.txt
+    said no, the host was backing off) is recorded with its error kind and no status.
+    """
+    rows: list[dict[str, Any]] = []
+    for shard in shards:
+        for r in shard.reports:
+            rows.append({"fetch_id": _fetch_id(now, "feed", r.url, r.feed_id), "fetched_at": now, "kind": "feed",
+                         "feed_id": r.feed_id, "publisher_id": publisher_of.get(r.feed_id), "host": host_of_url(r.url),
+                         "url": r.url, "status": r.status, "is_conditional": r.sent_validators,
+                         "error_kind": r.error_kind, "elapsed_ms": r.elapsed_ms, "interval_seconds": r.interval_seconds,
+                         "poll_reason": r.poll_reason})
+        pages: list[tuple[str, str, str | None, int | None]] = [(a.url, a.feed_id, None, 200) for a in shard.articles]
+        pages += [(e.url or "", e.feed_id, e.error_kind, e.status) for e in shard.page_errors]
+        for url, feed_id, error_kind, status in pages:
+            rows.append({"fetch_id": _fetch_id(now, "page", url, feed_id), "fetched_at": now, "kind": "page",
+                         "feed_id": feed_id, "publisher_id": publisher_of.get(feed_id),
+                         "host": host_of_url(url) if url else None, "url": url, "status": status,
+                         "is_conditional": False, "error_kind": error_kind, "elapsed_ms": None,
+                         "interval_seconds": None, "poll_reason": None})
+    return sorted(rows, key=lambda r: (r["kind"], r["feed_id"], r["url"], r["fetch_id"]))
+
+
+def record_fetches(store: ObjectStore, shards: list[ShardResult], now: datetime) -> int:
+    """Append the run's fetches to ``log/fetches/`` (one content-keyed segment); returns the rows written.
+
+    Metrics for the dashboards, written after the feed states: a crash before it loses one run's
+    metrics, never an article; a rerun at the same instant writes the same ``fetch_id`` again,
+    which the ``fetches`` view counts once.
+    """
+    publisher_of = {f["feed_id"]: f["publisher_id"] for f in load_registry(store).feeds}
+    rows = fetch_rows(shards, now, publisher_of)
+    if not rows:
+        return 0
+    table = rows_to_table(rows, FETCHES_SCHEMA)
+    write_segment(store, layout.fetch_segment_key(now, content_segment_id(table)), table, FETCHES_SCHEMA)
+    return len(rows)
+
+
+def discovery_lag_by_tier(store: ObjectStore, rows: list[ArticleRow]) -> dict[str, dict[str, float]]:
+    """Publish -> first-seen lag (p50, p95 seconds) of new articles per publisher tier.
+
+    Only articles whose page states a publication time no later than first sight are counted; the
+    claimed time is used for this measurement only, never for ranking.
+    """
+    tiers = {p["publisher_id"]: p["tier"] for p in load_registry(store).publishers.values()}
+    lags: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        published, seen = row.published_at, row.first_seen_at
+        if published is not None and published <= seen:
+            lags[str(tiers.get(row.publisher_id, "?"))].append((seen - published).total_seconds())
+    return {tier: {"p50": _quantile(v, 0.5), "p95": _quantile(v, 0.95), "articles": float(len(v))}
+            for tier, v in sorted(lags.items())}
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@task(name="commit_ingest", retries=3, retry_delay_seconds=2, timeout_seconds=300, cache_policy=NO_CACHE)
+def commit_ingest_task(store: ObjectStore, shards: list[ShardResult], now: datetime) -> dict[str, Any]:
+    return commit_ingest(store, shards, now, ingest=get_ingest_settings(), websub=get_websub_settings())

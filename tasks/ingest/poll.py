@@ -1,0 +1,201 @@
+"""Ingest, step 3: poll a shard's feeds, then fetch robots.txt and each new page, under per-host limits.
+
+The request and the parse are here; what a poll means for the feed (new items, validators, errors
+and warnings, the next poll) is ``transforms.polling.settle_poll``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import httpx
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.errors import FetchError
+from tasks.http import fetch_url, make_client
+from tasks.ingest.pages import (
+    NO_RESPONSE_KINDS,
+    PageError,
+    fetch_article,
+    no_link_error,
+    page_status,
+    skipped_page,
+)
+from tasks.ingest.plan import FeedJob
+from tasks.ingest.robots import RobotsCache
+from tasks.politeness import HostLimiter, HostLimits, HostStats, host_of_url, run_per_host
+from tasks.settings import IngestSettings, WebSubSettings, get_websub_settings
+from transforms.errors import FeedRejectedError, TransformError
+from transforms.feeds import parse_feed
+from transforms.polling import (
+    RECENT_GUIDS,
+    FeedReport,
+    PollExchange,
+    PollOutcome,
+    conditional_headers,
+    floor_for_tier,
+    forget_items,
+    settle_failed_poll,
+    settle_poll,
+)
+from transforms.records import ArticleRow, FeedState
+from transforms.robots import RobotsEntry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ShardResult:
+    """What one shard's poll hands the commit."""
+
+    states: list[FeedState] = field(default_factory=list)
+    articles: list[ArticleRow] = field(default_factory=list)
+    reports: list[FeedReport] = field(default_factory=list)
+    page_errors: list[PageError] = field(default_factory=list)
+    host_stats: dict[str, HostStats] = field(default_factory=dict)
+    push_keys: list[str] = field(default_factory=list)
+    robots: dict[str, RobotsEntry] = field(default_factory=dict)
+    """robots.txt verdicts this shard fetched, by origin; the commit merges them into the store's cache."""
+
+
+def host_limits_from(settings: IngestSettings) -> HostLimits:
+    return HostLimits(
+        max_concurrency=settings.host_max_concurrency, rate_per_second=settings.host_rate_per_second,
+        burst=settings.host_burst, min_rate_per_second=min(settings.host_min_rate_per_second,
+                                                           settings.host_rate_per_second),
+        slow_seconds=settings.slow_response_seconds,
+    )
+
+
+def _floor(job: FeedJob, settings: IngestSettings) -> int:
+    return floor_for_tier(job.tier, tier1_floor_seconds=settings.tier1_min_interval_seconds,
+                          default_floor_seconds=settings.min_interval_seconds)
+
+
+def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now: datetime, *,
+              backstop_seconds: int | None = None) -> PollOutcome:
+    """Conditional GET of one feed and the parse of its body; the outcome is :func:`settle_poll`'s.
+
+    Never raises for anything the publisher sends: a failed request or an unusable body becomes the
+    outcome's ``error_kind``. Items beyond ``max_items_per_feed`` are not marked seen.
+    """
+    try:
+        result = fetch_url(client, job.url, settings, max_bytes=settings.max_feed_bytes,
+                           headers=conditional_headers(job.state))
+    except FetchError as e:
+        exchange = PollExchange(status=e.status, error_kind=e.kind, error=str(e))
+    else:
+        exchange = PollExchange(status=result.status, headers=result.headers, elapsed_ms=result.elapsed_ms)
+        if 200 <= result.status < 300:
+            try:
+                parsed = parse_feed(result.body, result.final_url, headers=result.headers,
+                                    max_items=RECENT_GUIDS, max_bytes=settings.max_feed_bytes)
+            except FeedRejectedError as e:
+                exchange = PollExchange(result.status, result.headers, None, "rejected", str(e), result.elapsed_ms)
+            except TransformError as e:
+                exchange = PollExchange(result.status, result.headers, None, "parse", f"{type(e).__name__}: {e}",
+                                        result.elapsed_ms)
+            else:
+                exchange = PollExchange(result.status, result.headers, parsed, elapsed_ms=result.elapsed_ms)
+    return settle_poll(job.state, exchange, now, feed_url=job.url, max_items=settings.max_items_per_feed,
+                       floor_seconds=_floor(job, settings), ceiling_seconds=settings.max_interval_seconds,
+                       backstop_seconds=backstop_seconds)
+
+
+def poll_feed_safely(job: FeedJob, client: httpx.Client, settings: IngestSettings, now: datetime,
+                     backstop_seconds: int | None = None) -> PollOutcome:
+    """``poll_feed``, with a bug on one feed's input recorded against that feed (STYLE §11: the broad
+    catch sits around the per-item loop) so one strange document never fails the whole run."""
+    try:
+        return poll_feed(job, client, settings, now, backstop_seconds=backstop_seconds)
+    except Exception as e:  # noqa: BLE001 - per-item boundary; logged with its traceback
+        log.exception("feed_poll_crashed feed_url=%s", job.url)
+        return settle_failed_poll(job.state, "internal", f"internal error: {type(e).__name__}: {e}", now,
+                                  feed_url=job.url, floor_seconds=_floor(job, settings),
+                                  ceiling_seconds=settings.max_interval_seconds)
+
+
+def _skipped_poll(job: FeedJob, settings: IngestSettings, now: datetime) -> PollOutcome:
+    message = "skipped: the host kept failing this run (429/5xx/timeouts); backing off"
+    return settle_failed_poll(job.state, "host_backoff", message, now, feed_url=job.url,
+                              floor_seconds=_floor(job, settings), ceiling_seconds=settings.max_interval_seconds)
+
+
+def _polled_status(outcome: PollOutcome) -> int | None:
+    report = outcome.report
+    return None if report.error_kind in NO_RESPONSE_KINDS else report.status or 200
+
+
+def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime,
+               websub: WebSubSettings | None = None, *,
+               robots_cache: Mapping[str, RobotsEntry] | None = None) -> ShardResult:
+    """Poll every feed in a shard, then fetch robots.txt and each new page, under per-host limits.
+
+    A robots.txt verdict in ``robots_cache`` (from ``load_robots_cache``) still fresh at ``now`` is
+    used without a fetch; the verdicts fetched are returned in ``ShardResult.robots``.
+
+    One limiter sees every request of the shard (feeds, robots.txt, pages), so each host gets at
+    most ``host_max_concurrency`` requests in flight and its token-bucket rate, however many
+    workers run. One failure never stops the rest. Pushed feeds come first in ``jobs`` (the plan's
+    priority lane); with WebSub on, a feed with a live lease gets the relaxed backstop interval.
+    """
+    result = ShardResult()
+    backstop = websub.backstop_seconds if websub is not None and websub.enabled else None
+    limiter = HostLimiter(host_limits_from(settings))
+    workers = settings.max_workers
+    with make_client(settings) as client, ThreadPoolExecutor(max_workers=workers) as pool:
+        robots = RobotsCache(client, settings, robots_cache, now)
+        polled = run_per_host(
+            jobs, host_of=lambda j: host_of_url(j.url),
+            work=lambda j: poll_feed_safely(j, client, settings, now, backstop),
+            status_of=_polled_status, limiter=limiter, pool=pool, max_in_flight=workers,
+            skip=lambda j: _skipped_poll(j, settings, now))
+        work = [(job, item) for job, outcome in zip(jobs, polled, strict=True)
+                for item in outcome.new_items if item.link]
+        # An item without an http(s) link has no page to fetch: recorded, once (it is marked seen).
+        result.page_errors.extend(no_link_error(job, item) for job, outcome in zip(jobs, polled, strict=True)
+                                  for item in outcome.new_items if not item.link)
+        origins = sorted(o for o in {RobotsCache.origin_of(item.link or "") for _, item in work} if not robots.has(o))
+        run_per_host(origins, host_of=host_of_url, work=robots.load, status_of=lambda _: 200,
+                     limiter=limiter, pool=pool, max_in_flight=workers)
+        pages = run_per_host(
+            work, host_of=lambda w: host_of_url(w[1].link or ""),
+            work=lambda w: fetch_article(w[0], w[1], client, robots, settings, now),
+            status_of=page_status, limiter=limiter, pool=pool, max_in_flight=workers,
+            skip=lambda w: skipped_page(w[0], w[1]))
+    retry: dict[str, set[str]] = defaultdict(set)
+    for page in pages:
+        if isinstance(page, ArticleRow):
+            result.articles.append(page)
+            continue
+        result.page_errors.append(page)
+        if page.is_transient:
+            retry[page.feed_id].add(page.guid)
+    for job, outcome in zip(jobs, polled, strict=True):
+        state, report = outcome.state, outcome.report
+        if job.feed_id in retry:
+            # The page failed for now (timeout, 429, 5xx): forget the item so the next poll takes it
+            # again, and drop the validators so a 304 cannot hide it.
+            state = forget_items(state, retry[job.feed_id])
+        result.states.append(state)
+        result.reports.append(report)
+        if report.error_kind != "host_backoff":  # skipped feeds keep their markers for the next run
+            result.push_keys.extend(job.push_keys)
+        log.info("feed_polled feed_url=%s status=%s new=%d error=%s warning=%s next_in_s=%d reason=%s elapsed_ms=%.0f",
+                 job.url, report.status, report.new_items, report.error_kind, report.warning_kind,
+                 report.interval_seconds, report.poll_reason, report.elapsed_ms)
+    result.host_stats = limiter.stats()
+    result.robots = robots.fetched
+    return result
+
+
+@task(name="poll_shard", cache_policy=NO_CACHE)  # each request has its own wall-clock cap
+def poll_shard_task(jobs: list[FeedJob], settings: IngestSettings, now: datetime,
+                    robots_cache: dict[str, RobotsEntry] | None = None) -> ShardResult:
+    return poll_shard(jobs, settings, now, get_websub_settings(), robots_cache=robots_cache)
