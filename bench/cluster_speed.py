@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import math
 import sys
 import time
@@ -305,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"            CPU time {_LAST_CPU_SECONDS:7.2f} s = {len(stream) / _LAST_CPU_SECONDS:8.1f} articles/s of CPU "
           "(what a shared machine's load does not change)")
     print(f"            {_quality(stream, out, story_key)}")
+    indexed_cpu = _LAST_CPU_SECONDS
     # Every story is a candidate and is scored in full (with the same norm cache).
     exhaustive = {**state["params"], "max_candidates": 10**9}  # type: ignore[dict-item]
     with paused_gc():
@@ -318,6 +320,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"brute force {len(head):6d} articles in {brute_elapsed:7.2f} s = {len(head) / brute_elapsed:8.1f} articles/s")
     print(f"            same decision as indexed on {same}/{len(head)} articles; "
           f"speed-up {(len(stream) / elapsed) / (len(head) / brute_elapsed):.0f}x")
+    print(json.dumps({  # the figures, as one line (bench/headline.py reads it)
+        "stories": args.stories, "articles": len(stream), "brute_articles": len(head),
+        "indexed_articles_per_s": round(len(stream) / elapsed, 1),
+        "indexed_cpu_articles_per_s": round(len(stream) / indexed_cpu, 1),
+        "brute_articles_per_s": round(len(head) / brute_elapsed, 1),
+        "brute_cpu_articles_per_s": round(len(head) / _LAST_CPU_SECONDS, 1),
+        "ratio": round((len(stream) / elapsed) / (len(head) / brute_elapsed), 1),
+        "cpu_ratio": round((len(stream) / indexed_cpu) / (len(head) / _LAST_CPU_SECONDS), 1),
+        "same_decisions": same,
+    }))
     return 0
 
 

@@ -7,7 +7,8 @@ Both extractors run in the same process on the same decoded pages, so timings ar
 comparable. The metric is the upstream benchmark's (see ``bench/shingle_metric.py``). For our
 extractor it also reports how often the metadata fields were found on the pages that state
 them; whether a page "states" a field is decided by a crude regex over the raw HTML that
-is independent of the extractor.
+is independent of the extractor. The last line is the figures as one JSON object (bench/headline.py
+reads it).
 """
 
 from __future__ import annotations
@@ -72,9 +73,10 @@ def time_run(name: str, ids: list[str], fn: Callable[[str], str], truth: dict[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=Path, required=True, help="folder with html/ and ground-truth.json")
+    parser.add_argument("--limit", type=int, default=None, help="score only the first N pages (a quick run)")
     args = parser.parse_args()
     raw, truth = load_pages(args.pages)
-    ids = sorted(raw)
+    ids = sorted(raw)[: args.limit]
     # Upstream pages are UTF-8; both extractors get the same decoded text.
     texts = {i: raw[i].decode("utf-8") for i in ids}
 
@@ -112,6 +114,13 @@ def main() -> None:
     print(f"  canonical_url equal to canonicalized ground-truth url: {matches} / {len(ids)}")
     opinion = sum(1 for i in ids if ours[i].is_opinion)
     print(f"  is_opinion true: {opinion} / {len(ids)}")
+    baseline, newsroom = runs
+    print(json.dumps({  # the figures, as one line (bench/headline.py reads it)
+        "pages": len(ids), "f1": round(newsroom.score.f1, 4), "baseline_f1": round(baseline.score.f1, 4),
+        "ratio": round(newsroom.score.f1 / baseline.score.f1, 3),
+        "precision": round(newsroom.score.precision, 4), "recall": round(newsroom.score.recall, 4),
+        "ms_per_page": round(newsroom.ms_per_page, 1), "baseline_ms_per_page": round(baseline.ms_per_page, 1),
+    }))
 
 
 if __name__ == "__main__":

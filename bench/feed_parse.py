@@ -1,7 +1,13 @@
-"""Parse time per 50-item feed: feedparser, our parse_feed (feedparser + safety gate), fastfeedparser.
+"""Parse time per 50-item feed: feedparser, our parse_feed (lxml reader or feedparser), fastfeedparser.
 
 Usage:
     .venv/bin/python bench/feed_parse.py [--feeds 20] [--repeat 5]
+    .venv/bin/python bench/feed_parse.py --corpus ../shared/corpus/feeds/real [--repeat 3]
+
+``--corpus DIR``: every feed file under DIR (not .html/.opml pages), parsed by ``parse_feed`` with
+the lxml reader (the default) and with ``parser="feedparser"`` (the reference, and the code before
+issue 20), alternately in the same run, best of ``--repeat`` per file; prints the totals, how many
+files the reader took and declined, whether every record agreed, and one JSON line.
 
 The feeds are the replay site's own RSS 2.0 and Atom renderings of the dev corpus (50 items each,
 en/ms/zh). Every parser runs in this process on the same bytes; the best of ``--repeat`` runs per
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import statistics
 import sys
 import time
@@ -25,8 +32,11 @@ import feedparser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import transforms.feeds  # noqa: E402
 from replay.corpus import build_publishers, build_schedule, load_corpus, sample_corpus  # noqa: E402
 from replay.render import FEED_SIZE, render_atom, render_rss  # noqa: E402
+from transforms.errors import FeedRejectedError  # noqa: E402
+from transforms.feed_xml import Declined, read_feed_document  # noqa: E402
 from transforms.feeds import parse_feed  # noqa: E402
 
 CORPORA = [Path("/work/shared/corpus/clustering") / n for n in ("ecbplus-dev.jsonl", "mmds-dev.jsonl")]
@@ -61,8 +71,13 @@ def _ours(body: bytes) -> list[str]:
     return [i.title for i in parse_feed(body, "http://127.0.1.1/feeds/rss.xml").items]
 
 
+def _ours_feedparser(body: bytes) -> list[str]:
+    return [i.title for i in parse_feed(body, "http://127.0.1.1/feeds/rss.xml", parser="feedparser").items]
+
+
 def _parsers() -> dict[str, Callable[[bytes], list[str]]]:
-    parsers: dict[str, Callable[[bytes], list[str]]] = {"feedparser": _feedparser, "parse_feed (ours)": _ours}
+    parsers: dict[str, Callable[[bytes], list[str]]] = {
+        "feedparser": _feedparser, "parse_feed (lxml)": _ours, "parse_feed (feedparser)": _ours_feedparser}
     try:
         import fastfeedparser
     except ImportError:
@@ -72,11 +87,87 @@ def _parsers() -> dict[str, Callable[[bytes], list[str]]]:
     return parsers
 
 
+def _best(parse: Callable[[], object], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        parse()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def _reader_verdict(body: bytes, url: str) -> object:
+    """What parse_feed's call to the lxml reader returned for ``body`` (None: it was not called)."""
+    seen: list[object] = []
+
+    def spy(*args: object) -> object:
+        seen.append(read_feed_document(*args))  # type: ignore[arg-type]
+        return seen[-1]
+
+    transforms.feeds.read_feed_document = spy  # type: ignore[assignment]
+    try:
+        parse_feed(body, url)
+    finally:
+        transforms.feeds.read_feed_document = read_feed_document
+    return seen[0] if seen else None
+
+
+def corpus_figures(directory: Path, repeat: int) -> dict[str, object]:
+    """Both parse_feed paths over every feed file under ``directory``, in one run."""
+    paths = sorted(p for p in directory.rglob("*")
+                   if p.is_file() and p.name != "LICENSE" and p.suffix not in (".html", ".opml"))
+    url = "https://news.example/feeds/main.xml"
+    totals = {"lxml": 0.0, "feedparser": 0.0}
+    taken_totals = {"lxml": 0.0, "feedparser": 0.0}
+    taken = declined = refused = other = disagreements = 0
+    for path in paths:
+        body = path.read_bytes()
+        try:
+            ours = parse_feed(body, url)
+        except FeedRejectedError:
+            refused += 1
+            continue
+        reference = parse_feed(body, url, parser="feedparser")
+        disagreements += ours != reference
+        times = {"lxml": _best(lambda b=body: parse_feed(b, url), repeat),
+                 "feedparser": _best(lambda b=body: parse_feed(b, url, parser="feedparser"), repeat)}
+        for name, seconds in times.items():
+            totals[name] += seconds
+        document = _reader_verdict(body, url)
+        if document is None:
+            other += 1  # JSON Feed: neither reader is involved
+        elif isinstance(document, Declined):
+            declined += 1
+        else:
+            taken += 1
+            for name, seconds in times.items():
+                taken_totals[name] += seconds
+    return {
+        "files": len(paths), "taken": taken, "declined": declined, "json_or_other": other, "refused": refused,
+        "records_differ": disagreements,
+        "lxml_seconds": round(totals["lxml"], 3), "feedparser_seconds": round(totals["feedparser"], 3),
+        "speedup": round(totals["feedparser"] / totals["lxml"], 2),
+        "taken_lxml_seconds": round(taken_totals["lxml"], 3),
+        "taken_feedparser_seconds": round(taken_totals["feedparser"], 3),
+        "taken_speedup": round(taken_totals["feedparser"] / taken_totals["lxml"], 2) if taken else None,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--feeds", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--corpus", type=Path, help="time both parse_feed paths over the feed files under this folder")
     args = parser.parse_args()
+    if args.corpus:
+        figures = corpus_figures(args.corpus, args.repeat)
+        print(f"{figures['files']} files: the lxml reader took {figures['taken']}, declined {figures['declined']} "
+              f"(feedparser read them), {figures['json_or_other']} JSON; records differ in {figures['records_differ']}")
+        print(f"parse_feed, every file: lxml reader {figures['lxml_seconds']} s, feedparser {figures['feedparser_seconds']} s "
+              f"({figures['speedup']}x); on the files taken: {figures['taken_lxml_seconds']} s vs "
+              f"{figures['taken_feedparser_seconds']} s ({figures['taken_speedup']}x)")
+        print(json.dumps(figures))
+        return 0
     feeds = build_feeds(args.feeds)
     kinds = {k: sum(1 for f, _ in feeds if f == k) for k in ("rss", "atom")}
     print(f"feeds: {len(feeds)} of {FEED_SIZE} items ({kinds['rss']} RSS 2.0, {kinds['atom']} Atom), "

@@ -2,7 +2,8 @@
 
 Usage:
     .venv/bin/python bench/poll_throughput.py [--hosts 200] [--feeds-per-host 25] [--changed-share 0.2]
-        [--workers 32] [--host-rate 5] [--baseline-sample 1000]
+        [--workers 8] [--host-rate 5] [--baseline-sample 1000] [--parser lxml|feedparser|fastfeedparser]
+        [--profile 10] [--quick]
 
 The farm (``python -m replay --synthetic-hosts ...``) runs in its own process on 127.0.1.x/127.0.2.x
 and counts, per host, the peak number of requests in flight: politeness is checked from the
@@ -11,9 +12,13 @@ so unchanged feeds answer 304 and changed ones 200 with one new item.
 
 * ours: ``tasks.ingest.poll.poll_shard`` (conditional GET, parse_feed, interval decision, per-host
   queues with 2 requests in flight and a token bucket per host) over every feed;
+* ``--parser feedparser``: ours with every feed parsed by feedparser (``parse_feed(parser="feedparser")``,
+  the code before issue 20's lxml reader), for a before/after in one run;
 * ``--parser fastfeedparser`` (a what-if, not the product): the same run with ``parse_feed`` swapped
-  for a bench-only fastfeedparser adapter (no safety gate, fewer fields), to show how much of our
-  time is feedparser;
+  for a bench-only fastfeedparser adapter (no safety gate, fewer fields);
+* ``--profile N``: cProfile around every poll (each worker thread, timed by the thread's CPU clock),
+  merged, and the top N functions by cumulative CPU time printed: where a poll's CPU goes (cProfile
+  slows the run: read the shares, not the rate);
 * baseline: a plain loop, one httpx.Client, GET with If-None-Match, feedparser on 200s, over an
   evenly spaced sample of the feeds (same 304/200 mix), measured in the same run.
 
@@ -26,15 +31,21 @@ move with the load, the CPU per poll much less, and a 2-core machine can poll at
 from __future__ import annotations
 
 import argparse
+import cProfile
+import functools
 import io
 import json
 import os
+import pstats
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import feedparser
@@ -45,9 +56,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tasks.ingest.plan import FeedJob  # noqa: E402
 from tasks.ingest.poll import poll_shard  # noqa: E402
 from tasks.settings import IngestSettings  # noqa: E402
+from transforms.feeds import parse_feed  # noqa: E402
 from transforms.records import FeedState  # noqa: E402
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+R = TypeVar("R")
+QUICK = {"hosts": 100, "feeds_per_host": 10, "baseline_sample": 250}
+"""``--quick``: 1,000 feeds on 100 hosts, a 250-poll baseline (the headline bench's short run)."""
 
 
 def _start_farm(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
@@ -99,6 +114,38 @@ def _fast_parse_feed(body: bytes, url: str, **_: object) -> object:
                       is_malformed=False, error=None)
 
 
+def _profiled(function: Callable[..., R], profiles: list[cProfile.Profile]) -> Callable[..., R]:
+    """``function`` run under a cProfile profile of its thread's own (cProfile sees one thread)."""
+    local = threading.local()
+
+    def run(*args: object, **kwargs: object) -> R:
+        profile = getattr(local, "profile", None)
+        if profile is None:
+            # CPU time of this thread, not wall time: a poll's wait for the farm is not its cost.
+            profile = local.profile = cProfile.Profile(time.thread_time)
+            profiles.append(profile)
+        profile.enable()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            profile.disable()
+
+    return run
+
+
+def _top_cumulative(profiles: list[cProfile.Profile], count: int) -> list[dict[str, object]]:
+    """The ``count`` functions with the most cumulative time over every thread's profile."""
+    stats = pstats.Stats(profiles[0])
+    for profile in profiles[1:]:
+        stats.add(profile)
+    rows = []
+    for (path, line, function), (_, calls, _, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
+        where = f"{Path(path).name}:{line}" if line else path
+        rows.append({"function": f"{function} ({where})", "calls": calls, "cumulative_s": round(cumulative, 3)})
+    rows.sort(key=lambda r: -float(r["cumulative_s"]))  # type: ignore[arg-type]
+    return rows[:count]
+
+
 def _ours(urls: list[str], args: argparse.Namespace) -> tuple[float, Counter[int | None], float, float]:
     settings = IngestSettings(  # type: ignore[call-arg]
         allow_private_addresses=True, max_workers=args.workers, host_rate_per_second=args.host_rate,
@@ -127,7 +174,7 @@ def _baseline(urls: list[str], args: argparse.Namespace) -> tuple[float, Counter
         return time.perf_counter() - started, statuses, time.process_time() - cpu
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=200)
     parser.add_argument("--feeds-per-host", type=int, default=25)
@@ -137,54 +184,95 @@ def main() -> int:
     parser.add_argument("--host-rate", type=float, default=5.0, help="token-bucket rate per host (req/s)")
     parser.add_argument("--host-burst", type=float, default=5.0)
     parser.add_argument("--baseline-sample", type=int, default=1000)
-    parser.add_argument("--parser", choices=("feedparser", "fastfeedparser"), default="feedparser",
-                        help="fastfeedparser: bench-only what-if adapter in place of parse_feed")
-    args = parser.parse_args()
-    if args.parser == "fastfeedparser":
-        import tasks.ingest.poll
+    parser.add_argument("--parser", choices=("lxml", "feedparser", "fastfeedparser"), default="lxml",
+                        help="lxml: the product (lxml reader, feedparser when it declines); feedparser: every feed "
+                             "through feedparser (before issue 20); fastfeedparser: bench-only what-if adapter")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="profile every poll and print the top N functions by cumulative time")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a short run: {QUICK['hosts']} hosts x {QUICK['feeds_per_host']} feeds, "
+                             f"baseline of {QUICK['baseline_sample']}")
+    args = parser.parse_args(argv)
+    if args.quick:
+        for key, value in QUICK.items():
+            setattr(args, key, value)
+    return args
 
+
+def run(args: argparse.Namespace, report: Callable[[str], None] = lambda line: None) -> dict[str, object]:
+    """One run: ours over every feed, then the sequential baseline over a sample; the figures as a dict."""
+    import tasks.ingest.poll
+
+    if args.parser == "fastfeedparser":
         tasks.ingest.poll.parse_feed = _fast_parse_feed  # type: ignore[assignment]
+    elif args.parser == "feedparser":
+        tasks.ingest.poll.parse_feed = functools.partial(parse_feed, parser="feedparser")
+    profiles: list[cProfile.Profile] = []
+    if args.profile:
+        tasks.ingest.poll.poll_feed = _profiled(tasks.ingest.poll.poll_feed, profiles)
     proc, control = _start_farm(args)
     try:
         with httpx.Client(trust_env=False, timeout=30) as client:
             urls = client.get(f"{control}/_replay/feeds").json()
-            print(f"cpus: {os.cpu_count()}  farm: {args.hosts} hosts x {args.feeds_per_host} feeds = {len(urls)} feeds, "
-                  f"{args.changed_share:.0%} changing ({args.items_per_feed} items each), server in its own process")
+            report(f"cpus: {os.cpu_count()}  farm: {args.hosts} hosts x {args.feeds_per_host} feeds = {len(urls)} feeds, "
+                   f"{args.changed_share:.0%} changing ({args.items_per_feed} items each), server in its own process")
             load_start = os.getloadavg()[0]
             farm_cpu = _cpu_seconds(proc.pid)
             elapsed, statuses, client_peak, cpu = _ours(urls, args)
             farm_cpu = _cpu_seconds(proc.pid) - farm_cpu
             server = client.get(f"{control}/_replay/stats").json()
-            print(f"ours:     {len(urls)} polls in {elapsed:.2f} s = {len(urls) / elapsed:.0f} polls/s  "
-                  f"statuses={dict(sorted(statuses.items(), key=str))}  parser={args.parser} workers={args.workers} "
-                  f"per-host limit=2 in flight, {args.host_rate:g} req/s (burst {args.host_burst:g})")
-            print(f"          max in flight per host: server-side {server['max_in_flight_per_host']}, "
-                  f"client-side {client_peak}; server saw {server['requests']} requests on "
-                  f"{server['connections']} connections; "
-                  f"rate ceiling hosts x rate = {args.hosts * args.host_rate:.0f}/s")
-            print(f"          CPU per poll: {1000 * cpu / len(urls):.2f} ms here (every thread), "
-                  f"{1000 * farm_cpu / len(urls):.2f} ms in the farm")
+            report(f"ours:     {len(urls)} polls in {elapsed:.2f} s = {len(urls) / elapsed:.0f} polls/s  "
+                   f"statuses={dict(sorted(statuses.items(), key=str))}  parser={args.parser} workers={args.workers} "
+                   f"per-host limit=2 in flight, {args.host_rate:g} req/s (burst {args.host_burst:g})")
+            report(f"          max in flight per host: server-side {server['max_in_flight_per_host']}, "
+                   f"client-side {client_peak}; server saw {server['requests']} requests on "
+                   f"{server['connections']} connections; "
+                   f"rate ceiling (feeds per host - burst) / rate: {_rate_ceiling(args, len(urls)):.0f} polls/s")
+            report(f"          CPU per poll: {1000 * cpu / len(urls):.2f} ms here (every thread), "
+                   f"{1000 * farm_cpu / len(urls):.2f} ms in the farm")
             step = max(1, len(urls) // args.baseline_sample)
             sample = urls[::step][: args.baseline_sample]
             base_farm_cpu = _cpu_seconds(proc.pid)
             base_elapsed, base_statuses, base_cpu = _baseline(sample, args)
             base_farm_cpu = _cpu_seconds(proc.pid) - base_farm_cpu
-            print(f"baseline: {len(sample)} polls in {base_elapsed:.2f} s = {len(sample) / base_elapsed:.0f} polls/s  "
-                  f"statuses={dict(sorted(base_statuses.items(), key=str))}  (sequential httpx + feedparser), "
-                  f"CPU per poll {1000 * base_cpu / len(sample):.2f} ms here, {1000 * base_farm_cpu / len(sample):.2f} ms in the farm")
-            print(f"speed-up: {(len(urls) / elapsed) / (len(sample) / base_elapsed):.1f}x")
-            print(json.dumps({"ours_polls_per_second": round(len(urls) / elapsed), "baseline_polls_per_second":
-                              round(len(sample) / base_elapsed), "ratio": round((len(urls) / elapsed) / (len(sample) / base_elapsed), 2),
-                              "ours_cpu_ms_per_poll": round(1000 * cpu / len(urls), 3),
-                              "baseline_cpu_ms_per_poll": round(1000 * base_cpu / len(sample), 3),
-                              "farm_cpu_ms_per_poll": [round(1000 * farm_cpu / len(urls), 3),
-                                                       round(1000 * base_farm_cpu / len(sample), 3)],
-                              "max_in_flight_per_host": server["max_in_flight_per_host"],
-                              "ours_connections": server["connections"],
-                              "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)]}))
+            report(f"baseline: {len(sample)} polls in {base_elapsed:.2f} s = {len(sample) / base_elapsed:.0f} polls/s  "
+                   f"statuses={dict(sorted(base_statuses.items(), key=str))}  (sequential httpx + feedparser), "
+                   f"CPU per poll {1000 * base_cpu / len(sample):.2f} ms here, {1000 * base_farm_cpu / len(sample):.2f} ms in the farm")
+            ratio = (len(urls) / elapsed) / (len(sample) / base_elapsed)
+            report(f"speed-up: {ratio:.1f}x")
+            figures: dict[str, object] = {
+                "ours_polls_per_second": round(len(urls) / elapsed), "baseline_polls_per_second":
+                round(len(sample) / base_elapsed), "ratio": round(ratio, 2), "parser": args.parser,
+                "feeds": len(urls), "hosts": args.hosts, "baseline_polls": len(sample),
+                "ours_cpu_ms_per_poll": round(1000 * cpu / len(urls), 3),
+                "baseline_cpu_ms_per_poll": round(1000 * base_cpu / len(sample), 3),
+                "farm_cpu_ms_per_poll": [round(1000 * farm_cpu / len(urls), 3), round(1000 * base_farm_cpu / len(sample), 3)],
+                "max_in_flight_per_host": server["max_in_flight_per_host"],
+                "client_max_in_flight_per_host": client_peak,
+                "rate_ceiling_polls_per_second": round(_rate_ceiling(args, len(urls))),
+                "ours_connections": server["connections"],
+                "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+            }
+            if profiles:
+                figures["profile_top_cumulative"] = _top_cumulative(profiles, args.profile)
+            return figures
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def _rate_ceiling(args: argparse.Namespace, feeds: int) -> float:
+    """The most polls/s the per-host token buckets allow: each host's feeds beyond its burst at its rate."""
+    seconds = max(0.0, args.feeds_per_host - args.host_burst) / args.host_rate
+    return feeds / seconds if seconds else float("inf")
+
+
+def main() -> int:
+    args = parse_args()
+    figures = run(args, report=print)
+    for row in figures.get("profile_top_cumulative", []):  # type: ignore[union-attr]
+        print(f"  {row['cumulative_s']:>8.3f} s  {row['calls']:>7}  {row['function']}")  # type: ignore[index]
+    print(json.dumps(figures))
     return 0
 
 

@@ -16,6 +16,7 @@ sorts per section; it is measured on ``--naive-editions`` editions and extrapola
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from datetime import UTC, datetime, timedelta
@@ -237,6 +238,10 @@ def main() -> None:
     print(f"naive per-edition python loop: {naive:.2f} s for {len(sample)} editions "
           f"-> {estimate:.1f} s estimated for all {editions.height} editions")
     print(f"speed-up: {estimate / fast:.1f}x; goal <= 30 s: {'met' if fast <= 30 else 'missed'}")
+    print(json.dumps({  # the figures, as one line (bench/headline.py reads it)
+        "stories": args.stories, "editions": editions.height, "pages": pages, "cycle_s": round(fast, 3),
+        "naive_estimate_s": round(estimate, 3), "naive_editions_run": len(sample), "ratio": round(estimate / fast, 2),
+    }))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ Without ``--predictions`` it runs the command itself (``newsroom classify-sectio
 
 Printed: coverage (the share of labelled lines answered), accuracy on the answered lines, both per
 language and per gold label, the most common confusions, and how often the classifier answered on
-lines no section fits.
+lines no section fits. The last line is the overall coverage and accuracy as one JSON object.
 """
 
 from __future__ import annotations
@@ -163,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     if overall.confusions:
         print("confusions (gold -> answered): " + ", ".join(
             f"{g} -> {p} {n}" for (g, p), n in overall.confusions.most_common(args.confusions)))
+    print(json.dumps({"labelled": overall.labelled, "answered": overall.answered,  # one line: bench/headline.py
+                      "coverage": round(overall.coverage, 4), "accuracy": round(overall.accuracy, 4)}))
     return 0
 
 

@@ -15,6 +15,12 @@ driven against both in alternating rounds; the summary gives each one's p50/p99 
 PostgreSQL/SQLite p50 ratio. ``--no-postgres`` skips PostgreSQL (SQLite alone).
 
     .venv/bin/python bench/serving_load.py            # defaults: 4 rounds x 3 s, 8 connections
+    .venv/bin/python bench/serving_load.py --quick    # 2 rounds x 1 s, For you on SQLite only (the headline bench)
+
+The edition page is driven three ways in the same rounds (issue 20): as a client that asks for no
+coding (the published bytes), as a browser or CDN does (``Accept-Encoding: gzip, deflate, br``:
+the brotli body the cache made once for this version), and as the static file (no coding: the
+static route does not compress). Each reports bytes per response, p50/p99 and req/s.
 """
 
 from __future__ import annotations
@@ -107,6 +113,9 @@ def prepare(root: Path) -> bytes:
 
 
 # -- client side --------------------------------------------------------------------------------
+
+
+BROWSER_ENCODINGS = {"Accept-Encoding": "gzip, deflate, br"}
 
 
 def drive(port: int, path: str, seconds: float, connections: int, budget: int,
@@ -304,21 +313,8 @@ def bench_for_you(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="length of each round")
-    parser.add_argument("--rounds", type=int, default=4, help="rounds per URL, alternating")
-    parser.add_argument("--connections", type=int, default=8)
-    parser.add_argument("--max-requests", type=int, default=200_000, help="cap per round")
-    parser.add_argument("--readers", type=int, default=200, help="seeded profiles for the For-you rounds")
-    parser.add_argument("--no-postgres", action="store_true", help="For you on SQLite only")
-    parser.add_argument("--serve", nargs=2, metavar=("ROOT", "PORT"), help=argparse.SUPPRESS)
-    parser.add_argument("--serve-profiles-url", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.serve:
-        serve(Path(args.serve[0]), int(args.serve[1]), args.serve_profiles_url)
-        return
-
+def page_rounds(args: argparse.Namespace) -> dict[str, Any]:
+    """The edition page via the API (plain and compressed) and as a static file, in alternating rounds."""
     with tempfile.TemporaryDirectory(prefix="newsroom-bench-") as tmp:
         root = Path(tmp)
         data = prepare(root)
@@ -326,6 +322,10 @@ def main() -> None:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         server = subprocess.Popen([sys.executable, __file__, "--serve", str(root), str(port)], cwd=REPO)
+        api, static = "/v1/editions/en-US/top", "/bench-static/en-US-top.json"
+        ways = {"api_edition_page": (api, None), "api_edition_page_compressed": (api, [BROWSER_ENCODINGS]),
+                "static_same_bytes": (static, None)}
+        results: dict[str, dict[str, Any]] = {name: {"lat": [], "rps": [], "bytes": 0} for name in ways}
         try:
             deadline = time.monotonic() + 30
             while True:
@@ -336,32 +336,65 @@ def main() -> None:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.1)
-            api, static = "/v1/editions/en-US/top", "/bench-static/en-US-top.json"
-            drive(port, api, 0.5, args.connections, 10_000)  # warm up both
-            drive(port, static, 0.5, args.connections, 10_000)
-            results: dict[str, dict[str, list[float]]] = {api: {"lat": [], "rps": []}, static: {"lat": [], "rps": []}}
+            for path, headers in ways.values():  # warm up every way
+                drive(port, path, 0.5, args.connections, 10_000, headers)
             for _ in range(args.rounds):
-                for path in (api, static):
-                    lat, rps, size = drive(port, path, args.seconds, args.connections, args.max_requests)
-                    assert size == len(data), (path, size, len(data))
-                    results[path]["lat"] += lat
-                    results[path]["rps"].append(rps)
+                for name, (path, headers) in ways.items():
+                    lat, rps, size = drive(port, path, args.seconds, args.connections, args.max_requests, headers)
+                    if headers is None:
+                        assert size == len(data), (path, size, len(data))
+                    results[name]["lat"] += lat
+                    results[name]["rps"].append(rps)
+                    results[name]["bytes"] = size
         finally:
             server.terminate()
             server.wait(10)
-        for_you = bench_for_you(root, args)
+        if args.quick or args.no_for_you:
+            args.no_postgres = True
+            args.readers = min(args.readers, 50)
+        for_you = bench_for_you(root, args) if not args.no_for_you else None
 
     summary: dict[str, Any] = {"page_bytes": len(data), "connections": args.connections,
                                "rounds": args.rounds, "seconds_per_round": args.seconds}
-    for name, path in (("api_edition_page", api), ("static_same_bytes", static)):
-        lat = results[path]["lat"]
-        summary[name] = {"requests": len(lat), "p50_ms": round(pct(lat, 0.5), 3), "p99_ms": round(pct(lat, 0.99), 3),
-                         "req_per_s": round(statistics.mean(results[path]["rps"]), 1)}
+    for name in ways:
+        lat = results[name]["lat"]
+        summary[name] = {"requests": len(lat), "bytes": results[name]["bytes"], "p50_ms": round(pct(lat, 0.5), 3),
+                         "p99_ms": round(pct(lat, 0.99), 3), "req_per_s": round(statistics.mean(results[name]["rps"]), 1)}
+    summary["api_edition_page_compressed"]["coding"] = "br"
     summary["api_vs_static_rate"] = round(summary["api_edition_page"]["req_per_s"]
                                           / summary["static_same_bytes"]["req_per_s"], 3)
-    summary["for_you_rerank"] = {k: round(v, 4) for k, v in bench_rerank().items()}
-    summary["for_you_by_profile_store"] = for_you
-    print(json.dumps(summary, indent=2))
+    summary["api_compressed_vs_static_rate"] = round(summary["api_edition_page_compressed"]["req_per_s"]
+                                                     / summary["static_same_bytes"]["req_per_s"], 3)
+    summary["api_compressed_vs_plain_rate"] = round(summary["api_edition_page_compressed"]["req_per_s"]
+                                                    / summary["api_edition_page"]["req_per_s"], 3)
+    summary["compression_ratio"] = round(len(data) / summary["api_edition_page_compressed"]["bytes"], 2)
+    if for_you is not None:
+        summary["for_you_by_profile_store"] = for_you
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of each round")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds per URL, alternating")
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--max-requests", type=int, default=200_000, help="cap per round")
+    parser.add_argument("--readers", type=int, default=200, help="seeded profiles for the For-you rounds")
+    parser.add_argument("--no-postgres", action="store_true", help="For you on SQLite only")
+    parser.add_argument("--no-for-you", action="store_true", help="skip the For-you rounds on the profile stores")
+    parser.add_argument("--quick", action="store_true", help="2 rounds of 1 s, For you on SQLite only, 50 readers")
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    parser.add_argument("--serve", nargs=2, metavar=("ROOT", "PORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve-profiles-url", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(Path(args.serve[0]), int(args.serve[1]), args.serve_profiles_url)
+        return
+    if args.quick:
+        args.rounds, args.seconds = 2, 1.0
+    summary = page_rounds(args)
+    summary["for_you_rerank"] = {k: round(v, 4) for k, v in bench_rerank(repeats=100 if args.quick else 300).items()}
+    print(json.dumps(summary) if args.json else json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

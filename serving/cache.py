@@ -1,7 +1,8 @@
 """Every live page and the live story snapshot, held in memory and refreshed from the pointers.
 
 Shared responses are the published bytes themselves, so every reader (and every replica) gets
-byte-identical answers with the same ETag. When the store fails, the last good versions stay live.
+byte-identical answers with the same ETag; each page version is also brotli- and gzip-compressed
+once, when it is loaded (#20). When the store fails, the last good versions stay live.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class CacheState:
 
     pages: Mapping[tuple[str, str], CachedPage] = field(default_factory=dict)
     stories: CachedStories | None = None
-    editions: CachedBody = field(default_factory=lambda: CachedBody.of(b"[]"))
+    editions: CachedBody = field(default_factory=lambda: CachedBody.compressed(b"[]"))
     refreshed_at: float | None = None
     last_refresh_ok: bool = False
     degraded: tuple[Degraded, ...] = ()
@@ -113,7 +114,7 @@ def _editions_body(pages: Mapping[tuple[str, str], CachedPage]) -> CachedBody:
         {"edition": edition, "sections": _order_sections(sections)}
         for edition, sections in sorted(by_edition.items())
     ]
-    return CachedBody.of(json.dumps(listing, separators=(",", ":"), ensure_ascii=False).encode())
+    return CachedBody.compressed(json.dumps(listing, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def _region_of(edition: str) -> str:
@@ -337,7 +338,7 @@ class SnapshotCache:
                                          current.version if current else None))
                 continue
             pages[(edition, section)] = CachedPage(
-                edition, section, fetched.pointer, CachedBody.of(fetched.data), parsed
+                edition, section, fetched.pointer, CachedBody.compressed(fetched.data), parsed
             )
             logger.info(
                 "page_loaded edition=%s section=%s version=%d", edition, section, fetched.pointer.version
@@ -355,7 +356,7 @@ class SnapshotCache:
             logger.warning("fallback_failed what=page edition=%s section=%s error=%s", edition, section, _describe(e))
             return None
         logger.warning("page_fallback edition=%s section=%s version=%d", edition, section, fallback.pointer.version)
-        return CachedPage(edition, section, fallback.pointer, CachedBody.of(fallback.data), parsed)
+        return CachedPage(edition, section, fallback.pointer, CachedBody.compressed(fallback.data), parsed)
 
     def _refresh_stories(
         self, current: CachedStories | None, degraded: list[Degraded]

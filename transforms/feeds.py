@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urljoin
 from xml.etree.ElementTree import Element, ParseError
 
@@ -48,6 +48,7 @@ from defusedxml import DefusedXmlException
 
 from transforms.canonical_url import absolute_http_url
 from transforms.errors import FeedRejectedError
+from transforms.feed_xml import FeedDocument, read_feed_document
 from transforms.text import declared_xml_encoding, normalize_whitespace
 from transforms.times import parse_stated_datetime
 
@@ -58,12 +59,17 @@ SUMMARY_MAX_CHARS = 1_000
 # the other one-line fields (feed title, author, category).
 TITLE_MAX_CHARS = 300
 PLAIN_TEXT_MAX_INPUT_CHARS = 64 * 1024
+_PREFIX_CHARS_PER_KEPT_CHAR = 4
+_PREFIX_MARGIN_CHARS = 256
 ELLIPSIS = "\u2026"
 # A publication time before the web had news sites, or more than a day after we first saw the
 # article, is a CMS default (1900, 1970), a placeholder (9999) or a wrong time zone gone far: it is
 # not used for discovery lag, polling rates or ranking (#16); the claim is kept on its own.
 EARLIEST_PUBLISHED_AT = datetime(1995, 1, 1, tzinfo=UTC)
 PUBLISHED_FUTURE_SLACK = timedelta(days=1)
+FeedParserChoice = Literal["lxml", "feedparser"]
+"""``lxml``: well-formed RSS 2.0/Atom 1.0 read by :mod:`transforms.feed_xml`, feedparser for the rest;
+``feedparser``: feedparser for every RSS/Atom document (the reference the lxml reader is tested against)."""
 DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 _MARKUP_PROBE = "<!DOCTYPE x [<!ENTITY % y SYSTEM 'z'>]>"
@@ -155,6 +161,7 @@ def parse_feed(
     headers: Mapping[str, str] | None = None,
     max_items: int = FEED_MAX_ITEMS,
     max_bytes: int = FEED_MAX_BYTES,
+    parser: FeedParserChoice = "lxml",
 ) -> ParsedFeed:
     """Parse an RSS, Atom, JSON Feed or Google News sitemap document.
 
@@ -166,6 +173,9 @@ def parse_feed(
             ``Content-Language`` are used. Keys are case-insensitive.
         max_items: Keep at most this many items (the first ones in the document).
         max_bytes: Refuse bodies larger than this.
+        parser: ``"lxml"`` (the default) reads well-formed RSS 2.0 and Atom 1.0 with lxml and
+            leaves the rest to feedparser, with the same records (#20); ``"feedparser"`` sends
+            every RSS/Atom document to feedparser, the reference.
 
     Returns:
         The parsed feed. Never raises for malformed input: such feeds come back with
@@ -207,7 +217,7 @@ def parse_feed(
     root = _root_element_name(text)
     if root in ("urlset", "sitemapindex"):
         return _parse_news_sitemap(body, url, max_items)
-    return _parse_with_feedparser(body, url, text, http_headers, max_items)
+    return _parse_rss_atom(body, url, text, http_headers, max_items, parser)
 
 
 def extract_mime_type(content_type: str | None) -> tuple[str, str | None] | None:
@@ -390,8 +400,8 @@ def _end_of(text: str, marker: str, start: int) -> int:
 # --- RSS / Atom via feedparser -----------------------------------------------------------------
 
 
-def _parse_with_feedparser(
-    body: bytes, url: str, text: str, http_headers: dict[str, str], max_items: int
+def _parse_rss_atom(
+    body: bytes, url: str, text: str, http_headers: dict[str, str], max_items: int, parser: FeedParserChoice
 ) -> ParsedFeed:
     # Relative links resolve against Content-Location (itself maybe relative), else the URL.
     # feedparser is not told the base: it would also "resolve" guids such as "12345" into
@@ -405,6 +415,13 @@ def _parse_with_feedparser(
         stripped = body.lstrip(b" \t\r\n")
         if stripped.startswith(b"<?xml"):
             body = stripped
+    if parser == "lxml":
+        # Well-formed RSS 2.0 / Atom 1.0: the entries feedparser would give, read from lxml's tree
+        # (#20); anything the reader is not sure of goes to feedparser below.
+        document = read_feed_document(body, response_headers)
+        if isinstance(document, FeedDocument):
+            return _feed_from_entries(document.version, document.feed, document.entries, base, text, http_headers,
+                                      max_items, is_malformed=False, error=None)
     try:
         result = feedparser.parse(
             io.BytesIO(body),
@@ -415,9 +432,6 @@ def _parse_with_feedparser(
     except Exception as e:  # feedparser promises not to raise; record it if it does
         return _empty_feed(is_malformed=True, error=f"parser crashed: {type(e).__name__}: {e}")
 
-    feed: Mapping[str, Any] = result.get("feed", {})
-    language = normalize_language(feed.get("language") or http_headers.get("content-language"))
-
     bozo_exception = result.get("bozo_exception")
     # A missing or non-XML Content-Type says nothing about the document itself; feedparser
     # flags it anyway (and any later, real problem replaces it as bozo_exception).
@@ -427,10 +441,19 @@ def _parse_with_feedparser(
     if not result.get("version") and not entries:
         is_malformed = True
         error = error or "not a recognised feed format (no RSS, Atom or RDF root element)"
+    return _feed_from_entries(str(result.get("version") or ""), result.get("feed", {}), entries, base, text,
+                              http_headers, max_items, is_malformed=is_malformed, error=error)
 
+
+def _feed_from_entries(
+    version: str, feed: Mapping[str, Any], entries: Iterable[Mapping[str, Any]], base: str, text: str,
+    http_headers: Mapping[str, str], max_items: int, *, is_malformed: bool, error: str | None,
+) -> ParsedFeed:
+    """The records of feedparser's ``feed`` and ``entries`` (or the lxml reader's, which has the same shape)."""
+    language = normalize_language(feed.get("language") or http_headers.get("content-language"))
     # RFC 4287 §4.2.1: an Atom entry without an author has the feed's authors. An RSS channel's
     # managingEditor is not the author of its items, so only Atom feeds pass theirs down.
-    feed_authors = _entry_authors(feed) if str(result.get("version") or "").startswith("atom") else ()
+    feed_authors = _entry_authors(feed) if version.startswith("atom") else ()
     items = _dedupe_items((_feed_entry_to_item(e, base, language, feed_authors) for e in entries), max_items)
     links: list[Mapping[str, Any]] = [link for link in feed.get("links", []) if isinstance(link, Mapping)]
     return ParsedFeed(
@@ -466,7 +489,7 @@ def _feed_entry_to_item(entry: Mapping[str, Any], base: str, feed_language: str 
         guid=_guid(entry.get("id"), link, full_title, raw_published, summary_html),
         link=link,
         title=truncate_title(full_title),
-        summary=_truncate(_plain_text(summary_html), SUMMARY_MAX_CHARS),
+        summary=_truncate(_plain_text(summary_html, keep_chars=SUMMARY_MAX_CHARS), SUMMARY_MAX_CHARS),
         published_at=published_at or updated_at,
         updated_at=updated_at,
         categories=_unique(
@@ -718,7 +741,7 @@ def _json_item_to_item(raw: dict[str, Any], base: str, feed_language: str | None
     # them is text ("Why <div> soup is bad"); only content_html is HTML (#16).
     full_title = _json_text(raw.get("title"))
     summary = (_json_text(raw.get("summary")) or _json_text(raw.get("content_text"))
-               or _plain_text(_str_or_none(raw.get("content_html"))))
+               or _plain_text(_str_or_none(raw.get("content_html")), keep_chars=SUMMARY_MAX_CHARS))
     published = _str_or_none(raw.get("date_published"))
     updated_at = parse_stated_datetime(_str_or_none(raw.get("date_modified")))
     raw_id = raw.get("id")  # a string in the spec, but numbers are common
@@ -846,24 +869,41 @@ class _TextExtractor(HTMLParser):
             self.parts.append(data)
 
 
-def _plain_text(value: object, *, max_input_chars: int = PLAIN_TEXT_MAX_INPUT_CHARS) -> str:
+def _plain_text(value: object, *, max_input_chars: int = PLAIN_TEXT_MAX_INPUT_CHARS,
+                keep_chars: int | None = None) -> str:
     """Plain text from a title/summary that may hold HTML or entities; whitespace collapsed.
 
     Only the first ``max_input_chars`` characters are read: we keep at most
-    :data:`SUMMARY_MAX_CHARS` of the result, and a huge body should not cost a huge parse.
+    :data:`SUMMARY_MAX_CHARS` of the result, and a huge body should not cost a huge parse. With
+    ``keep_chars``, only the first ``keep_chars`` characters of the result matter (and whether there
+    are more): the HTML is parsed a growing prefix at a time until the text of a prefix runs well
+    past them (a full article in ``content:encoded`` yields its first paragraphs' text, #20).
 
     >>> _plain_text("<p>Caf&eacute; &amp; <b>bar</b></p>\\n <script>x()</script>")
     'Café & bar'
+    >>> _plain_text("<p>" + "word " * 5000 + "</p>", keep_chars=20)[:20]
+    'word word word word '
     """
     if not isinstance(value, str) or not value:
         return ""
     value = value[:max_input_chars]
-    if "<" in value or "&" in value:
-        parser = _TextExtractor()
-        parser.feed(value)
-        parser.close()
-        value = "".join(parser.parts)
-    return normalize_whitespace(value)
+    if "<" not in value and "&" not in value:
+        return normalize_whitespace(value)
+    if keep_chars is not None:
+        prefix_chars = _PREFIX_CHARS_PER_KEPT_CHAR * keep_chars
+        while prefix_chars < len(value):
+            # The text of a prefix is a prefix of the whole text, but for its last few characters
+            # (a tag or a character reference cut at the end): a margin keeps them out of the result.
+            parser = _TextExtractor()
+            parser.feed(value[:prefix_chars])
+            text = normalize_whitespace("".join(parser.parts))
+            if len(text) > keep_chars + _PREFIX_MARGIN_CHARS:
+                return text[: keep_chars + 1]
+            prefix_chars *= 4
+    parser = _TextExtractor()
+    parser.feed(value)
+    parser.close()
+    return normalize_whitespace("".join(parser.parts))
 
 
 def _plain_line(value: object) -> str:

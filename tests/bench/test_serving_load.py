@@ -25,6 +25,9 @@ def test_serving_load_bench_smoke() -> None:
     summary = json.loads(out.stdout)
     assert summary["api_edition_page"]["requests"] > 0
     assert summary["static_same_bytes"]["requests"] > 0
+    compressed = summary["api_edition_page_compressed"]  # as a browser asks for it: brotli (#20)
+    assert compressed["requests"] > 0 and compressed["coding"] == "br"
+    assert compressed["bytes"] * 3 < summary["page_bytes"] == summary["api_edition_page"]["bytes"]
     assert summary["for_you_rerank"]["pool"] == 1000
     for_you = summary["for_you_by_profile_store"]
     assert for_you["sqlite"]["requests"] > 0

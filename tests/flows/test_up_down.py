@@ -32,6 +32,14 @@ def _newsroom(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Com
                           text=True, timeout=300)
 
 
+def _wait_for_health(url: str, deadline: float) -> httpx.Response:
+    while True:
+        response = httpx.get(url, timeout=10)
+        if response.status_code != 503 or time.monotonic() > deadline:
+            return response
+        time.sleep(1)
+
+
 def test_up_runs_every_deployment_and_down_stops_it(tmp_path: Path) -> None:
     prefect_port, api_port, replay_port = _free_port(), _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO), "NEWSROOM_WAREHOUSE_ROOT": str(tmp_path / "store"),
@@ -60,7 +68,11 @@ def test_up_runs_every_deployment_and_down_stops_it(tmp_path: Path) -> None:
         assert wanted <= completed, f"completed runs: {completed}"
         artifacts = httpx.post(f"{api}/artifacts/filter", json={}, timeout=10).json()
         assert "ingest-summary" in {a.get("key") for a in artifacts}
-        assert httpx.get(f"http://127.0.0.1:{api_port}/healthz", timeout=10).status_code == 200
+        # The API answers 503 until a page is published: a rank run before the first stories exist
+        # publishes none, the next (every minute) does, and the API's refresh picks it up.
+        health = _wait_for_health(f"http://127.0.0.1:{api_port}/healthz", deadline=time.monotonic() + 150)
+        assert health.status_code == 200, health.text
+        assert health.json()["pages"] > 0
     finally:
         down = _newsroom(["down"], tmp_path, env)
     assert down.returncode == 0 and "prefect-worker" in down.stdout
