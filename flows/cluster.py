@@ -16,7 +16,7 @@ from tasks.cluster import (
     keep_states_in_memory,
     languages_in_log_task,
 )
-from tasks.repair import repair_language_task
+from tasks.repair import RepairInputsOnce, repair_language_task
 from tasks.reports import cluster_markdown, publish_artifact
 from tasks.settings import get_scale_settings
 from tasks.storage import ObjectStore, configured_store
@@ -202,8 +202,14 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
                 at = resolve_now(None)
             targets = writer_languages(store, languages, except_languages)
             repairing = ticks_per_repair is not None and tick % ticks_per_repair == ticks_per_repair - 1
+            inputs = RepairInputsOnce()  # the tick's story snapshot and registry, read once for every language
+
+            def repair(store: ObjectStore, language: str, at: datetime, inputs: RepairInputsOnce = inputs
+                       ) -> dict[str, Any]:
+                return repair_language_task(store, language, at, inputs)
+
             for language in targets:
-                jobs = [("cluster", cluster_language_task)] + ([("repair", repair_language_task)] if repairing else [])
+                jobs = [("cluster", cluster_language_task)] + ([("repair", repair)] if repairing else [])
                 for kind, job in jobs:
                     try:
                         summary = job(store, language, at)

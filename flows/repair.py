@@ -7,7 +7,7 @@ from typing import Any
 from prefect import flow
 
 from flows.cluster import run_language_writers
-from tasks.repair import repair_language_task
+from tasks.repair import RepairInputsOnce, repair_language_task
 
 
 @flow(name="repair_stories")
@@ -17,6 +17,9 @@ def repair_stories(now: str | None = None, languages: list[str] | None = None,
     through its writer's fence.
 
     One language's failure does not stop the others: its summary carries the ``error``, and the
-    flow run fails once every language has run.
+    flow run fails once every language has run. The story snapshot and the registry every language
+    reads are read once per run.
     """
-    return run_language_writers("repair", repair_language_task, now, languages, except_languages=except_languages)
+    inputs = RepairInputsOnce()
+    return run_language_writers("repair", lambda store, language, at: repair_language_task(store, language, at, inputs),
+                                now, languages, except_languages=except_languages)

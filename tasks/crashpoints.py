@@ -18,6 +18,7 @@ CRASH_POINTS = (
     "cluster.after_changes",   # story changes written, checkpoint not yet moved
     "cluster.after_state",     # the run's state delta (a base on a first commit) written, no changes yet
     "cluster.after_fold",      # a compaction's new base written, the note naming it not yet
+    "rank.before_aggregates_pointer",  # the story aggregates' fold written, their pointer not yet moved
     "rank.after_stories",      # story snapshot published, no page yet
     "rank.mid_pages",          # some pages published, the rest not
     "rank.before_pointer",     # a page version written, its pointer not yet moved

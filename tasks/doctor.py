@@ -27,8 +27,10 @@ from typing import Any
 
 from tasks.cluster import WriterFencedError, put_checkpoint, rebuild_checkpoint, rewind_writer
 from warehouse import layout
+from warehouse.aggregates import request_rebuild
 from warehouse.damage import collect_damage, quarantine_object
 from warehouse.duck import connect
+from warehouse.errors import PreconditionFailedError
 from warehouse.integrity import (
     POINTER_KINDS,
     VERSION_KINDS,
@@ -49,7 +51,7 @@ through the same views rank reads (``warehouse.duck.connect``)."""
 QUARANTINED_KINDS = frozenset({
     "article_segment", "change_segment", "click_segment", "link_segment", "page_version", "pool_version",
     "story_snapshot", "state_blob", "feed_state", "registry", "identity_shard", "robots_cache", "feed_boosts",
-    "subscription", "push_marker", "event",
+    "subscription", "push_marker", "event", "rank_aggregates",
 })
 
 
@@ -166,15 +168,28 @@ def _repair_writers(store: ObjectStore, findings: Iterable[Finding], now: dateti
                 else:
                     rewound = rewind_writer(store, language, now)
                     done[f.key] = (f"no state at the log's end: writer rewound to {rewound.state_key} "
-                                   f"at offset {rewound.offset}", True)
+                                   f"at offset {rewound.offset}{_rebuild_rank(store, language)}", True)
             elif f.kind == "state_blob" and f.named_by:
                 rewound = rewind_writer(store, language, now)
-                action = f"writer rewound to {rewound.state_key} at offset {rewound.offset}"
+                action = (f"writer rewound to {rewound.state_key} at offset {rewound.offset}"
+                          f"{_rebuild_rank(store, language)}")
                 if f.problem.startswith("corrupt"):
                     action += f"; moved to {quarantine_object(store, f.key)}"
                 done[f.key] = (action, True)
         except WriterFencedError as e:
             done[f.key] = (f"not repaired: {e} (run it again)", False)
+
+
+def _rebuild_rank(store: ObjectStore, language: str) -> str:
+    """A rewound writer decides its articles again; rank's story aggregates are rebuilt from the
+    logs by the next rank cycle, so they follow (issue 15)."""
+    for _ in range(3):
+        try:
+            return "; rank's story aggregates rebuild next cycle" if request_rebuild(
+                store, f"writer of {language} rewound") else ""
+        except PreconditionFailedError:
+            continue
+    return "; run doctor again to have rank's story aggregates rebuilt"
 
 
 def _put_rebuilt(store: ObjectStore, language: str, checkpoint: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from warehouse.maintenance import (
     compact_logs,
     delete_stale_temporaries,
     prune_page_versions,
+    prune_rank_aggregates,
     prune_writer_states,
 )
 from warehouse.state_blobs import StateBlobError
@@ -62,6 +63,7 @@ def run_maintenance(store: ObjectStore, now: datetime, *, article_days: int = 30
         prune_page_versions(store, now, keep=keep_page_versions, keep_for=timedelta(hours=keep_page_hours),
                             report=report)
         prune_writer_states(store, report=report)
+        prune_rank_aggregates(store, report=report)
         delete_stale_temporaries(store, report=report)
     report.damaged = [{"key": d.key, "problem": d.problem, "action": d.action} for d in damaged]
     return asdict(report)

@@ -25,12 +25,17 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import duckdb
-import numpy as np
 import polars as pl
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from tasks.aggregates import (
+    AggregateView,
+    Registry,
+    aggregates_from_logs,
+    record_member_cache,
+    update_aggregates,
+)
 from tasks.crashpoints import crash_point
 from tasks.progress import NO_PROGRESS, Progress, counted
 from tasks.settings import RankSettings
@@ -41,22 +46,23 @@ from transforms.pages import (
     TOP_SECTION,
     EditionRules,
     PageLimits,
+    StoryFacts,
     attach_links,
     build_ranked_pages,
     build_story_snapshot,
     carry_impressions,
     iso,
-    member_sections,
-    story_sections_of,
     validate_page,
     validate_pool,
 )
 from transforms.ranking import BreakingRule, ScoreWeights, rank_editions, score_stories
 from transforms.records import RankedStory
 from transforms.representative import RepresentativeChoice, RepresentativeWeights
+from transforms.story_scores import PartsParams, story_parts
+from transforms.story_scores import story_sections as sections_frame
 from warehouse import layout
+from warehouse.aggregates import AggregatesUnreadableError
 from warehouse.damage import collect_damage, describe_error, record_damage
-from warehouse.duck import connect, load_sql
 from warehouse.errors import ObjectNotFoundError, PreconditionFailedError, SnapshotNotFoundError
 from warehouse.schemas import LISTINGS_SCHEMA
 from warehouse.snapshots import (
@@ -65,6 +71,8 @@ from warehouse.snapshots import (
     dump_snapshot,
     publish_page,
     publish_stories,
+    published_story_snapshots,
+    read_json_payload,
     read_pointer,
     read_stories_pointer,
     rollback_page,
@@ -191,7 +199,7 @@ class PageHistory:
     def payload(self, key: str) -> dict[str, Any] | None:
         """A stored version's (or event's) payload; None, recorded, when it is unreadable or gone."""
         if key not in self._payloads:
-            payload = _read_payload(self._store, key)
+            payload = read_json_payload(self._store, key)
             if payload is None:
                 return None
             self._payloads[key] = payload
@@ -254,15 +262,13 @@ class PageHistory:
             return found
         limit = at.strftime("%Y-%m-%dT%H:%M:%SZ")
         searched = 0
-        for version, key in reversed(self.story_versions()):
+        # Older versions are read once and not cached: a snapshot of every story is large.
+        snapshots = published_story_snapshots(
+            self._store, pointer, versions=[v for v, _ in self.story_versions()],
+            read=lambda key: self._payloads.get(key) or read_json_payload(self._store, key))
+        for _, payload in snapshots:
             if not wanted or searched == CARRY_SEARCH_VERSIONS:
                 break
-            if not pointer.was_published(version):
-                continue
-            # Older versions are read once and not cached: a snapshot of every story is large.
-            payload = self._payloads.get(key) or _read_payload(self._store, key)
-            if payload is None or not isinstance(payload.get("stories"), dict):
-                continue
             if str(payload.get("as_of")) >= limit:
                 continue
             searched += 1
@@ -310,52 +316,95 @@ class PageHistory:
         return self.payload(found[1]) if found else None
 
 
-def _read_payload(store: ObjectStore, key: str) -> dict[str, Any] | None:
-    """A JSON object stored at ``key``; None when it is gone, or unreadable (recorded, skipped)."""
-    try:
-        data = store.get(key).data
-    except ObjectNotFoundError:
-        return None
-    try:
-        payload = json.loads(data)
-    except (ValueError, RecursionError) as e:
-        record_damage(key, f"corrupt: {describe_error(e)}", "skipped")
-        return None
-    if not isinstance(payload, dict):
-        record_damage(key, "corrupt: not a JSON object", "skipped")
-        return None
-    return payload
-
-
 def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
-                  history: PageHistory | None = None) -> RankOutput:
-    """Every edition page, pool and the story snapshot as of ``now``, from the store alone."""
+                  history: PageHistory | None = None, view: AggregateView | None = None) -> RankOutput:
+    """Every edition page, pool and the story snapshot as of ``now``, from the store alone.
+
+    Args:
+        view: The story aggregates as of ``now``; by default the stored ones with what the logs
+            gained since, folded without writing anything (:func:`tasks.aggregates.update_aggregates`).
+    """
     history = history or PageHistory(store)
-    con = connect(store)
+    if view is not None:
+        return _compute_pages(view, now, settings, history)
+    return pages_and_aggregates(store, now, settings, history, persist=False)[0]
+
+
+def pages_and_aggregates(store: ObjectStore, now: datetime, settings: RankSettings, history: PageHistory, *,
+                         persist: bool) -> tuple[RankOutput, AggregateView]:
+    """The pages as of ``now`` from the story aggregates, folded (and with ``persist``, committed).
+
+    A member layer that turns out unreadable only when a page reads it (named in the damage
+    record) makes the cycle rebuild the aggregates from the logs and compute the pages again
+    (issue 16: one bad object is never a reason to stop).
+    """
+    view = update_aggregates(store, now, settings, persist=persist)
     try:
-        return _compute_pages(con, now, settings, history)
-    finally:
-        con.close()
+        return _compute_pages(view, now, settings, history), view
+    except AggregatesUnreadableError:
+        view = update_aggregates(store, now, settings, persist=persist, rebuild="aggregates unreadable")
+        return _compute_pages(view, now, settings, PageHistory(store)), view
 
 
-def _compute_pages(con: duckdb.DuckDBPyConnection, now: datetime, settings: RankSettings,
-                   history: PageHistory) -> RankOutput:
-    parts = pl.from_arrow(con.sql(load_sql("story_scores"), params=score_params(now, settings)).to_arrow_table())
-    members = con.sql(load_sql("story_members"), params={"now": now}).to_arrow_table().to_pylist()
-    editions = pl.from_arrow(con.sql(load_sql("editions")).to_arrow_table())
-    aliases = dict(con.sql(load_sql("story_aliases"), params={"now": now}).fetchall())
-    assert isinstance(parts, pl.DataFrame) and isinstance(editions, pl.DataFrame)
-    by_story: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for m in members:
-        by_story[m["story_id"]].append(m)
-    sections_of = story_sections_of(by_story, member_sections(members))
-    story_sections = pl.LazyFrame(
-        [(sid, sec) for sid, secs in sorted(sections_of.items()) for sec in secs],
-        schema={"story_id": pl.String, "section": pl.String}, orient="row",
-    )
+def parts_params(s: RankSettings) -> PartsParams:
+    """The windows of the score parts (``story_scores.sql``'s parameters)."""
+    return PartsParams(
+        coverage_window_hours=s.coverage_window_hours, half_life_hours=s.freshness_half_life_hours,
+        active_hours=s.active_hours, velocity_window_minutes=s.velocity_window_minutes, cycle_seconds=s.cycle_seconds,
+        smoothing_cycles=s.smoothing_cycles, burst_window_minutes=s.burst_window_minutes,
+        burst_min_articles=s.burst_min_articles, burst_min_publishers=s.burst_min_publishers,
+        burst_authority_floor=s.burst_authority_floor, breaking_hours=s.breaking_hours,
+        breaking_new_story_minutes=s.breaking_new_story_minutes)
+
+
+def editions_of(publishers: pl.DataFrame) -> pl.DataFrame:
+    """Every edition (language + region) that has a publisher we may list: edition, language, region."""
+    return (publishers.filter(~pl.col("is_opted_out")).select("language", "region").unique()
+            .select(edition=pl.concat_str("language", pl.lit("-"), "region"), language="language", region="region")
+            .sort("edition", nulls_last=False))
+
+
+def story_facts_of(stories: pl.DataFrame, sections: Mapping[str, list[str]], registry: Registry
+                   ) -> dict[str, StoryFacts]:
+    """:class:`transforms.pages.StoryFacts` of some story rows, the representative joined to its
+    publisher's registry entry."""
+    pubs = {r["publisher_id"]: r for r in registry.publishers.select(
+        "publisher_id", "name", "region", "authority", "is_paywalled").to_dicts()}
+    out = {}
+    for r in stories.to_dicts():
+        publisher = pubs.get(r["rep_publisher_id"], {})
+        rep = {"article_id": r["rep_article_id"], "publisher_id": r["rep_publisher_id"], "title": r["rep_title"],
+               "snippet": r["rep_snippet"], "image_url": r["rep_image_url"], "url": r["rep_url"],
+               "first_seen_at": r["rep_first_seen_at"], "is_copy": r["rep_is_copy"],
+               "is_opinion": r["rep_is_opinion"], "language": r["rep_language"],
+               "publisher": publisher.get("name"), "region": publisher.get("region"),
+               "authority": publisher.get("authority"), "is_paywalled": publisher.get("is_paywalled")}
+        out[r["story_id"]] = StoryFacts(r["story_id"], r["rep_language"], sections.get(r["story_id"], []),
+                                        r["titled_count"] > 0, len(r["publishers"]), r["article_count"],
+                                        r["first_seen_at"], r["last_seen_at"], rep)
+    return out
+
+
+PAGE_CANDIDATE_SLACK = 40
+"""Members are read up front for this many stories past a page's length (diversity may skip some);
+any further story a page reaches is read on its own."""
+
+
+def _compute_pages(view: AggregateView, now: datetime, settings: RankSettings, history: PageHistory) -> RankOutput:
+    registry = view.registry
+    publishers = registry.publishers
+    parts = story_parts(view.stories, publishers.select("publisher_id", "authority", "region"), now=now,
+                        params=parts_params(settings))
+    editions = editions_of(publishers)
+    aliases = view.aliases
+    active = view.stories.filter(pl.col("story_id").is_in(parts["story_id"].implode()))
+    story_sections = sections_frame(active)
+    sections_of: dict[str, list[str]] = defaultdict(list)
+    for sid, sec in story_sections.iter_rows():
+        sections_of[sid].append(sec)
     weights, rule = score_weights(settings), breaking_rule(settings)
-    scored = score_stories(parts.lazy(), now=now, weights=weights, rule=rule, story_sections=story_sections)
-    ranked = rank_editions(scored, story_sections, editions.lazy(), weights=weights, rule=rule,
+    scored = score_stories(parts.lazy(), now=now, weights=weights, rule=rule, story_sections=story_sections.lazy())
+    ranked = rank_editions(scored, story_sections.lazy(), editions.lazy(), weights=weights, rule=rule,
                            top_k={TOP_SECTION: max(settings.pool_stories, settings.top_stories * 3)},
                            default_k=settings.section_stories * 3).collect()
     edition_names = editions["edition"].to_list()
@@ -368,30 +417,54 @@ def _compute_pages(con: duckdb.DuckDBPyConnection, now: datetime, settings: Rank
     impressions = {e: carry_impressions(history.live_at(e, POOL_SECTION, now, strict=True), now)
                    for e in edition_names}
     regions = dict(zip(editions["edition"].to_list(), editions["region"].to_list(), strict=True))
+    breaking_rows = scored.filter(pl.col("is_breaking")).select("story_id", "breaking_since").collect()
+    wanted = set(ranked["story_id"].to_list()) | set(breaking_rows["story_id"].to_list())
+    facts = story_facts_of(active.filter(pl.col("story_id").is_in(sorted(wanted))), sections_of, registry)
+    rows = ranked.to_dicts()
+    view.members.prefetch(_page_candidates(rows, previous, settings))
     choices: dict[tuple[str, str], RepresentativeChoice] = {}
-    pages, listed, by_story_pages = build_ranked_pages([RankedStory.from_row(r) for r in ranked.to_dicts()], members, now, edition_rules(settings),
-                                                       previous=previous, impressions=impressions, regions=regions,
-                                                       choices=choices)
+    pages, listed = build_ranked_pages([RankedStory.from_row(r) for r in rows], facts, view.members, now,
+                                       edition_rules(settings), previous=previous, impressions=impressions,
+                                       regions=regions, choices=choices)
     rules = ranking_rules(settings)
     for (_, section), payload in pages.items():
         if section != POOL_SECTION:
             payload["ranking"] = rules
-    stories = build_story_snapshot(listed, by_story_pages, now, aliases)
-    attach_links(stories, story_links(con, now, stories["stories"], by_story))
+    stories = build_story_snapshot(listed, view.members, now, aliases)
+    attach_links(stories, story_links(stories["stories"], view.members))
     carry_live_stories(stories, history, now)
-    already = {row[0] for row in con.sql(load_sql("listed_articles"), params={"now": now}).fetchall()}
     listings = sorted(({"article_id": src["article_id"], "story_id": sid, "listed_at": now}
                        for sid, story in stories["stories"].items() for src in story["sources"]
-                       if src["article_id"] not in already), key=lambda r: (r["article_id"], r["story_id"]))
+                       if not view.members.was_listed(sid, src["article_id"], now)),
+                      key=lambda r: (r["article_id"], r["story_id"]))
     pinned = ranked.filter(pl.col("is_pinned") & (pl.col("section") == TOP_SECTION))
     breaking = [
         {"story_id": r["story_id"], "breaking_since": iso(r["breaking_since"]),
          "editions": sorted(pinned.filter(pl.col("story_id") == r["story_id"])["edition"].to_list()),
-         "publisher_ids": sorted({m["publisher_id"] for m in by_story[r["story_id"]] if not m["is_copy"]})}
-        for r in scored.filter(pl.col("is_breaking")).select("story_id", "breaking_since").collect().to_dicts()
+         "publisher_ids": _original_publishers(active, r["story_id"])}
+        for r in breaking_rows.to_dicts()
     ]
     unique = list({r["article_id"]: r for r in listings}.values())
     return RankOutput(pages, stories, sorted(breaking, key=lambda b: b["story_id"]), unique, choices)
+
+
+def _original_publishers(stories: pl.DataFrame, story_id: str) -> list[str]:
+    found = stories.filter(pl.col("story_id") == story_id)["publishers"].to_list()
+    return sorted(found[0]) if found else []
+
+
+def _page_candidates(rows: Iterable[Mapping[str, Any]], previous: Mapping[tuple[str, str], list[str]],
+                     settings: RankSettings) -> set[str]:
+    """Stories whose members a page will read: the best of each page, and its live version's."""
+    out: set[str] = set()
+    for r in rows:
+        limit = settings.top_stories if r["section"] == TOP_SECTION else settings.section_stories
+        if r["section"] != POOL_SECTION and r["position"] <= limit + PAGE_CANDIDATE_SLACK:
+            out.add(r["story_id"])
+    ranked = {r["story_id"] for r in rows}
+    for ids in previous.values():
+        out.update(s for s in ids if s in ranked)
+    return out
 
 
 def carry_live_stories(snapshot: dict[str, Any], history: PageHistory, now: datetime) -> None:
@@ -417,34 +490,27 @@ def carry_live_stories(snapshot: dict[str, Any], history: PageHistory, now: date
             stories[sid] = dict(story, linked=[link for link in story["linked"] if link["story_id"] in stories])
 
 
-def story_links(con: duckdb.DuckDBPyConnection, now: datetime, story_ids: Iterable[str],
-                by_story: Mapping[str, list[dict[str, Any]]]) -> dict[str, str]:
+def story_links(story_ids: Iterable[str], by_story: Mapping[str, list[dict[str, Any]]]) -> dict[str, str]:
     """Cross-language links among ``story_ids`` (story id → group id).
 
     Each story's profile: its language, the language-neutral tokens (names, numbers) of its
-    original articles, and their sentence embeddings (``story_embeddings.sql``, read for these
-    stories only, straight from Arrow into NumPy); :func:`transforms.clustering.link_story_profiles`
-    decides.
+    original articles, and their sentence embeddings (kept with the members, int8-quantized);
+    :func:`transforms.clustering.link_story_profiles` decides.
     """
     ids = sorted(story_ids)
     if not ids:
         return {}
     language_of: dict[str, str] = {}
     tokens: dict[str, dict[str, float]] = defaultdict(dict)
+    embeddings: dict[str, list[Any]] = defaultdict(list)
     for sid in ids:
         for m in by_story[sid]:
             language_of.setdefault(sid, m["language"])
             if not m["is_copy"]:
                 for token in neutral_tokens(m["entities"] or (), m["terms"] or ()):
                     tokens[sid][token] = tokens[sid].get(token, 0.0) + 1.0
-    table = con.sql(load_sql("story_embeddings"), params={"now": now, "story_ids": ids}).to_arrow_table()
-    embeddings: dict[str, list[Any]] = defaultdict(list)
-    column = table["embedding"].combine_chunks()
-    lengths = column.value_lengths().to_numpy(zero_copy_only=False)
-    values = column.flatten().to_numpy(zero_copy_only=False)
-    ends = np.cumsum(lengths)
-    for sid, end, length in zip(table["story_id"].to_pylist(), ends.tolist(), lengths.tolist(), strict=True):
-        embeddings[sid].append(values[end - length : end])
+                if m.get("embedding") is not None:
+                    embeddings[sid].append(m["embedding"])
     return link_story_profiles(language_of, tokens, embeddings, ClusterParams())
 
 
@@ -569,8 +635,10 @@ def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> di
     replaced by a new version, and so on; the rest of the cycle goes on (issue 16).
     """
     with collect_damage() as damaged:
-        output = compute_pages(store, now, settings)
+        output, view = pages_and_aggregates(store, now, settings, PageHistory(store), persist=True)
+        record_member_cache(store, view)
         summary = publish_computed(store, output, now, settings)
+        summary["aggregates"] = {**view.summary, "bytes_read": view.counter.total}
         summary["breaking_events"] = record_breaking(store, output.breaking, now, settings)["events"]
     summary["damaged"] = [asdict(d) for d in damaged]
     return summary
@@ -601,7 +669,7 @@ def rebuild_as_of(store: ObjectStore, at: datetime, settings: RankSettings,
     report = []
     advance = progress.stage("recomputing cycles", len(targets))
     for when, pages in counted(sorted(targets.items()), advance):
-        output = compute_pages(store, when, settings, history)
+        output = compute_pages(store, when, settings, history, view=aggregates_from_logs(store, when, settings))
         for page, version, key in pages:
             rebuilt = output.stories if page is None else output.pages.get(page)
             data = dump_snapshot(dict(rebuilt, version=version)) if rebuilt is not None else b""

@@ -19,9 +19,10 @@ article (the rule before representatives were passed). See
 
 from __future__ import annotations
 
-import json
 import logging
+import threading
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -39,10 +40,8 @@ from tasks.cluster import (
 from tasks.registry import load_registry
 from transforms.clustering import RepairParams, repair_stories
 from transforms.records import StoryChange
-from warehouse import layout
-from warehouse.damage import collect_damage, describe_error, record_damage
-from warehouse.errors import ObjectNotFoundError
-from warehouse.snapshots import read_stories_pointer
+from warehouse.damage import collect_damage
+from warehouse.snapshots import story_snapshot_at
 from warehouse.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -65,32 +64,11 @@ def published_representatives(store: ObjectStore, now: datetime) -> dict[str, st
         An empty mapping before the first publish, or when none of the ``SNAPSHOT_SEARCH_VERSIONS``
         newest published versions (still stored) is old enough.
     """
-    pointer = read_stories_pointer(store)
-    if pointer is None:
+    payload = story_snapshot_at(store, now, search=SNAPSHOT_SEARCH_VERSIONS)
+    if payload is None:
         return {}
-    limit = now.strftime("%Y-%m-%dT%H:%M:%SZ")  # as snapshots write ``as_of``
-    searched = 0
-    for version in range(pointer.high_water, 0, -1):
-        if searched == SNAPSHOT_SEARCH_VERSIONS:
-            break
-        if not pointer.was_published(version):
-            continue
-        searched += 1
-        key = layout.story_snapshot_key(version)
-        try:
-            payload = json.loads(store.get(key).data)
-        except ObjectNotFoundError:
-            continue  # pruned (every older one with it) or lost: an older one may still stand in
-        except (ValueError, RecursionError) as e:
-            record_damage(key, f"corrupt: {describe_error(e)}", "skipped; an older version stands in")
-            continue
-        if not isinstance(payload, dict) or not isinstance(payload.get("stories"), dict):
-            record_damage(key, "corrupt: not a story snapshot", "skipped; an older version stands in")
-            continue
-        if str(payload.get("as_of") or "") <= limit:
-            return {sid: str(story["representative_id"]) for sid, story in sorted(payload["stories"].items())
-                    if story.get("representative_id")}
-    return {}
+    return {sid: str(story["representative_id"]) for sid, story in sorted(payload["stories"].items())
+            if isinstance(story, dict) and story.get("representative_id")}
 
 
 def publisher_authority(store: ObjectStore) -> dict[str, float]:
@@ -98,28 +76,56 @@ def publisher_authority(store: ObjectStore) -> dict[str, float]:
     return {pid: float(p["authority"] or 0.0) for pid, p in load_registry(store).publishers.items()}
 
 
-def repair_language(store: ObjectStore, language: str, now: datetime,
-                    params: RepairParams | None = None) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class RepairInputs:
+    """What every language's repair reads besides its own writer: the representatives of the story
+    snapshot live at ``now`` and the registry's authorities."""
+
+    representatives: dict[str, str]
+    authority: dict[str, float]
+
+
+class RepairInputsOnce:
+    """The :class:`RepairInputs` of one flow run (or one tick of a writer session), read when the
+    first language needs them and shared by the others (issue 15: the story snapshot and the
+    registry were read again for every language). Safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read: tuple[datetime, RepairInputs] | None = None
+
+    def __call__(self, store: ObjectStore, now: datetime) -> RepairInputs:
+        with self._lock:
+            if self._read is None or self._read[0] != now:
+                self._read = (now, RepairInputs(published_representatives(store, now), publisher_authority(store)))
+            return self._read[1]
+
+
+def repair_language(store: ObjectStore, language: str, now: datetime, params: RepairParams | None = None,
+                    inputs: RepairInputsOnce | None = None) -> dict[str, Any]:
     """Merge and split this language's recently active stories and commit, fenced. Returns a summary.
 
     A split keeps the id with the half holding the representative of the story snapshot live at
     ``now``; a story without one there falls back to the representative the snapshot would choose
     (registry authority), then to the story's first article (see the module doc). Objects it could
     not read are named in ``damaged`` (issue 16).
+
+    Args:
+        inputs: The flow run's shared reader of the snapshot and registry (one of its own by default).
     """
     with collect_damage() as damaged:
-        summary = _repair_language(store, language, now, params)
+        summary = _repair_language(store, language, now, params, inputs or RepairInputsOnce())
     return with_damage(summary, damaged)
 
 
-def _repair_language(store: ObjectStore, language: str, now: datetime,
-                     params: RepairParams | None = None) -> dict[str, Any]:
+def _repair_language(store: ObjectStore, language: str, now: datetime, params: RepairParams | None,
+                     inputs: RepairInputsOnce) -> dict[str, Any]:
     checkpoint, etag = open_writer(store, language)
     if checkpoint.state_key is None:
         return {"language": language, "committed": False, "merge": 0, "split": 0}
-    representatives, authority = published_representatives(store, now), publisher_authority(store)
+    shared = inputs(store, now)
     clusterer, seen = KEPT_STATES.take(store, language, etag) or load_writer_state(store, language, checkpoint)
-    repairs = repair_stories(clusterer, now, params, representatives, authority)
+    repairs = repair_stories(clusterer, now, params, shared.representatives, shared.authority)
     if not repairs:  # nothing applied, nothing changed: the state in memory is still the stored one
         KEPT_STATES.put(store, language, etag, clusterer, seen)
         return {"language": language, "committed": False, "merge": 0, "split": 0}
@@ -142,5 +148,6 @@ def _repair_language(store: ObjectStore, language: str, now: datetime,
 
 @task(name="repair_language", retries=1, retry_delay_seconds=2, timeout_seconds=900, cache_policy=NO_CACHE,
       retry_condition_fn=lambda task, run, state: not isinstance(state.result(raise_on_failure=False), WriterFencedError))
-def repair_language_task(store: ObjectStore, language: str, now: datetime) -> dict[str, Any]:
-    return repair_language(store, language, now)
+def repair_language_task(store: ObjectStore, language: str, now: datetime,
+                         inputs: RepairInputsOnce | None = None) -> dict[str, Any]:
+    return repair_language(store, language, now, inputs=inputs)

@@ -76,6 +76,12 @@ def rank_markdown(summary: Mapping[str, Any], now: str) -> str:
         ("pages computed", summary.get("pages", 0)), ("pages published", len(summary.get("published", []))),
         ("stories listed", summary.get("stories", 0)), ("story snapshot version", summary.get("stories_version")),
     ]
+    aggregates = summary.get("aggregates") or {}
+    if aggregates:  # issue 15: what the cycle folded onto the story aggregates, and what it read
+        rows.append(("story aggregates", f"{aggregates.get('mode')} (fold {aggregates.get('seq')}"
+                                         + (f", {aggregates['reason']}" if aggregates.get("reason") else "")
+                                         + f"), {aggregates.get('stories', 0)} stories, "
+                                         f"{aggregates.get('bytes_read', 0) / 1e6:.1f} MB read"))
     for page, reason in sorted((summary.get("refused") or {}).items()):
         rows.append((f"refused: {page}", reason))
     return f"## Rank & publish at {now}\n\n{_table(rows)}\n{damaged_markdown(summary.get('damaged') or [])}"

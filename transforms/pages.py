@@ -321,9 +321,28 @@ def _parts(r: RankedStory) -> dict[str, float]:
             "regional_share": round(r.regional_share, 4)}
 
 
+@dataclass(frozen=True, slots=True)
+class StoryFacts:
+    """What page assembly needs of any ranked story without reading its members (issue 15): the
+    story row's counts and times, its sections, and its story-level representative (a member row:
+    the fields :func:`_source` reads, with title, snippet and image). Pool cards are built from it;
+    only stories on a page read their members."""
+
+    story_id: str
+    language: str | None
+    sections: list[str]
+    is_listable: bool
+    source_count: int
+    article_count: int
+    first_seen_at: datetime
+    updated_at: datetime
+    representative: Mapping[str, Any]
+
+
 def build_ranked_pages(
     ranked: Iterable[RankedStory],
-    members: Iterable[Mapping[str, Any]],
+    facts: Mapping[str, StoryFacts],
+    members: Mapping[str, list[Mapping[str, Any]]],
     now: datetime,
     rules: EditionRules,
     *,
@@ -331,12 +350,15 @@ def build_ranked_pages(
     impressions: Mapping[str, Mapping[str, float]],
     regions: Mapping[str, str],
     choices: dict[tuple[str, str], RepresentativeChoice] | None = None,
-) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, set[str]], dict[str, list[Mapping[str, Any]]]]:
+) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, set[str]]]:
     """Pages (and each edition's pool) from ``rank_editions`` rows.
 
     Args:
         ranked: The rows of transforms.ranking.rank_editions, any order.
-        members: Rows of story_members.sql.
+        facts: :class:`StoryFacts` of at least every ranked story.
+        members: Story id → its members (rows of story_members.sql, first seen first); read only
+            for the stories a page may list (centroids, representatives, sources), so it may
+            load them on demand.
         now: The cycle's instant.
         rules: Limits and rules.
         previous: Story ids of each page's previous version, in order (stability).
@@ -346,15 +368,12 @@ def build_ranked_pages(
             (``newsroom explain``); each page card carries its compact summary either way.
 
     Returns:
-        Pages keyed by (edition, section), the editions listing each story, members per story.
+        Pages keyed by (edition, section), and the editions listing each story.
     """
-    by_story: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for m in members:
-        by_story[m["story_id"]].append(m)
-    article_section = member_sections([m for ms in by_story.values() for m in ms])
-    sections_of = story_sections_of(by_story, article_section)
+    by_story = members
+    sections_of = {sid: f.sections for sid, f in facts.items()}
     # a story with no titled article is skipped, so it never refuses the whole page
-    listable = {sid for sid, ms in by_story.items() if is_listable(ms)}
+    listable = {sid for sid, f in facts.items() if f.is_listable}
     rows_by_page: dict[tuple[str, str], list[RankedStory]] = defaultdict(list)
     for r in ranked:
         if r.story_id in listable:
@@ -371,7 +390,6 @@ def build_ranked_pages(
 
     pages: dict[tuple[str, str], dict[str, Any]] = {}
     listed: dict[str, set[str]] = defaultdict(set)
-    pool_cards: dict[str, dict[str, Any]] = {}
     for edition in sorted({e for e, _ in rows_by_page}):
         chosen_rep: dict[str, Mapping[str, Any]] = {}
         chosen_why: dict[str, RepresentativeChoice] = {}
@@ -389,8 +407,7 @@ def build_ranked_pages(
                                     margin=rules.swap_margin, pinned=pinned)
             fresh = [r.story_id for r in rows
                      if section == TOP_SECTION and (now - r.first_seen_at).total_seconds() <= rules.fresh_minutes * 60
-                     and len({m["publisher_id"] for m in by_story[r.story_id] if not m["is_copy"]})
-                     <= rules.fresh_max_sources]
+                     and facts[r.story_id].source_count <= rules.fresh_max_sources]
             page_ids[section] = diversify(order, sections_of, similarity, rule=rules.diversity, fresh=fresh,
                                           limit=limit, cap_sections=section == TOP_SECTION)
         if TOP_SECTION not in page_ids:
@@ -428,10 +445,9 @@ def build_ranked_pages(
             "schema": "newsroom.pool/1", "edition": edition, "section": POOL_SECTION, "as_of": iso(now),
             "impressions": {"day": now.strftime("%Y-%m-%d"), "counts": dict(sorted(impressions.get(edition, {}).items()))},
             "representatives": [chosen_rep[sid]["publisher_id"] for sid in page_ids[TOP_SECTION]],
-            "stories": [_pool_entry(r, pool_cards, by_story, sections_of, chosen_rep.get(r.story_id))
-                        for r in pool],
+            "stories": [_pool_entry(r, facts[r.story_id], chosen_rep.get(r.story_id)) for r in pool],
         }
-    return pages, listed, by_story
+    return pages, listed
 
 
 def _page_story(sid: str, members: list[Mapping[str, Any]], rep: Mapping[str, Any], r: RankedStory, rank: int,
@@ -450,22 +466,16 @@ def _page_story(sid: str, members: list[Mapping[str, Any]], rep: Mapping[str, An
         breaking_since=iso(r.breaking_since), representative_choice=why.summary())
 
 
-def _pool_entry(r: RankedStory, cards: dict[str, dict[str, Any]],
-                by_story: Mapping[str, list[Mapping[str, Any]]], sections_of: Mapping[str, list[str]],
-                rep: Mapping[str, Any] | None) -> dict[str, Any]:
+def _pool_entry(r: RankedStory, facts: StoryFacts, rep: Mapping[str, Any] | None) -> dict[str, Any]:
     """A compact card for the pool: enough for serving to show a story it re-ranks (For you).
     The representative is the edition's when the story is on a page, else the story-level one."""
-    sid = r.story_id
-    if sid not in cards:
-        cards[sid] = build_story(sid, by_story[sid], full=False)
-    card = cards[sid]
-    chosen = rep or next(m for m in by_story[sid] if m["article_id"] == card["representative_id"])
+    chosen = rep or facts.representative
     return {
-        "story_id": sid, "score": round(r.score, 4), "score_parts": _parts(r),
-        "sections": sections_of[sid], "is_breaking": r.is_breaking, "breaking_since": iso(r.breaking_since),
+        "story_id": facts.story_id, "score": round(r.score, 4), "score_parts": _parts(r),
+        "sections": facts.sections, "is_breaking": r.is_breaking, "breaking_since": iso(r.breaking_since),
         "title": chosen["title"], "snippet": shown_snippet(chosen), "image_url": chosen["image_url"],
-        "language": card["language"], "first_seen_at": card["first_seen_at"], "updated_at": card["updated_at"],
-        "source_count": card["source_count"], "article_count": card["article_count"],
+        "language": facts.language, "first_seen_at": iso(facts.first_seen_at), "updated_at": iso(facts.updated_at),
+        "source_count": facts.source_count, "article_count": facts.article_count,
         "representative": _source(chosen),
     }
 

@@ -35,7 +35,7 @@ ObjectKind = Literal[
     "page_pointer", "page_version", "pool_pointer", "pool_version", "story_pointer", "story_snapshot",
     "article_segment", "change_segment", "click_segment", "link_segment", "event", "checkpoint", "state_blob",
     "feed_state", "robots_cache", "registry", "identity_shard", "feed_boosts", "subscription", "push_marker",
-    "quarantined", "other",
+    "rank_aggregates", "quarantined", "other",
 ]
 _VERSION_NAME = re.compile(r"^v[0-9]+\.json$")
 
@@ -75,6 +75,8 @@ def kind_of_key(key: str) -> ObjectKind:
         return "robots_cache"
     if key == layout.FEED_BOOSTS_KEY:
         return "feed_boosts"
+    if key.startswith("state/rank/"):
+        return "rank_aggregates"
     if key.startswith(layout.STORY_STATE_PREFIX) and len(parts) == 4:
         if name == "checkpoint.json":
             return "checkpoint"

@@ -107,6 +107,18 @@ def object_problem(key: str, data: bytes) -> str | None:
         return None
     if kind == "robots_cache":
         return _robots_problem(data)
+    if kind == "rank_aggregates":  # issue 15: a table, a manifest or the pointer of rank's aggregates
+        if key.endswith(".parquet"):
+            try:
+                parquet_bytes_to_table(data, key)
+            except CorruptObjectError as e:
+                return f"corrupt: {e.reason}"
+            return None
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError) as e:
+            return f"corrupt: {describe_error(e)}"
+        return None if isinstance(value, dict) else "corrupt: not a JSON object"
     if kind in JSON_KINDS:
         try:
             value = json.loads(data)

@@ -11,6 +11,10 @@ remember what they read (the profiles fold, by click id) never see a row twice u
 Only committed story changes are compacted: a change segment at or past its language writer's
 checkpoint offset was left by a run that died before its checkpoint, and the writer's restart
 rolls it forward by finding it under its own key (``tasks.cluster.open_writer``).
+
+Rank's story aggregates (issue 15) are a consumer too: they fold article, listing and change
+segments they have not read, and never read compacted ones, so once they exist a segment is
+compacted only after they consumed it (:func:`rank_consumption`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from warehouse import layout
+from warehouse.aggregates import (
+    AGGREGATES_PREFIX,
+    AggregatesUnreadableError,
+    read_manifest,
+    read_pointer,
+    seq_of_key,
+)
 from warehouse.damage import collect_damage, describe_error, record_damage
 from warehouse.errors import ObjectNotFoundError
 from warehouse.schemas import (
@@ -53,6 +64,7 @@ class MaintenanceReport:
     deleted_for_retention: int = 0
     pruned_page_versions: int = 0
     pruned_writer_states: int = 0
+    pruned_rank_aggregates: int = 0
     deleted_temporaries: int = 0
     notes: list[str] = field(default_factory=list)
     damaged: list[dict[str, str]] = field(default_factory=list)
@@ -189,6 +201,28 @@ def _read_each(store: ObjectStore, keys: Iterable[str], schema: pa.Schema) -> di
     return tables
 
 
+@dataclass(frozen=True, slots=True)
+class RankConsumption:
+    """What rank's story aggregates have folded: segments by key, each language's next change offset."""
+
+    segments: frozenset[str]
+    offsets: dict[str, int]
+
+
+def rank_consumption(store: ObjectStore) -> RankConsumption | None:
+    """What the story aggregates consumed; None when there are none, or they are unreadable (the
+    next rank cycle rebuilds them from every segment, compacted ones too)."""
+    pointer, _ = read_pointer(store)
+    if pointer is None:
+        return None
+    try:
+        manifest = read_manifest(store, pointer["manifest"])
+    except AggregatesUnreadableError:
+        return None
+    segments = set(manifest["articles"]["consumed"]) | set((manifest.get("listings") or {}).get("consumed", []))
+    return RankConsumption(frozenset(segments), {str(k): int(v) for k, v in manifest["offsets"].items()})
+
+
 def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) -> MaintenanceReport:
     """Merge small segments into compacted ones, per folder (see the module docstring).
 
@@ -202,6 +236,9 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
     report = MaintenanceReport()
     checkpoints = writer_checkpoints(store)
     consumed = set.intersection(*checkpoints.values()) if checkpoints else set()
+    rank = rank_consumption(store)
+    if rank is not None:
+        consumed &= rank.segments
     today = now.strftime("%Y-%m-%d")
     waiting: set[str] = set()
     for folder, keys in sorted(_by_folder(list_segments(store, layout.ARTICLES_PREFIX)).items()):
@@ -239,7 +276,8 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
     ]:
         for folder, keys in sorted(_by_folder(list_segments(store, prefix)).items()):
             compacted = [k for k in keys if is_compacted(k)]
-            small = [k for k in keys if not is_compacted(k)]
+            small = [k for k in keys if not is_compacted(k)
+                     and (rank is None or prefix != layout.LISTINGS_PREFIX or k in rank.segments)]
             if layout.partition_day(folder) is None or not _worth_compacting(small, compacted, min_segments):
                 continue
             _compact(store, folder, _read_each(store, small, schema), compacted, schema, identity, order,
@@ -251,6 +289,12 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
         if not _worth_compacting(small, compacted, min_segments):
             continue
         tables = _read_each(store, small, STORY_CHANGES_SCHEMA)
+        if rank is not None:  # only changes the story aggregates folded (a prefix of the offsets)
+            folded = rank.offsets.get(folder.rsplit("language=", 1)[-1], 0)
+            tables = {k: t for k, t in tables.items()
+                      if t.num_rows and (pc.max(t.column("offset")).as_py() or 0) < folded}
+            if not _worth_compacting(list(tables), compacted, min_segments):
+                continue
         last_day = pc.max(pa.concat_tables(tables.values()).column("changed_at")).as_py()
         if last_day is not None and last_day.strftime("%Y-%m-%d") < today:
             _compact(store, folder, tables, compacted, STORY_CHANGES_SCHEMA, ["change_id"], ["offset"],
@@ -288,6 +332,32 @@ def prune_writer_states(store: ObjectStore, *, keep: int = 3, report: Maintenanc
             if offset is not None and offset <= committed:
                 store.delete(key)
                 report.pruned_writer_states += 1
+    return report
+
+
+def prune_rank_aggregates(store: ObjectStore, *, keep: int = 5, report: MaintenanceReport | None = None
+                          ) -> MaintenanceReport:
+    """Delete rank aggregates' objects (``state/rank/``) that neither the live manifest names nor a
+    fold of the last ``keep`` could still be writing: a cycle that read the live manifest folds onto
+    what it names, and writes under the next sequence number. Nothing is pruned while the pointer
+    or its manifest is unreadable (the next cycle rebuilds, and writes past them)."""
+    report = report or MaintenanceReport()
+    pointer, _ = read_pointer(store)
+    if pointer is None:
+        return report
+    try:
+        manifest = read_manifest(store, pointer["manifest"])
+    except AggregatesUnreadableError:
+        return report
+    live = int(pointer["seq"])
+    named = {pointer["manifest"], *manifest["stories"], *manifest["members"],
+             *(manifest[k] for k in ("pending", "ledger", "aliases") if k in manifest),
+             *([manifest["member_cache"]["key"]] if isinstance(manifest.get("member_cache"), dict) else [])}
+    for key in store.list(AGGREGATES_PREFIX):
+        seq = seq_of_key(key)
+        if seq is not None and seq < live - keep and key not in named:
+            store.delete(key)
+            report.pruned_rank_aggregates += 1
     return report
 
 

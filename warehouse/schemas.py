@@ -174,3 +174,100 @@ LISTINGS_SCHEMA = pa.schema(
 )
 """When each article first reached a page (in its story's Full Coverage), for the freshness dashboard
 (published -> first seen -> in a story -> on a page, issue 18)."""
+
+# --- Story aggregates (issue 15): rank's incremental state under state/rank/ -----------------------
+
+STORY_AGGREGATES_SCHEMA = pa.schema(
+    [
+        ("story_id", pa.string()),
+        ("is_removed", pa.bool_()),  # a delta's tombstone: the story left (expired, merged away)
+        ("language", pa.string()),
+        ("first_seen_at", _TS),
+        ("last_seen_at", _TS),
+        ("article_count", pa.int64()),
+        ("original_count", pa.int64()),
+        ("titled_count", pa.int64()),
+        ("first_original_at", _TS),
+        ("last_original_at", _TS),
+        ("older_last_at", _TS),  # the last original before the recent window
+        ("publishers", pa.list_(pa.string())),  # distinct publishers of originals, sorted
+        ("recent_times", pa.list_(_TS)),  # originals in the recent window, one by one
+        ("recent_publishers", pa.list_(pa.string())),
+        ("cov_publishers", pa.list_(pa.string())),  # publishers whose last older original still counts
+        ("cov_times", pa.list_(_TS)),
+        ("early_times", pa.list_(_TS)),  # originals of the story's first hour (bursts, baseline)
+        ("early_publishers", pa.list_(pa.string())),
+        ("section_names", pa.list_(pa.string())),  # section votes of its members
+        ("section_counts", pa.list_(pa.int64())),
+        ("rep_class", pa.int8()),  # the story-level representative (transforms.pages.choose_representative)
+        ("rep_authority", pa.float64()),
+        ("rep_article_id", pa.string()),
+        ("rep_publisher_id", pa.string()),
+        ("rep_title", pa.string()),
+        ("rep_snippet", pa.string()),
+        ("rep_image_url", pa.string()),
+        ("rep_url", pa.string()),
+        ("rep_first_seen_at", _TS),
+        ("rep_is_copy", pa.bool_()),
+        ("rep_is_opinion", pa.bool_()),
+        ("rep_language", pa.string()),
+    ]
+)
+
+_ROW_COLUMNS = [
+    ("article_id", pa.string()),
+    ("version", pa.int32()),
+    ("content_hash", pa.string()),
+    ("publisher_id", pa.string()),
+    ("language", pa.string()),
+    ("first_seen_at", _TS),
+    ("title", pa.string()),
+    ("snippet", pa.string()),
+    ("url", pa.string()),
+    ("canonical_url", pa.string()),
+    ("image_url", pa.string()),
+    ("section", pa.string()),
+    ("categories", pa.list_(pa.string())),
+    ("section_guess", pa.string()),
+    ("is_opinion", pa.bool_()),
+    ("terms", pa.list_(pa.string())),
+    ("term_weights", pa.list_(pa.float32())),
+    ("entities", pa.list_(pa.string())),
+    ("embedding_q", pa.binary()),  # int8 sentence embedding (transforms.story_aggregates.quantize_embedding)
+    ("embedding_scale", pa.float32()),
+]
+
+AGGREGATE_MEMBERS_SCHEMA = pa.schema(
+    [
+        ("story_id", pa.string()),
+        ("is_removed", pa.bool_()),  # a delta's tombstone: the article left this story
+        *_ROW_COLUMNS,
+        ("copy_of", pa.string()),
+        ("assigned_offset", pa.int64()),
+        ("listed_at", _TS),  # when a published story snapshot first held it (log/listings)
+    ]
+)
+"""A story's members as pages read them: the article row its writer acknowledged, and its story."""
+
+PENDING_ROWS_SCHEMA = pa.schema(_ROW_COLUMNS)
+"""Article rows no change has acknowledged yet (their writer has not run, or never will)."""
+
+AGGREGATE_LEDGER_SCHEMA = pa.schema(
+    [
+        ("article_id", pa.string()),
+        ("story_id", pa.string()),
+        ("copy_of", pa.string()),
+        ("assigned_offset", pa.int64()),
+        ("is_member", pa.bool_()),
+        ("acked", pa.list_(_TS)),  # acknowledged versions whose rows have not been read yet
+        ("updated_at", _TS),
+    ]
+)
+
+AGGREGATE_ALIASES_SCHEMA = pa.schema(
+    [
+        ("alias_id", pa.string()),
+        ("survivor_id", pa.string()),
+        ("offset", pa.int64()),
+    ]
+)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from warehouse import layout
-from warehouse.damage import record_damage
+from warehouse.damage import describe_error, record_damage
 from warehouse.errors import (
     ObjectNotFoundError,
     PreconditionFailedError,
@@ -140,6 +140,68 @@ def read_stories_pointer(store: ObjectStore) -> PagePointer | None:
     """The story snapshot's pointer, or None before the first publish."""
     found = _read_pointer_at(store, layout.story_snapshot_pointer_key())
     return found[0] if found else None
+
+
+def read_json_payload(store: ObjectStore, key: str) -> dict[str, Any] | None:
+    """A JSON object stored at ``key``; None when it is gone, or unreadable (recorded, skipped)."""
+    try:
+        data = store.get(key).data
+    except ObjectNotFoundError:
+        return None
+    try:
+        payload = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        record_damage(key, f"corrupt: {describe_error(e)}", "skipped")
+        return None
+    if not isinstance(payload, dict):
+        record_damage(key, "corrupt: not a JSON object", "skipped")
+        return None
+    return payload
+
+
+def published_story_snapshots(store: ObjectStore, pointer: PagePointer, *, versions: Iterable[int] | None = None,
+                              read: Callable[[str], dict[str, Any] | None] | None = None
+                              ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Story snapshot versions a pointer move made live, newest first, as ``(version, payload)``.
+
+    One reader for every job that looks back at what Full Coverage held (rank's carried stories,
+    repair's representatives, issue 15). A version pruned since is skipped; an unreadable one is
+    recorded and skipped, so an older one stands in.
+
+    Args:
+        pointer: The story snapshot's pointer (which versions were published).
+        versions: The stored version numbers, when the caller listed them; else every number up to
+            the pointer's high water is tried.
+        read: How to read a payload (a caller's cache); :func:`read_json_payload` by default.
+    """
+    candidates = sorted(versions, reverse=True) if versions is not None else range(pointer.high_water, 0, -1)
+    for version in candidates:
+        if not pointer.was_published(version):
+            continue
+        key = layout.story_snapshot_key(version)
+        payload = (read or (lambda k: read_json_payload(store, k)))(key)
+        if payload is None:
+            continue
+        if not isinstance(payload.get("stories"), dict):
+            record_damage(key, "corrupt: not a story snapshot", "skipped; an older version stands in")
+            continue
+        yield version, payload
+
+
+def story_snapshot_at(store: ObjectStore, at: datetime, *, search: int) -> dict[str, Any] | None:
+    """The story snapshot that was live at ``at``: the newest published version whose ``as_of`` is
+    not after it, among the ``search`` newest readable ones (None before the first publish, or when
+    none of those is old enough)."""
+    pointer = read_stories_pointer(store)
+    if pointer is None:
+        return None
+    limit = at.strftime("%Y-%m-%dT%H:%M:%SZ")  # as snapshots write ``as_of``
+    for searched, (_, payload) in enumerate(published_story_snapshots(store, pointer), start=1):
+        if str(payload.get("as_of") or "") <= limit:
+            return payload
+        if searched == search:
+            break
+    return None
 
 
 def read_live_page(store: ObjectStore, edition: str, section: str) -> LivePage:

@@ -96,31 +96,41 @@ def _pipeline(tmp_path: Path, port: int, name: str, crash: str | None) -> dict[s
         return _logical_state(store)
 
 
-@pytest.fixture
-def fold_every_run(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+@pytest.fixture(scope="module")
+def fold_every_run() -> Iterator[None]:
     """Every cluster run folds its writer's chain into a new base after its commit and the next run
     adopts it, so the crashed cycle kills a run whose state is a delta on an adopted base, and
-    ``cluster.after_fold`` fires between a fold and its note (issue 15)."""
-    from tasks.settings import get_scale_settings
+    ``cluster.after_fold`` fires between a fold and its note (issue 15). The reference run and every
+    crashed one (in-process and the killed child alike) run with it."""
+    from tasks.settings import forget_environment_settings
 
-    monkeypatch.setenv("NEWSROOM_SCALE_WRITER_COMPACT_EVERY", "1")
-    get_scale_settings.cache_clear()
-    yield
-    get_scale_settings.cache_clear()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NEWSROOM_SCALE_WRITER_COMPACT_EVERY", "1")
+        forget_environment_settings()
+        yield
+    forget_environment_settings()
 
 
-def test_every_crash_point_recovers(prefect_harness: None, tmp_path: Path, fold_every_run: None) -> None:
+@pytest.fixture(scope="module")
+def reference_run(prefect_harness: None, fold_every_run: None,
+                  tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any]]:
+    """The uninterrupted run every crash point is compared with, once per module, and the replay
+    site's port it used (each crashed run replays the same article URLs)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    reference = _pipeline(tmp_path, port, "reference", None)
+    reference = _pipeline(tmp_path_factory.mktemp("crash-reference"), port, "reference", None)
     assert reference["articles_log"] and reference["pages"]
     ids = [row[0] for row in reference["assignments"]]
     assert len(ids) == len(set(ids)), "an article was assigned twice"
-    results = {}
-    for point in CRASH_POINTS:
-        state = _pipeline(tmp_path, port, point.replace(".", "-"), point)
-        results[point] = {k: state[k] == reference[k] for k in reference}
-    failures = {p: r for p, r in results.items() if not all(r.values())}
-    print("crash-safety results:", json.dumps(results, indent=1))
-    assert not failures, failures
+    return port, reference
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_a_crash_point_recovers(reference_run: tuple[int, dict[str, Any]], point: str, tmp_path: Path) -> None:
+    """One test per point: each replays every cycle (about a minute), so together they would
+    outrun one test's timeout."""
+    port, reference = reference_run
+    state = _pipeline(tmp_path, port, point.replace(".", "-"), point)
+    differs = sorted(k for k in reference if state[k] != reference[k])
+    assert not differs, f"after a kill at {point}, {differs} differ from the uninterrupted run"

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from repair_corpus import T0, changes_of, final_story, two_event_stream, write_articles
 
 from tasks.cluster import cluster_language
 from tasks.registry import import_publishers
-from tasks.repair import published_representatives, repair_language
+from tasks.repair import RepairInputsOnce, published_representatives, repair_language
 from transforms.clustering import ClusterParams
 from warehouse.duck import connect, load_sql
 from warehouse.snapshots import publish_stories
@@ -109,3 +111,47 @@ def test_a_rerun_at_the_same_now_makes_the_same_decisions(tmp_path: Path) -> Non
         runs.append([(c["kind"], c["story_id"], c["article_id"], c["other_story_id"]) for c in changes_of(store)
                      if c["kind"] == "split"])
     assert runs[0] == runs[1] and runs[0]
+
+
+class _CountingStore:
+    """A store that counts the reads of each key (the ObjectStore protocol, over a real LocalStore)."""
+
+    def __init__(self, inner: LocalStore) -> None:
+        self.inner, self.reads = inner, Counter()
+
+    @property
+    def uri(self) -> str:
+        return self.inner.uri
+
+    def get(self, key: str) -> Any:
+        self.reads[key] += 1
+        return self.inner.get(key)
+
+    def head(self, key: str) -> str | None:
+        return self.inner.head(key)
+
+    def put(self, key: str, data: bytes, **kwargs: Any) -> str:
+        return self.inner.put(key, data, **kwargs)
+
+    def list(self, prefix: str) -> list[str]:
+        return self.inner.list(prefix)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one reader per run", "one per language"])
+def test_a_repair_run_reads_the_story_snapshot_and_registry_once_for_every_language(tmp_path: Path,
+                                                                                     shared: bool) -> None:
+    store, story_id = _mixed_story(tmp_path, AUTHORITY)
+    stream = [(f"de-{article_id}", text, minute, publisher) for article_id, text, minute, publisher in two_event_stream()]
+    write_articles(store, stream, language="de")
+    cluster_language(store, "de", T0 + timedelta(minutes=15), params=MIXING)
+    _publish(store, T0 + timedelta(minutes=16), {story_id: "m2"})
+    counting = _CountingStore(store)
+    inputs = RepairInputsOnce() if shared else None
+    for language in ("en", "de"):
+        assert repair_language(counting, language, SPLIT_AT, inputs=inputs)["split"] == 1  # type: ignore[arg-type]
+    snapshot_reads = sum(n for k, n in counting.reads.items() if k.startswith("pages/stories/v"))
+    registry_reads = counting.reads["registry/publishers.parquet"]
+    assert (snapshot_reads, registry_reads) == ((1, 1) if shared else (2, 2))
