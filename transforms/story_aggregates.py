@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from transforms.representative import has_title
 from transforms.sections import article_section_votes
 
 ASSIGN_KINDS = frozenset({"new_story", "assign", "copy", "merge", "split"})
@@ -279,8 +280,7 @@ def add_member(story: Story, member: Mapping[str, Any], authority: Mapping[str, 
         story["early_times"] = [story["early_times"][i] for i in keep]
         story["early_publishers"] = [story["early_publishers"][i] for i in keep]
     _set_max(story, "last_seen_at", seen)
-    title = member.get("title")
-    titled = bool(title and title.strip())  # transforms.representative.has_title
+    titled = has_title(member)  # never a date line standing where the headline goes (issue 14)
     if titled:
         story["titled_count"] += 1
     names, counts = story["section_names"], story["section_counts"]
