@@ -61,10 +61,15 @@ def test_replay_to_api(prefect_harness: None, store_vars: dict[str, str], tmp_pa
                     assert len(full.json()["sources"]) == story["article_count"]
         assert multi_source >= 1, "no story gathered two publishers"
 
-        # A second run of the same cycle changes nothing.
+        # A second run of the same cycle changes nothing but rank's story aggregates, which fold the
+        # listing segment the cycle wrote after its pages (issue 15); a third changes nothing at all.
         before = snapshot_store(store)
         pipeline_cycle(now=times[-1].isoformat())
-        assert snapshot_store(store) == before
+        after = snapshot_store(store)
+        changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+        assert all(k.startswith("state/rank/") for k in changed), sorted(changed)
+        pipeline_cycle(now=times[-1].isoformat())
+        assert snapshot_store(store) == after
 
         # Nothing in the store contains an article body.
         fragments = _body_fragments(site)
