@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from newsroom.errors import NewsroomError
+from warehouse.errors import StateBlobError
 
 FetchErrorKind = Literal[
     "blocked_address", "dns", "connect", "timeout", "too_large", "too_many_redirects", "http_status",
@@ -58,3 +59,11 @@ class RegistryImportError(NewsroomError, ValueError):
 
 class StoryNotListedError(NewsroomError, LookupError):
     """No live page (of the edition asked for) lists the story (``newsroom explain``)."""
+
+
+class StateObjectError(StateBlobError):
+    """A state object of a writer's chain that cannot be read; ``key`` names it."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message, key=key)
+        self.key: str = key

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tasks.crashpoints import crash_point
+from tasks.errors import StateObjectError
 from transforms.clustering import LanguageClusterer
 from transforms.clustering.columns import StateColumns, clusterer_from_columns, state_changes, state_columns
 from warehouse import layout
@@ -151,14 +152,6 @@ def load_chain(store: ObjectStore, chain: Sequence[str]) -> tuple[LanguageCluste
         clusterer = clusterer_from_columns(columns, LanguageClusterer)
         del columns
     return clusterer, dict(seen), header
-
-
-class StateObjectError(StateBlobError):
-    """A state object of a writer's chain that cannot be read; ``key`` names it."""
-
-    def __init__(self, message: str, key: str) -> None:
-        super().__init__(message, key=key)
-        self.key: str = key
 
 
 @dataclass(frozen=True, slots=True)

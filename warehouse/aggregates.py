@@ -33,7 +33,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from warehouse.damage import describe_error, record_damage
-from warehouse.errors import CorruptObjectError, ObjectNotFoundError, PreconditionFailedError, WarehouseError
+from warehouse.errors import (
+    AggregatesUnreadableError,
+    CorruptObjectError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    WarehouseError,
+)
 from warehouse.schemas import AGGREGATE_MEMBERS_SCHEMA, STORY_AGGREGATES_SCHEMA
 from warehouse.store import LocalStore, ObjectStore, S3Store, arrow_filesystem
 from warehouse.tables import check_schema, evolve_to_schema, parquet_bytes_to_table
@@ -44,10 +50,6 @@ MANIFEST_SCHEMA = "newsroom.story_aggregates/1"
 MEMBER_ROW_GROUP_ROWS = 4096
 """Members are written sorted by story in row groups this long, so a page's stories are read
 a row group at a time, not the whole table (``read_members``)."""
-
-
-class AggregatesUnreadableError(WarehouseError):
-    """The aggregates cannot be read (already recorded as damage): rebuild them from the logs."""
 
 
 @dataclass(slots=True)

@@ -52,3 +52,7 @@ class StateBlobError(WarehouseError, ValueError):
     Also a ``ValueError``, as it was before it joined the one error root: callers that catch that
     keep catching it.
     """
+
+
+class AggregatesUnreadableError(WarehouseError):
+    """Rank's story aggregates cannot be read (already recorded as damage): rebuild them from the logs."""
