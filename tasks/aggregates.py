@@ -18,12 +18,10 @@ sees exactly what a rebuild at its ``now`` sees (:func:`aggregates_from_logs`, w
 from __future__ import annotations
 
 import copy
-import gc
 import io
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -36,6 +34,7 @@ import pyarrow.parquet as pq
 
 from tasks.crashpoints import crash_point
 from tasks.settings import RankSettings
+from tasks.writer_state import paused_gc
 from transforms.story_aggregates import (
     MEMBER_FIELDS,
     ROW_FIELDS,
@@ -625,7 +624,7 @@ def aggregates_from_logs(store: ObjectStore, now: datetime, settings: RankSettin
                          counter: ReadCounter | None = None) -> AggregateView:
     """The aggregates as of ``now`` folded from the whole log, written nowhere: what
     ``newsroom rank --as-of`` rebuilds a past minute from (it reads every segment)."""
-    with _paused_gc():
+    with paused_gc():
         return _from_logs(store, now, settings, counter)
 
 
@@ -658,24 +657,11 @@ def _view_with_later(stories: pl.DataFrame, state: FoldState, later: list[dict[s
 
 # --- One cycle --------------------------------------------------------------------------------------------
 
-@contextmanager
-def _paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a fold builds many small long-lived objects (story
-    rows, members; nothing of it is garbage yet): otherwise its passes walk them again and again,
-    and took most of a cycle's CPU in profiles of bench/rank_incremental.py."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
 
 def update_aggregates(store: ObjectStore, now: datetime, settings: RankSettings, *, persist: bool = True,
                       counter: ReadCounter | None = None, rebuild: str | None = None) -> AggregateView:
     """Fold what the logs gained since the last cycle onto the aggregates (see :func:`_update`)."""
-    with _paused_gc():
+    with paused_gc():
         return _update(store, now, settings, persist=persist, counter=counter, rebuild=rebuild)
 
 

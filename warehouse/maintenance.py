@@ -19,7 +19,6 @@ compacted only after they consumed it (:func:`rank_consumption`).
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,8 +36,7 @@ from warehouse.aggregates import (
     read_pointer,
     seq_of_key,
 )
-from warehouse.damage import collect_damage, describe_error, record_damage
-from warehouse.errors import ObjectNotFoundError
+from warehouse.damage import collect_damage
 from warehouse.schemas import (
     ARTICLES_SCHEMA,
     CLICKS_SCHEMA,
@@ -46,6 +44,7 @@ from warehouse.schemas import (
     LISTINGS_SCHEMA,
     STORY_CHANGES_SCHEMA,
 )
+from warehouse.snapshots import read_json_payload
 from warehouse.store import (
     TEMPORARY_MAX_AGE_SECONDS,
     ObjectStore,
@@ -88,7 +87,7 @@ def _read_checkpoints(store: ObjectStore) -> dict[str, dict[str, Any]]:
     for key in store.list(layout.STORY_STATE_PREFIX):
         if key.endswith("/checkpoint.json"):
             language = key[len(layout.STORY_STATE_PREFIX):].split("/", 1)[0]
-            checkpoint = read_json_object(store, key)
+            checkpoint = read_json_payload(store, key)
             if checkpoint is None:
                 # Unknown offset and consumed set: the language counts as having consumed nothing,
                 # so nothing of it is compacted or pruned until its writer rebuilds the checkpoint.
@@ -96,23 +95,6 @@ def _read_checkpoints(store: ObjectStore) -> dict[str, dict[str, Any]]:
             else:
                 found[language] = checkpoint
     return found
-
-
-def read_json_object(store: ObjectStore, key: str) -> dict[str, Any] | None:
-    """A JSON object stored at ``key``; None when it is gone, or unreadable (recorded, skipped)."""
-    try:
-        data = store.get(key).data
-    except ObjectNotFoundError:
-        return None
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError) as e:
-        record_damage(key, f"corrupt: {describe_error(e)}", "skipped")
-        return None
-    if not isinstance(value, dict):
-        record_damage(key, "corrupt: not a JSON object", "skipped")
-        return None
-    return value
 
 
 def writer_checkpoints(store: ObjectStore) -> dict[str, set[str]]:
@@ -317,12 +299,12 @@ def prune_writer_states(store: ObjectStore, *, keep: int = 3, report: Maintenanc
         checkpoint_key = f"{folder}/checkpoint.json"
         if checkpoint_key not in keys:
             continue
-        checkpoint = read_json_object(store, checkpoint_key)
+        checkpoint = read_json_payload(store, checkpoint_key)
         if checkpoint is None:
             continue  # unknown: keep every blob, the writer rebuilds the checkpoint from them
         current, committed = checkpoint.get("state_key"), int(checkpoint.get("offset", 0))
         chain = {current, *checkpoint.get("deltas", [])}
-        note = read_json_object(store, f"{folder}/compacted.json") if f"{folder}/compacted.json" in keys else None
+        note = read_json_payload(store, f"{folder}/compacted.json") if f"{folder}/compacted.json" in keys else None
         adoptable = note.get("base") if note else None
         states = sorted(k for k in keys if k.rsplit("/", 1)[-1].startswith("state-"))
         doomed = [k for k in states[:-keep] if k != current]
@@ -407,7 +389,7 @@ def prune_page_versions(store: ObjectStore, now: datetime | None = None, *, keep
         pointer_key = f"{folder}/latest.json"
         if pointer_key not in keys:
             continue
-        pointer = read_json_object(store, pointer_key)
+        pointer = read_json_payload(store, pointer_key)
         try:
             live = int(pointer["version"]) if pointer is not None else None
         except (KeyError, TypeError, ValueError):
@@ -421,7 +403,7 @@ def prune_page_versions(store: ObjectStore, now: datetime | None = None, *, keep
             if int(name[1:-5]) >= live - keep:
                 continue
             if horizon is not None:
-                payload = read_json_object(store, key)
+                payload = read_json_payload(store, key)
                 if payload is None or str(payload.get("as_of") or "") >= horizon:
                     continue  # a corrupt one is left for `newsroom doctor`, which quarantines it
             store.delete(key)
