@@ -116,7 +116,10 @@ class _Entry(dict[str, Any]):
         return dict.get(self, key, default)
 
 
-_Start = Callable[["_Reader", dict[str, Any]], None]
+Attrs = dict[str, str]
+"""An element's attributes: lower-cased names (``prefix:local`` for a namespaced one) to their values."""
+
+_Start = Callable[["_Reader", Attrs], None]
 _End = Callable[["_Reader"], None]
 
 
@@ -235,7 +238,7 @@ def _as_feedparser_decodes(body: bytes, http_headers: Mapping[str, str]) -> byte
     return text.encode("utf-8")
 
 
-def _enforce_href(attrs: dict[str, Any]) -> dict[str, Any]:
+def _enforce_href(attrs: Attrs) -> Attrs:
     href = attrs.get("url", attrs.get("uri", attrs.get("href", None)))
     if href:
         attrs.pop("url", None)
@@ -370,7 +373,7 @@ class _Reader:
         self._tags[tag] = info
         return info
 
-    def _attributes(self, node: etree._Element, items: list[tuple[str, str]], info: _Tag) -> dict[str, Any]:
+    def _attributes(self, node: etree._Element, items: list[tuple[str, str]], info: _Tag) -> Attrs:
         attrs, self.decls = self.decls, {}
         if info.adds_xmlns:
             raise _Decline("not replayed: MathML or SVG")
@@ -597,7 +600,7 @@ class _Reader:
                 _store(context, element + "_detail", contentparams)
         return output
 
-    def push_content(self, tag: str, attrs: dict[str, Any], default_content_type: str, expecting_text: int) -> None:
+    def push_content(self, tag: str, attrs: Attrs, default_content_type: str, expecting_text: int) -> None:
         self.incontent += 1
         if self.lang:
             self.lang = self.lang.replace("_", "-")
@@ -618,7 +621,7 @@ class _Reader:
     def resolve_uri(self, uri: str) -> str:
         return str(_urljoin(self.baseuri or "", uri))
 
-    def _is_base64(self, attrs: dict[str, Any]) -> int:
+    def _is_base64(self, attrs: Attrs) -> int:
         if attrs.get("mode", "") == "base64":
             return 1
         kind = self.contentparams["type"]
@@ -704,7 +707,7 @@ class _Reader:
 
     # --- handlers (namespaces/_base.py) -------------------------------------------------------------
 
-    def _start_rss(self, attrs: dict[str, Any]) -> None:
+    def _start_rss(self, attrs: Attrs) -> None:
         versionmap = {"0.91": "rss091u", "0.92": "rss092", "0.93": "rss093", "0.94": "rss094"}
         if not self.version or not self.version.startswith("rss"):
             attr_version = attrs.get("version", "")
@@ -716,11 +719,11 @@ class _Reader:
             else:
                 self.version = "rss"
 
-    def _start_channel(self, attrs: dict[str, Any]) -> None:
+    def _start_channel(self, attrs: Attrs) -> None:
         self.infeed = 1
         self._cdf_common(attrs)
 
-    def _cdf_common(self, attrs: dict[str, Any]) -> None:
+    def _cdf_common(self, attrs: Attrs) -> None:
         if "lastmod" in attrs:
             self._start_updated({})
             self.stack[-1][-1] = [attrs["lastmod"]]
@@ -730,7 +733,7 @@ class _Reader:
             self.stack[-1][-1] = [attrs["href"]]
             self._end_link()
 
-    def _start_feed(self, attrs: dict[str, Any]) -> None:
+    def _start_feed(self, attrs: Attrs) -> None:
         self.infeed = 1
         versionmap = {"0.1": "atom01", "0.2": "atom02", "0.3": "atom03"}
         if not self.version:
@@ -739,7 +742,7 @@ class _Reader:
     def _end_channel(self) -> None:
         self.infeed = 0
 
-    def _start_image(self, attrs: dict[str, Any]) -> None:
+    def _start_image(self, attrs: Attrs) -> None:
         context = self._get_context()
         if not self.inentry:
             context.setdefault("image", {})
@@ -751,7 +754,7 @@ class _Reader:
         self.pop("image")
         self.inimage = 0
 
-    def _start_textinput(self, attrs: dict[str, Any]) -> None:
+    def _start_textinput(self, attrs: Attrs) -> None:
         context = self._get_context()
         context.setdefault("textinput", {})
         self.intextinput = 1
@@ -762,7 +765,7 @@ class _Reader:
         self.pop("textinput")
         self.intextinput = 0
 
-    def _start_author(self, attrs: dict[str, Any]) -> None:
+    def _start_author(self, attrs: Attrs) -> None:
         self.inauthor = 1
         self.push("author", 1)
         context = self._get_context()
@@ -774,7 +777,7 @@ class _Reader:
         self.inauthor = 0
         self._sync_author_detail()
 
-    def _start_contributor(self, attrs: dict[str, Any]) -> None:
+    def _start_contributor(self, attrs: Attrs) -> None:
         self.incontributor = 1
         context = self._get_context()
         context.setdefault("contributors", [])
@@ -785,7 +788,7 @@ class _Reader:
         self.pop("contributor")
         self.incontributor = 0
 
-    def _start_dc_contributor(self, attrs: dict[str, Any]) -> None:
+    def _start_dc_contributor(self, attrs: Attrs) -> None:
         self.incontributor = 1
         context = self._get_context()
         context.setdefault("contributors", [])
@@ -796,7 +799,7 @@ class _Reader:
         self._end_name()
         self.incontributor = 0
 
-    def _start_name(self, attrs: dict[str, Any]) -> None:
+    def _start_name(self, attrs: Attrs) -> None:
         self.push("name", 0)
 
     def _end_name(self) -> None:
@@ -811,13 +814,13 @@ class _Reader:
             context = self._get_context()
             context["name"] = value
 
-    def _start_width(self, attrs: dict[str, Any]) -> None:
+    def _start_width(self, attrs: Attrs) -> None:
         self.push("width", 0)
 
     def _end_width(self) -> None:
         self._end_dimension("width")
 
-    def _start_height(self, attrs: dict[str, Any]) -> None:
+    def _start_height(self, attrs: Attrs) -> None:
         self.push("height", 0)
 
     def _end_height(self) -> None:
@@ -834,7 +837,7 @@ class _Reader:
         if self.inimage:
             self._get_context()[key] = value
 
-    def _start_url(self, attrs: dict[str, Any]) -> None:
+    def _start_url(self, attrs: Attrs) -> None:
         self.push("href", 1)
 
     def _end_url(self) -> None:
@@ -844,7 +847,7 @@ class _Reader:
         elif self.incontributor:
             self._save_contributor("href", value)
 
-    def _start_email(self, attrs: dict[str, Any]) -> None:
+    def _start_email(self, attrs: Attrs) -> None:
         self.push("email", 0)
 
     def _end_email(self) -> None:
@@ -856,19 +859,19 @@ class _Reader:
         elif self.incontributor:
             self._save_contributor("email", value)
 
-    def _start_subtitle(self, attrs: dict[str, Any]) -> None:
+    def _start_subtitle(self, attrs: Attrs) -> None:
         self.push_content("subtitle", attrs, "text/plain", 1)
 
     def _end_subtitle(self) -> None:
         self.pop_content("subtitle")
 
-    def _start_rights(self, attrs: dict[str, Any]) -> None:
+    def _start_rights(self, attrs: Attrs) -> None:
         self.push_content("rights", attrs, "text/plain", 1)
 
     def _end_rights(self) -> None:
         self.pop_content("rights")
 
-    def _start_item(self, attrs: dict[str, Any]) -> None:
+    def _start_item(self, attrs: Attrs) -> None:
         self.entries.append(_Entry())
         self.push("item", 0)
         self.inentry = 1
@@ -890,47 +893,47 @@ class _Reader:
         self.inentry = 0
         self.has_content = 0
 
-    def _start_language(self, attrs: dict[str, Any]) -> None:
+    def _start_language(self, attrs: Attrs) -> None:
         self.push("language", 1)
 
     def _end_language(self) -> None:
         self.lang = self.pop("language")
 
-    def _start_webmaster(self, attrs: dict[str, Any]) -> None:
+    def _start_webmaster(self, attrs: Attrs) -> None:
         self.push("publisher", 1)
 
     def _end_webmaster(self) -> None:
         self.pop("publisher")
         self._sync_author_detail("publisher")
 
-    def _start_published(self, attrs: dict[str, Any]) -> None:
+    def _start_published(self, attrs: Attrs) -> None:
         self.push("published", 1)
 
     def _end_published(self) -> None:
         value = self.pop("published")
         self._save("published_parsed", _parse_date(value), overwrite=True)
 
-    def _start_updated(self, attrs: dict[str, Any]) -> None:
+    def _start_updated(self, attrs: Attrs) -> None:
         self.push("updated", 1)
 
     def _end_updated(self) -> None:
         value = self.pop("updated")
         self._save("updated_parsed", _parse_date(value), overwrite=True)
 
-    def _start_created(self, attrs: dict[str, Any]) -> None:
+    def _start_created(self, attrs: Attrs) -> None:
         self.push("created", 1)
 
     def _end_created(self) -> None:
         value = self.pop("created")
         self._save("created_parsed", _parse_date(value), overwrite=True)
 
-    def _start_expirationdate(self, attrs: dict[str, Any]) -> None:
+    def _start_expirationdate(self, attrs: Attrs) -> None:
         self.push("expired", 1)
 
     def _end_expirationdate(self) -> None:
         self._save("expired_parsed", _parse_date(self.pop("expired")), overwrite=True)
 
-    def _start_category(self, attrs: dict[str, Any]) -> None:
+    def _start_category(self, attrs: Attrs) -> None:
         term = attrs.get("term")
         scheme = attrs.get("scheme", attrs.get("domain"))
         label = attrs.get("label")
@@ -948,10 +951,10 @@ class _Reader:
         else:
             self._add_tag(value, None, None)
 
-    def _start_cloud(self, attrs: dict[str, Any]) -> None:
+    def _start_cloud(self, attrs: Attrs) -> None:
         self._get_context()["cloud"] = dict(attrs)
 
-    def _start_link(self, attrs: dict[str, Any]) -> None:
+    def _start_link(self, attrs: Attrs) -> None:
         attrs.setdefault("rel", "alternate")
         if attrs["rel"] == "self":
             attrs.setdefault("type", "application/atom+xml")
@@ -974,7 +977,7 @@ class _Reader:
     def _end_link(self) -> None:
         self.pop("link")
 
-    def _start_guid(self, attrs: dict[str, Any]) -> None:
+    def _start_guid(self, attrs: Attrs) -> None:
         self.guidislink = attrs.get("ispermalink", "true") == "true"
         self.push("id", 1)
 
@@ -984,7 +987,7 @@ class _Reader:
         if self.guidislink:
             self._save("link", value)
 
-    def _start_title(self, attrs: dict[str, Any]) -> None:
+    def _start_title(self, attrs: Attrs) -> None:
         self.push_content("title", attrs, "text/plain", self.infeed or self.inentry or self.insource)
 
     def _end_title(self) -> None:
@@ -998,7 +1001,7 @@ class _Reader:
         self._end_title()
         self.title_depth = title_depth
 
-    def _start_description(self, attrs: dict[str, Any]) -> None:
+    def _start_description(self, attrs: Attrs) -> None:
         context = self._get_context()
         if "summary" in context and not self.has_content:
             self.summary_key = "content"
@@ -1006,7 +1009,7 @@ class _Reader:
         else:
             self.push_content("description", attrs, "text/html", self.infeed or self.inentry or self.insource)
 
-    def _start_abstract(self, attrs: dict[str, Any]) -> None:
+    def _start_abstract(self, attrs: Attrs) -> None:
         self.push_content("description", attrs, "text/plain", self.infeed or self.inentry or self.insource)
 
     def _end_description(self) -> None:
@@ -1016,13 +1019,13 @@ class _Reader:
             self.pop_content("description")
         self.summary_key = None
 
-    def _start_info(self, attrs: dict[str, Any]) -> None:
+    def _start_info(self, attrs: Attrs) -> None:
         self.push_content("info", attrs, "text/plain", 1)
 
     def _end_info(self) -> None:
         self.pop_content("info")
 
-    def _start_generator(self, attrs: dict[str, Any]) -> None:
+    def _start_generator(self, attrs: Attrs) -> None:
         if attrs:
             attrs = _enforce_href(attrs)
             if "href" in attrs:
@@ -1036,7 +1039,7 @@ class _Reader:
         if "generator_detail" in context:
             context["generator_detail"]["name"] = value
 
-    def _start_summary(self, attrs: dict[str, Any]) -> None:
+    def _start_summary(self, attrs: Attrs) -> None:
         context = self._get_context()
         if "summary" in context and not self.has_content:
             self.summary_key = "content"
@@ -1052,13 +1055,13 @@ class _Reader:
             self.pop_content(self.summary_key or "summary")
         self.summary_key = None
 
-    def _start_enclosure(self, attrs: dict[str, Any]) -> None:
+    def _start_enclosure(self, attrs: Attrs) -> None:
         attrs = _enforce_href(attrs)
         context = self._get_context()
         attrs["rel"] = "enclosure"
         context.setdefault("links", []).append(dict(attrs))
 
-    def _start_source(self, attrs: dict[str, Any]) -> None:
+    def _start_source(self, attrs: Attrs) -> None:
         if "url" in attrs:
             self.sourcedata["href"] = attrs["url"]
         self.push("source", 1)
@@ -1073,7 +1076,7 @@ class _Reader:
         self._get_context()["source"] = dict(self.sourcedata)
         self.sourcedata.clear()
 
-    def _start_content(self, attrs: dict[str, Any]) -> None:
+    def _start_content(self, attrs: Attrs) -> None:
         self.has_content = 1
         self.push_content("content", attrs, "text/plain", 1)
         src = attrs.get("src")
@@ -1081,7 +1084,7 @@ class _Reader:
             self.contentparams["src"] = src
         self.push("content", 1)  # pushed twice, as feedparser does; the first stays on the stack
 
-    def _start_content_encoded(self, attrs: dict[str, Any]) -> None:
+    def _start_content_encoded(self, attrs: Attrs) -> None:
         self.has_content = 1
         self.push_content("content", attrs, "text/html", 1)
 
@@ -1093,7 +1096,7 @@ class _Reader:
 
     # --- handlers (namespaces/mediarss.py, itunes.py) --------------------------------------------
 
-    def _start_media_category(self, attrs: dict[str, Any]) -> None:
+    def _start_media_category(self, attrs: Attrs) -> None:
         attrs.setdefault("scheme", "http://search.yahoo.com/mrss/category_schema")
         self._start_category(attrs)
 
@@ -1111,7 +1114,7 @@ class _Reader:
             if term.strip():
                 self._add_tag(term.strip(), scheme, None)
 
-    def _start_tags(self, attrs: dict[str, Any]) -> None:
+    def _start_tags(self, attrs: Attrs) -> None:
         self.push("tags", 1)
 
     def _end_tags(self) -> None:
@@ -1121,15 +1124,15 @@ class _Reader:
         for term in value.split(","):
             self._add_tag(term.strip(), None, None)
 
-    def _start_media_group(self, attrs: dict[str, Any]) -> None:
+    def _start_media_group(self, attrs: Attrs) -> None:
         pass
 
-    def _start_media_content(self, attrs: dict[str, Any]) -> None:
+    def _start_media_content(self, attrs: Attrs) -> None:
         context = self._get_context()
         context.setdefault("media_content", [])
         context["media_content"].append(attrs)
 
-    def _start_media_thumbnail(self, attrs: dict[str, Any]) -> None:
+    def _start_media_thumbnail(self, attrs: Attrs) -> None:
         context = self._get_context()
         context.setdefault("media_thumbnail", [])
         self.push("url", 1)
@@ -1142,7 +1145,7 @@ class _Reader:
             if "url" not in context["media_thumbnail"][-1]:
                 context["media_thumbnail"][-1]["url"] = url
 
-    def _start_media_credit(self, attrs: dict[str, Any]) -> None:
+    def _start_media_credit(self, attrs: Attrs) -> None:
         context = self._get_context()
         context.setdefault("media_credit", [])
         context["media_credit"].append(attrs)
@@ -1154,7 +1157,7 @@ class _Reader:
             context = self._get_context()
             context["media_credit"][-1]["content"] = credit
 
-    def _start_media_rating(self, attrs: dict[str, Any]) -> None:
+    def _start_media_rating(self, attrs: Attrs) -> None:
         context = self._get_context()
         context.setdefault("media_rating", attrs)
         self.push("rating", 1)
@@ -1165,18 +1168,18 @@ class _Reader:
             context = self._get_context()
             context["media_rating"]["content"] = rating
 
-    def _start_itunes_image(self, attrs: dict[str, Any]) -> None:
+    def _start_itunes_image(self, attrs: Attrs) -> None:
         self.push("itunes_image", 0)
         if attrs.get("href"):
             self._get_context()["image"] = dict({"href": attrs.get("href")})
         elif attrs.get("url"):
             self._get_context()["image"] = dict({"href": attrs.get("url")})
 
-    def _start_itunes_category(self, attrs: dict[str, Any]) -> None:
+    def _start_itunes_category(self, attrs: Attrs) -> None:
         self._add_tag(attrs.get("text"), "http://www.itunes.com/", None)
         self.push("category", 1)
 
-    def _start_itunes_owner(self, attrs: dict[str, Any]) -> None:
+    def _start_itunes_owner(self, attrs: Attrs) -> None:
         self.inpublisher = 1
         self.push("publisher", 0)
 
@@ -1193,7 +1196,7 @@ class _Reader:
         value = self.pop("itunes_explicit", 0)
         self._get_context()["itunes_explicit"] = (None, False, True)[(value == "yes" and 2) or value == "clean" or 0]
 
-    def _start_cc_license(self, attrs: dict[str, Any]) -> None:
+    def _start_cc_license(self, attrs: Attrs) -> None:
         context = self._get_context()
         value = attrs.get(self._map_to_standard_prefix("rdf:resource"))
         link = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -71,12 +72,27 @@ def _run_flow_killed(flow: str, now: datetime, point: str, store_vars: dict[str,
     return result.returncode
 
 
-def _pipeline(tmp_path: Path, port: int, name: str, crash: str | None) -> dict[str, Any]:
-    """One run of every cycle on a fresh replay site on the same port (so the same article URLs)."""
-    store_vars = {"NEWSROOM_WAREHOUSE_ROOT": str(tmp_path / name)}
+def _pipeline(root: Path, port: int, crash: str | None, *, prefix: Path | None = None) -> dict[str, Any]:
+    """Every cycle on the store at ``root``, on a fresh replay site on the same port (so the same
+    article URLs).
+
+    Without ``crash`` (the reference run) the store as it stands before the crashed cycle is copied
+    to ``prefix``; with it, the run starts from that copy, kills ``crash``'s flow in the crashed
+    cycle, reruns it, and runs the cycles after it. The cycles before the crash are the same in every
+    run (the reference comparison would show otherwise), so they run once per module.
+    """
+    store_vars = {"NEWSROOM_WAREHOUSE_ROOT": str(root)}
+    if crash is not None:
+        assert prefix is not None
+        shutil.copytree(prefix, root)
     with replay_site(limit=50, port=port) as site, pipeline_env(store_vars) as store:
-        import_publishers(store, download_publishers_csv(site.control_url, tmp_path / "p.csv"))
+        if crash is None:
+            import_publishers(store, download_publishers_csv(site.control_url, root.parent / "p.csv"))
         for i, now in enumerate(CYCLES):
+            if crash is None and i == CRASH_CYCLE and prefix is not None:
+                shutil.copytree(root, prefix)
+            if crash is not None and i < CRASH_CYCLE:
+                continue
             site.set_clock(now)
             if crash is not None and i == CRASH_CYCLE:
                 flow = crash.split(".")[0]
@@ -113,24 +129,27 @@ def fold_every_run() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def reference_run(prefect_harness: None, fold_every_run: None,
-                  tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any]]:
-    """The uninterrupted run every crash point is compared with, once per module, and the replay
-    site's port it used (each crashed run replays the same article URLs)."""
+                  tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path, dict[str, Any]]:
+    """The uninterrupted run every crash point is compared with, once per module; the replay site's
+    port it used (each crashed run replays the same article URLs); and its store as it stood before
+    the crashed cycle, where each crashed run starts."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    reference = _pipeline(tmp_path_factory.mktemp("crash-reference"), port, "reference", None)
-    assert reference["articles_log"] and reference["pages"]
+    folder = tmp_path_factory.mktemp("crash-reference")
+    prefix = folder / "before-crash-cycle"
+    reference = _pipeline(folder / "reference", port, None, prefix=prefix)
+    assert reference["articles_log"] and reference["pages"] and prefix.is_dir()
     ids = [row[0] for row in reference["assignments"]]
     assert len(ids) == len(set(ids)), "an article was assigned twice"
-    return port, reference
+    return port, prefix, reference
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_a_crash_point_recovers(reference_run: tuple[int, dict[str, Any]], point: str, tmp_path: Path) -> None:
-    """One test per point: each replays every cycle (about a minute), so together they would
-    outrun one test's timeout."""
-    port, reference = reference_run
-    state = _pipeline(tmp_path, port, point.replace(".", "-"), point)
+    """One test per point: each replays the crashed cycle and the ones after it (half a minute), so
+    together they would outrun one test's timeout."""
+    port, prefix, reference = reference_run
+    state = _pipeline(tmp_path / point.replace(".", "-"), port, point, prefix=prefix)
     differs = sorted(k for k in reference if state[k] != reference[k])
     assert not differs, f"after a kill at {point}, {differs} differ from the uninterrupted run"
