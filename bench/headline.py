@@ -37,6 +37,8 @@ if not CORPUS.is_dir():
     CORPUS = Path("/work/shared/corpus")
 CLUSTER_FILES = ["ecbplus", "ecbplus-timed", "gnews2014", "mmds"]
 SECTION_LABELS = REPO / "training" / "sections" / "mmds-dev-sections.tsv"
+POLL_PROCESSES = max(2, os.cpu_count() or 2)
+"""The polling bench runs once in one process and once in a worker process per core."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,15 +57,21 @@ def _ratio(value: float, baseline: float) -> float | None:
 
 
 def _polls(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {"polls_per_second": {
+    processes = int(out.get("processes") or 0)
+    name = "polls_per_second_processes" if processes else "polls_per_second"
+    runs_on = (f"{processes} worker processes, a shard of whole hosts each (NEWSROOM_SCALE_INGEST_PROCESSES)"
+               if processes else "one process, threads (the default)")
+    return {name: {
         "value": out["ours_polls_per_second"], "unit": "polls/s",
-        "what": f"{out['feeds']:,} feeds on {out['hosts']} hosts, 80% answering 304 (tasks.ingest.poll.poll_shard)",
+        "what": f"{out['feeds']:,} feeds on {out['hosts']} hosts, 80% answering 304 (tasks.ingest.poll.poll_shard), "
+                f"{runs_on}",
         "baseline": out["baseline_polls_per_second"], "baseline_what": "sequential httpx + feedparser loop",
         "ratio": out["ratio"],
         "politeness_max_in_flight_per_host": out["max_in_flight_per_host"],
         "politeness_limit": 2,
         "cpu_ms_per_poll": out["ours_cpu_ms_per_poll"], "baseline_cpu_ms_per_poll": out["baseline_cpu_ms_per_poll"],
         "rate_ceiling_polls_per_second": out["rate_ceiling_polls_per_second"],
+        "processes": processes or 1,
     }}
 
 
@@ -143,6 +151,8 @@ def _extraction(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 BENCHES = [
     Bench("polls", [str(BENCH / "poll_throughput.py")], [str(BENCH / "poll_throughput.py"), "--quick"], _polls),
+    Bench("polls_processes", [str(BENCH / "poll_throughput.py"), "--processes", str(POLL_PROCESSES)],
+          [str(BENCH / "poll_throughput.py"), "--quick", "--processes", str(POLL_PROCESSES)], _polls),
     Bench("edition_page", [str(BENCH / "serving_load.py"), "--no-for-you", "--json"],
           [str(BENCH / "serving_load.py"), "--quick", "--no-for-you", "--json"], _serving),
     Bench("writer", [str(BENCH / "cluster_speed.py"), "--stories", "10000", "--articles", "2000",

@@ -3,7 +3,7 @@
 Usage:
     .venv/bin/python bench/poll_throughput.py [--hosts 200] [--feeds-per-host 25] [--changed-share 0.2]
         [--workers 8] [--host-rate 5] [--baseline-sample 1000] [--parser lxml|feedparser|fastfeedparser]
-        [--profile 10] [--quick]
+        [--processes 2] [--profile 10] [--quick]
 
 The farm (``python -m replay --synthetic-hosts ...``) runs in its own process on 127.0.1.x/127.0.2.x
 and counts, per host, the peak number of requests in flight: politeness is checked from the
@@ -16,6 +16,11 @@ so unchanged feeds answer 304 and changed ones 200 with one new item.
   the code before issue 20's lxml reader), for a before/after in one run;
 * ``--parser fastfeedparser`` (a what-if, not the product): the same run with ``parse_feed`` swapped
   for a bench-only fastfeedparser adapter (no safety gate, fewer fields);
+* ``--processes N``: ours with the feeds split into N shards of whole hosts, each polled by
+  ``poll_shard`` in its own worker process, as the ingest flow runs with
+  ``NEWSROOM_SCALE_INGEST_PROCESSES=N``: one process polls on one core at most (the interpreter
+  lock), so this is how polling uses a second core; per-host politeness is unchanged, since a host
+  lives in one shard;
 * ``--profile N``: cProfile around every poll (each worker thread, timed by the thread's CPU clock),
   merged, and the top N functions by cumulative CPU time printed: where a poll's CPU goes (cProfile
   slows the run: read the shares, not the rate);
@@ -35,6 +40,7 @@ import cProfile
 import functools
 import io
 import json
+import multiprocessing
 import os
 import pstats
 import subprocess
@@ -43,6 +49,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -54,7 +61,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tasks.ingest.plan import FeedJob  # noqa: E402
-from tasks.ingest.poll import poll_shard  # noqa: E402
+from tasks.ingest.poll import ShardResult, poll_shard  # noqa: E402
 from tasks.settings import IngestSettings  # noqa: E402
 from transforms.feeds import parse_feed  # noqa: E402
 from transforms.records import FeedState  # noqa: E402
@@ -152,12 +159,42 @@ def _ours(urls: list[str], args: argparse.Namespace) -> tuple[float, Counter[int
         host_burst=args.host_burst, max_items_per_feed=100,
     )
     jobs = [FeedJob(u, u, "p", "en", "US", "", _steady_state(u, args.items_per_feed), 1) for u in urls]
+    if args.processes:
+        return _ours_in_processes(jobs, settings, args.processes)
     started, cpu = time.perf_counter(), time.process_time()
     result = poll_shard(jobs, settings, NOW)
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     statuses = Counter(r.status if not r.error_kind else None for r in result.reports)
     client_peak = max(s.max_in_flight for s in result.host_stats.values())
     return elapsed, statuses, client_peak, cpu
+
+
+def _timed_shard(jobs: list[FeedJob], settings: IngestSettings) -> tuple[ShardResult, float]:
+    """One shard in a worker process, and the CPU seconds it took there."""
+    cpu = time.process_time()
+    result = poll_shard(jobs, settings, NOW)
+    return result, time.process_time() - cpu
+
+
+def _ours_in_processes(jobs: list[FeedJob], settings: IngestSettings, processes: int
+                       ) -> tuple[float, Counter[int | None], float, float]:
+    """The feeds as ``processes`` shards of whole hosts, each polled by ``poll_shard`` in its own
+    worker process: what ``NEWSROOM_SCALE_INGEST_PROCESSES`` (or Dask workers) gives the ingest flow.
+    The workers are started and have imported the poller before the clock starts."""
+    hosts = sorted({urlsplit(job.url).hostname or "" for job in jobs})
+    shard_of = {host: i % processes for i, host in enumerate(hosts)}
+    shards: list[list[FeedJob]] = [[] for _ in range(processes)]
+    for job in jobs:
+        shards[shard_of[urlsplit(job.url).hostname or ""]].append(job)
+    context = multiprocessing.get_context("spawn")  # as Prefect's ProcessPoolTaskRunner starts them
+    with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
+        list(pool.map(_timed_shard, [[] for _ in range(processes)], [settings] * processes))  # warm: imports
+        started = time.perf_counter()
+        done = list(pool.map(_timed_shard, shards, [settings] * processes))
+        elapsed = time.perf_counter() - started
+    statuses = Counter(r.status if not r.error_kind else None for result, _ in done for r in result.reports)
+    client_peak = max(s.max_in_flight for result, _ in done for s in result.host_stats.values())
+    return elapsed, statuses, client_peak, sum(cpu for _, cpu in done)
 
 
 def _baseline(urls: list[str], args: argparse.Namespace) -> tuple[float, Counter[int | None], float]:
@@ -187,6 +224,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--parser", choices=("lxml", "feedparser", "fastfeedparser"), default="lxml",
                         help="lxml: the product (lxml reader, feedparser when it declines); feedparser: every feed "
                              "through feedparser (before issue 20); fastfeedparser: bench-only what-if adapter")
+    parser.add_argument("--processes", type=int, default=0, metavar="N",
+                        help="poll in N worker processes, each a shard of whole hosts (the ingest flow with "
+                             "NEWSROOM_SCALE_INGEST_PROCESSES=N); 0: one process, on threads")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="profile every poll and print the top N functions by cumulative time")
     parser.add_argument("--quick", action="store_true",
@@ -223,6 +263,7 @@ def run(args: argparse.Namespace, report: Callable[[str], None] = lambda line: N
             server = client.get(f"{control}/_replay/stats").json()
             report(f"ours:     {len(urls)} polls in {elapsed:.2f} s = {len(urls) / elapsed:.0f} polls/s  "
                    f"statuses={dict(sorted(statuses.items(), key=str))}  parser={args.parser} workers={args.workers} "
+                   f"processes={args.processes or 1} "
                    f"per-host limit=2 in flight, {args.host_rate:g} req/s (burst {args.host_burst:g})")
             report(f"          max in flight per host: server-side {server['max_in_flight_per_host']}, "
                    f"client-side {client_peak}; server saw {server['requests']} requests on "
@@ -243,6 +284,7 @@ def run(args: argparse.Namespace, report: Callable[[str], None] = lambda line: N
             figures: dict[str, object] = {
                 "ours_polls_per_second": round(len(urls) / elapsed), "baseline_polls_per_second":
                 round(len(sample) / base_elapsed), "ratio": round(ratio, 2), "parser": args.parser,
+                "processes": args.processes,
                 "feeds": len(urls), "hosts": args.hosts, "baseline_polls": len(sample),
                 "ours_cpu_ms_per_poll": round(1000 * cpu / len(urls), 3),
                 "baseline_cpu_ms_per_poll": round(1000 * base_cpu / len(sample), 3),

@@ -21,9 +21,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from newsroom.times import parse_iso_datetime
 from serving.profiles import Profile
 from warehouse.profiles import title_terms
-from warehouse.times import parse_instant
 
 MAX_RUN = 2
 TOP_STORIES_REASON = "Top story in your edition"
@@ -35,7 +35,7 @@ def section_label(slug: str) -> str:
 
 
 def _epoch(iso: object) -> float:
-    parsed = parse_instant(iso)
+    parsed = parse_iso_datetime(iso)
     return 0.0 if parsed is None else parsed.timestamp()
 
 

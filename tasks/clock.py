@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from transforms.times import parse_iso_datetime
+from newsroom.times import parse_iso_datetime
 
 
 def resolve_now(now: str | None) -> datetime:

@@ -19,11 +19,11 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from newsroom.times import parse_iso_datetime
 from tasks.progress import NO_PROGRESS, Progress, counted
 from transforms.clustering import ClusterParams, RepairParams, cluster_and_repair, link_languages
 from transforms.embedding import embed_articles
 from transforms.features import ArticleFeatures, features_from_text
-from transforms.times import parse_iso_datetime
 
 SYNTHETIC_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 EMBED_CHUNK = 256

@@ -195,6 +195,13 @@ class ScaleSettings(BaseSettings):
         return value
 
     ingest_threads: int = Field(4, ge=1, le=256, description="In-process ingest shards run at once (no Dask).")
+    ingest_processes: int = Field(
+        0, ge=0, le=256,
+        description="Worker processes for the ingest shards on this machine (no Dask); 0 runs them on threads in "
+        "the flow's process. One process polls on one core at most (the interpreter lock): with N cores, N "
+        "processes poll up to N times as fast (bench/poll_throughput.py --processes), at a few seconds of "
+        "start-up per run.",
+    )
 
     writer_mode: Literal["per_minute", "long_running"] = Field(
         "per_minute",

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from newsroom.times import parse_iso_datetime
 from transforms.signatures import (
     SIGNATURE_VERSION,
     copy_shingles,
@@ -35,7 +36,6 @@ from transforms.signatures import (
     simhash_fingerprint,
     tokenize,
 )
-from transforms.times import parse_iso_datetime
 
 TOP_K_TERMS = 64
 MAX_ENTITIES = 32

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from newsroom.times import parse_iso_datetime
 from transforms.diversity import DiversityRule, diversify, stabilize_order
 from transforms.records import PageSource, PageStory, RankedStory
 from transforms.representative import (
@@ -27,7 +28,6 @@ from transforms.representative import (
 )
 from transforms.sections import article_section_votes, story_sections_from_votes
 from transforms.text import is_usable_snippet
-from transforms.times import parse_iso_datetime
 
 TOP_SECTION = "top"
 PAGE_SOURCES = 6

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from transforms.times import parse_iso_datetime
+from newsroom.times import parse_iso_datetime
 
 # RFC 9309 §2.5: crawlers MUST parse at least 500 kibibytes; Google stops there.
 ROBOTS_MAX_BYTES = 500 * 1024

@@ -1,52 +1,14 @@
-"""Instants written as text: one parser for ISO 8601 / RFC 3339, one for what publishers state.
+"""What publishers state as a publication time: ISO 8601 (no offset read as UTC), else RFC 822.
 
-Every instant the pipeline writes is ISO 8601 with an offset (``datetime.isoformat()``); reading it
-back goes through :func:`parse_iso_datetime`, so one set of rules holds everywhere: a trailing
-``Z`` or ``z`` is UTC, the result is always aware UTC, and text that is no instant gives None
-(the caller decides whether that is an error). ``warehouse/times.py`` holds the same rules for the
-layers that may not import this package (warehouse, serving).
+Instants the pipeline wrote itself are read by :func:`newsroom.times.parse_iso_datetime`.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Literal
 
-NaiveRule = Literal["utc", "reject"]
-
-
-def parse_iso_datetime(value: object, *, naive: NaiveRule = "reject") -> datetime | None:
-    """An ISO 8601 instant as an aware UTC datetime; None when ``value`` is not one.
-
-    ``naive`` says what a time without an offset means: ``"reject"`` (None; what we write always
-    carries one) or ``"utc"`` (publishers' dates, RFC 3339 §4.3's "unknown local offset" read as UTC).
-    A date alone is midnight.
-
-    >>> parse_iso_datetime("2024-05-01T10:00:00+02:00")
-    datetime.datetime(2024, 5, 1, 8, 0, tzinfo=datetime.timezone.utc)
-    >>> parse_iso_datetime("2024-05-01T10:00:00z"), parse_iso_datetime("2024-05-01T10:00:00")
-    (datetime.datetime(2024, 5, 1, 10, 0, tzinfo=datetime.timezone.utc), None)
-    >>> parse_iso_datetime("2024-05-01", naive="utc").isoformat(), parse_iso_datetime("soon"), parse_iso_datetime(3)
-    ('2024-05-01T00:00:00+00:00', None, None)
-    """
-    if not isinstance(value, str):
-        return None
-    text = value.strip()
-    if text[-1:] == "z":
-        text = text[:-1] + "Z"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        if naive == "reject":
-            return None
-        parsed = parsed.replace(tzinfo=UTC)
-    try:
-        return parsed.astimezone(UTC)
-    except (OverflowError, ValueError):
-        return None
+from newsroom.times import parse_iso_datetime
 
 
 def parse_stated_datetime(value: object) -> datetime | None:

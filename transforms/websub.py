@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from transforms.times import parse_iso_datetime
+from newsroom.times import parse_iso_datetime
 
 SIGNATURE_ALGORITHMS: dict[str, Any] = {
     "sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha384": hashlib.sha384, "sha512": hashlib.sha512,

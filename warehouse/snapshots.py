@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from newsroom.times import parse_iso_datetime
 from warehouse import layout
 from warehouse.damage import describe_error, record_damage
 from warehouse.errors import (
@@ -23,7 +24,6 @@ from warehouse.errors import (
     WarehouseError,
 )
 from warehouse.store import ObjectStore
-from warehouse.times import parse_instant
 
 PAGE_SCHEMA = "newsroom.page/1"
 STORIES_SCHEMA = "newsroom.stories/1"
@@ -308,7 +308,7 @@ def read_fallback_stories(store: ObjectStore) -> LivePage | None:
 def _stale_reason(payload: Mapping[str, Any], live: Mapping[str, Any]) -> str | None:
     """Why ``payload`` must not replace ``live``: it describes an earlier instant (a retried or
     overlapping run with an older ``now``). The same instant may publish again (a rerun)."""
-    new, old = parse_instant(payload.get("as_of")), parse_instant(live.get("as_of"))
+    new, old = parse_iso_datetime(payload.get("as_of")), parse_iso_datetime(live.get("as_of"))
     if new is not None and old is not None and new < old:
         return f"stale: as_of {payload['as_of']} is older than the live version's {live['as_of']}"
     return None

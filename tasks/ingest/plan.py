@@ -11,12 +11,12 @@ from datetime import datetime
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from newsroom.times import parse_iso_datetime
 from tasks.politeness import host_of_url
 from tasks.registry import load_registry
 from tasks.settings import get_websub_settings
 from tasks.websub import lease_of, list_push_markers, subscribed_feed_ids
 from transforms.records import FeedState
-from transforms.times import parse_iso_datetime
 from transforms.websub import PUSH_MIN_INTERVAL_SECONDS, is_push_due
 from warehouse import layout
 from warehouse.damage import describe_error, record_damage

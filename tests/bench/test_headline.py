@@ -11,7 +11,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = {
-    "polls_per_second", "edition_page", "for_you_rerank_p50_ms", "writer_articles_per_second", "rank_cycle_seconds",
+    "polls_per_second", "polls_per_second_processes", "edition_page", "for_you_rerank_p50_ms", "writer_articles_per_second", "rank_cycle_seconds",
     "cluster_bcubed_f1_mmds", "copy_detection_recall", "extraction_f1", "section_classifier",
 }
 
@@ -33,7 +33,10 @@ def test_headline_quick_prints_every_figure_with_its_baseline() -> None:
         assert figure["value"] is not None and figure["command"].startswith("python "), name
         if figure["baseline"] is not None:
             assert figure["ratio"] is not None and figure["ratio"] > 0, name
-    polls = result["figures"]["polls_per_second"]
-    assert polls["politeness_max_in_flight_per_host"] <= polls["politeness_limit"] == 2
+    for name in ("polls_per_second", "polls_per_second_processes"):
+        polls = result["figures"][name]
+        assert polls["politeness_max_in_flight_per_host"] <= polls["politeness_limit"] == 2, name
+    assert result["figures"]["polls_per_second"]["processes"] == 1
+    assert result["figures"]["polls_per_second_processes"]["processes"] >= 2
     page = result["figures"]["edition_page"]
     assert page["bytes"] * 3 < page["page_bytes"]  # the compressed page

@@ -13,9 +13,7 @@ import pytest
 from serving.models import SourcePublic, StoryPublic
 from transforms.ranking import RANKED_COLUMNS
 from transforms.records import ArticleRow, FeedState, PageSource, PageStory, RankedStory, StoryChange
-from transforms.times import parse_iso_datetime
 from warehouse.schemas import ARTICLES_SCHEMA, FEED_STATE_SCHEMA, STORY_CHANGES_SCHEMA
-from warehouse.times import parse_instant
 
 _SCALARS: dict[type, tuple[typing.Callable[[pa.DataType], bool], ...]] = {
     str: (pa.types.is_string,),
@@ -79,14 +77,6 @@ def test_a_feed_state_round_trips_through_its_table() -> None:
                       is_parked=True, error_streak=3)
     table = pa.Table.from_pylist([state.to_row()], schema=FEED_STATE_SCHEMA)
     assert FeedState.from_row(table.to_pylist()[0]) == state
-
-
-@pytest.mark.parametrize("text", ["2026-12-01T12:00:00+01:00", "2026-12-01T12:00:00Z", "2026-12-01T12:00:00z",
-                                  "2026-12-01T12:00:00", "2026-12-01", "20261201T120000Z", " 2026-12-01T12:00Z ",
-                                  "soon", "", "2026-13-01T00:00:00Z"])
-def test_the_two_instant_parsers_agree(text: str) -> None:
-    """warehouse and serving may not import transforms: their parser keeps the same rules."""
-    assert parse_instant(text) == parse_iso_datetime(text)
 
 
 # -- the JSON hops: what a page lists, and the API model that documents it ----------------------
