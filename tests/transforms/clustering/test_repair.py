@@ -302,3 +302,47 @@ def test_the_cut_follows_the_events_not_an_outlier() -> None:
     assert cut is not None
     for half in (cut.half_a, cut.half_b):
         assert not {"m", "b"} <= {aid[0] for aid in half}  # the giraffe goes either way; the events part
+
+
+def _neighbours_by_postings(candidates: list[str], centroids: dict[str, dict[str, float]], count: int
+                            ) -> dict[str, list[str]]:
+    """The merge pass's neighbour search as it was: a loop over every posting of every term."""
+    index: dict[str, list[str]] = {}
+    for sid in candidates:
+        for term in centroids[sid]:
+            index.setdefault(term, []).append(sid)
+    out = {}
+    for sid in candidates:
+        partial: dict[str, float] = {}
+        for term, weight in centroids[sid].items():
+            for other in index.get(term, ()):
+                if other != sid:
+                    partial[other] = partial.get(other, 0.0) + weight * centroids[other][term]
+        out[sid] = sorted(partial, key=lambda o: (-partial[o], o))[:count]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_centroid_neighbours_are_the_posting_loops_to_the_last_tie(seed: int) -> None:
+    """Unit centroids over a small vocabulary (many shared terms), some stories with the same
+    centroid (exact ties, broken by id), some sharing nothing; more than one block of rows."""
+    import math
+    import random
+
+    from transforms.clustering.repair import NEIGHBOUR_BLOCK_ROWS, centroid_neighbours
+
+    rng = random.Random(seed)
+    vocabulary = [f"t{i}" for i in range(60)]
+    centroids: dict[str, dict[str, float]] = {}
+    for n in range(NEIGHBOUR_BLOCK_ROWS + 150):
+        sid = f"s{rng.randrange(10**6):06d}-{n}"
+        if n % 9 == 0 and centroids:
+            centroids[sid] = dict(centroids[rng.choice(sorted(centroids))])  # a twin
+            continue
+        terms = rng.sample(vocabulary, rng.randint(1, 12)) if n % 17 else [f"alone{n}"]
+        weights = {t: rng.random() + 0.01 for t in terms}
+        norm = math.sqrt(sum(w * w for w in weights.values()))
+        centroids[sid] = {t: w / norm for t, w in weights.items()}
+    candidates = sorted(centroids, key=lambda s: rng.random())
+    for count in (1, 10):
+        assert centroid_neighbours(candidates, centroids, count) == _neighbours_by_postings(candidates, centroids, count)
