@@ -120,10 +120,19 @@ def member_vector(member: Member, idf: Callable[[str], float]) -> dict[str, floa
     return weighted_vector(member.terms, member.weights, idf)
 
 
+def _dot(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    """``a · b`` summed in ``a``'s term order, starting from 0.0 (the order merge neighbours are ranked by)."""
+    total = 0.0
+    for term, weight in a.items():
+        other = b.get(term)
+        if other is not None:
+            total = total + weight * other
+    return total
+
+
 def _cosine(a: Mapping[str, float], b: Mapping[str, float]) -> float:
-    if len(a) > len(b):
-        a, b = b, a
-    return sum(w * b.get(t, 0.0) for t, w in a.items())
+    """The dot product of two unit vectors, summed over the shorter one's terms."""
+    return _dot(a, b) if len(a) <= len(b) else _dot(b, a)
 
 
 def _sources(members: Sequence[Member]) -> int:
@@ -429,16 +438,6 @@ NEIGHBOUR_SHORTLIST_SLACK = 1e-9
 products decide: far above the rounding of a sum of a few hundred products of unit-vector weights."""
 
 
-def _exact_dot(a: Mapping[str, float], b: Mapping[str, float]) -> float:
-    """``a · b`` summed in ``a``'s term order, starting from 0.0 (the order the neighbours are ranked by)."""
-    total = 0.0
-    for term, weight in a.items():
-        other = b.get(term)
-        if other is not None:
-            total = total + weight * other
-    return total
-
-
 def centroid_neighbours(candidates: Sequence[str], centroids: Mapping[str, Mapping[str, float]], count: int
                         ) -> dict[str, list[str]]:
     """Each candidate's ``count`` other candidates with the largest centroid dot products (the ones
@@ -485,7 +484,7 @@ def centroid_neighbours(candidates: Sequence[str], centroids: Mapping[str, Mappi
                 others = others[products >= bar - NEIGHBOUR_SHORTLIST_SLACK]
             sid = candidates[row]
             mine = centroids[sid]
-            ranked = sorted((-_exact_dot(mine, centroids[candidates[o]]), candidates[o]) for o in others.tolist())
+            ranked = sorted((-_dot(mine, centroids[candidates[o]]), candidates[o]) for o in others.tolist())
             out[sid] = [other for _, other in ranked[:count]]
     return out
 
