@@ -252,14 +252,15 @@ class LanguageClusterer:
         """The article that started a story (its default representative)."""
         return self.stories[story_id].first_article_id
 
-    def idf(self) -> Callable[[str], float]:
+    def idf(self) -> Idf:
         """The current online IDF (``e:<word>`` for entity words)."""
         return self.online_idf.function()
 
-    def centroid_vector(self, story_id: str) -> dict[str, float]:
-        """A story's centroid weighted by the current IDF, L2-normalised."""
+    def centroid_vector(self, story_id: str, idf: Callable[[str], float] | None = None) -> dict[str, float]:
+        """A story's centroid weighted by the current IDF (``idf``: the current :meth:`idf`,
+        passed in by a caller weighting many centroids), L2-normalised."""
         story = self.stories[story_id]
-        return weighted_vector(tuple(story.centroid), tuple(story.centroid.values()), self.online_idf.function())
+        return weighted_vector(tuple(story.centroid), tuple(story.centroid.values()), self.online_idf.function() if idf is None else idf)
 
     def warm_story_norms(self) -> None:
         """Compute every story's cached norms now, as a writer that has been running leaves them
@@ -311,12 +312,14 @@ class LanguageClusterer:
 
     # ---------------------------------------------------------------- internals
 
-    def best_story_for_member(self, member: Member, exclude: str, now: datetime) -> tuple[str, float] | None:
+    def best_story_for_member(self, member: Member, exclude: str, now: datetime,
+                              idf: Idf | None = None) -> tuple[str, float] | None:
         """The story other than ``exclude`` that a held member would join now, by the online score
         (its story id and score; None when no story is a candidate). The repair pass asks it of
         the one article of a story: the story it belongs to may have grown, and the IDF settled,
-        since it was placed (issue 14)."""
-        idf = self.online_idf.function()
+        since it was placed (issue 14). ``idf``: the current :meth:`idf`, passed in by a caller
+        asking for many members."""
+        idf = self.online_idf.function() if idf is None else idf
         vector = weighted_vector(member.terms, member.weights, idf)
         entity_weights = {e: idf(ENTITY_PREFIX + e) for e in member.entities}
         embedding = None if member.embedding is None else code_vector(member.embedding) / EMBEDDING_CODE_SCALE

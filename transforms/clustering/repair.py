@@ -31,6 +31,7 @@ argument, candidates and ties are ordered by story id.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from transforms.clustering.clusterer import LanguageClusterer
+from transforms.clustering.idf import Idf
 from transforms.clustering.params import ClusterParams
 from transforms.clustering.scoring import weighted_vector
 from transforms.clustering.story import Assignment, Member, code_vector, story_years
@@ -400,7 +402,7 @@ def repair_stories(
 
     if params.adopt:
         for sid in clusterer.story_ids():
-            adoption = _adoption(clusterer, sid, now, eligible)
+            adoption = _adoption(clusterer, sid, now, eligible, idf)
             if adoption is not None:
                 target, score = adoption
                 moved = clusterer.apply_merge(target, sid, now)
@@ -414,8 +416,8 @@ def repair_stories(
     return out
 
 
-def _adoption(clusterer: LanguageClusterer, sid: str, now: datetime, eligible: Callable[[str], bool]
-              ) -> tuple[str, float] | None:
+def _adoption(clusterer: LanguageClusterer, sid: str, now: datetime, eligible: Callable[[str], bool],
+              idf: Idf) -> tuple[str, float] | None:
     """The larger story a one-article story's article would now join by the online rule, with its
     score; None when it would join none (or its story is not up for repair)."""
     if sid not in clusterer.stories or not eligible(sid):
@@ -423,7 +425,7 @@ def _adoption(clusterer: LanguageClusterer, sid: str, now: datetime, eligible: C
     originals = [m for m in clusterer.story_members(sid) if m.copy_of is None]
     if len(originals) != 1:
         return None
-    best = clusterer.best_story_for_member(originals[0], sid, now)
+    best = clusterer.best_story_for_member(originals[0], sid, now, idf)
     if best is None or best[1] < clusterer.params.join_threshold or not eligible(best[0]):
         return None
     if sum(1 for m in clusterer.story_members(best[0]) if m.copy_of is None) < 2:
@@ -438,8 +440,8 @@ NEIGHBOUR_SHORTLIST_SLACK = 1e-9
 products decide: far above the rounding of a sum of a few hundred products of unit-vector weights."""
 
 
-def centroid_neighbours(candidates: Sequence[str], centroids: Mapping[str, Mapping[str, float]], count: int
-                        ) -> dict[str, list[str]]:
+def centroid_neighbours(candidates: Sequence[str], centroids: Mapping[str, Mapping[str, float]], count: int,
+                        budget: int | None = None) -> dict[str, list[str]]:
     """Each candidate's ``count`` other candidates with the largest centroid dot products (the ones
     sharing no term are never neighbours), best first, ties broken by id.
 
@@ -447,42 +449,84 @@ def centroid_neighbours(candidates: Sequence[str], centroids: Mapping[str, Mappi
     stories at a time, so the cost follows the shared terms, not a Python loop over every posting
     of every term (at 40,000 stories in a repair's lookback that loop ran for tens of minutes).
     Which neighbours win is then decided by the exact dot products of a shortlist (every story
-    within :data:`NEIGHBOUR_SHORTLIST_SLACK` of the ``count``-th best product), summed term by term
-    in a fixed order, so the choice does not depend on how the matrix product rounds.
+    within :data:`NEIGHBOUR_SHORTLIST_SLACK` of the ``count``-th best product): computed together
+    for a block, and summed term by term in a fixed order for a story whose shortlist holds two
+    within the slack of each other, so the choice does not depend on how the products round.
+
+    Each story looks for its neighbours through at most ``budget`` postings, as the online search
+    reads at most ``ClusterParams.max_postings`` per article: its terms are read heaviest first,
+    and a term held by more candidates than the budget has left is not read (on a busy stream the
+    common words are in most centroids, and reading them made the product nearly dense, a
+    quadratic in the lookback's stories). A term not read still counts in the exact dot products
+    that rank the shortlist; a story sharing only such terms is not found. ``None``: every term.
 
     >>> centroids = {"a": {"x": 0.8, "y": 0.6}, "b": {"x": 1.0}, "c": {"y": 1.0}, "d": {"z": 1.0}}
     >>> centroid_neighbours(["a", "b", "c", "d"], centroids, 1)
     {'a': ['b'], 'b': ['a'], 'c': ['a'], 'd': []}
+    >>> centroid_neighbours(["a", "b", "c", "d"], centroids, 1, budget=2)  # a reads x, not y as well
+    {'a': ['b'], 'b': ['a'], 'c': ['a'], 'd': []}
+    >>> centroid_neighbours(["a", "b", "c", "d"], centroids, 1, budget=1)  # x, y held by two: none read
+    {'a': [], 'b': [], 'c': [], 'd': []}
     """
     from scipy import sparse
 
     if not candidates:
         return {}
-    columns: dict[str, int] = {}
-    rows: list[int] = []
-    cols: list[int] = []
-    values: list[float] = []
+    holders: dict[str, int] = {}
+    for sid in candidates:
+        for term in centroids[sid]:
+            holders[term] = holders.get(term, 0) + 1
+    columns = {term: col for col, term in enumerate(holders)}
+    held: tuple[list[int], list[int], list[float]] = ([], [], [])
+    read: tuple[list[int], list[int], list[float]] = ([], [], [])
     for row, sid in enumerate(candidates):
-        for term, weight in centroids[sid].items():
-            rows.append(row)
-            cols.append(columns.setdefault(term, len(columns)))
-            values.append(weight)
-    matrix = sparse.csr_matrix((np.asarray(values, dtype=np.float64), (rows, cols)),
-                               shape=(len(candidates), max(1, len(columns))))
-    transposed = matrix.T.tocsr()
+        centroid = centroids[sid]
+        held[0].extend([row] * len(centroid))
+        held[1].extend(columns[term] for term in centroid)
+        held[2].extend(centroid.values())
+        if budget is None or sum(holders[term] for term in centroid) <= budget:
+            read[0].extend([row] * len(centroid))
+            read[1].extend(columns[term] for term in centroid)
+            read[2].extend(centroid.values())
+            continue
+        left = budget
+        for term, weight in sorted(centroid.items(), key=lambda kv: (-abs(kv[1]), kv[0])):
+            if holders[term] <= left:
+                left -= holders[term]
+                read[0].append(row)
+                read[1].append(columns[term])
+                read[2].append(weight)
+    shape = (len(candidates), max(1, len(columns)))
+    matrix = sparse.csr_matrix((np.asarray(read[2], dtype=np.float64), (read[0], read[1])), shape=shape)
+    whole = sparse.csr_matrix((np.asarray(held[2], dtype=np.float64), (held[0], held[1])), shape=shape)
+    transposed = whole.T.tocsr()
     out: dict[str, list[str]] = {}
     for start in range(0, len(candidates), NEIGHBOUR_BLOCK_ROWS):
         block = (matrix[start:start + NEIGHBOUR_BLOCK_ROWS] @ transposed).tocsr()
+        shortlists: list[npt.NDArray[np.int64]] = []
         for offset in range(block.shape[0]):
-            row = start + offset
             lo, hi = block.indptr[offset], block.indptr[offset + 1]
             others, products = block.indices[lo:hi], block.data[lo:hi]
-            keep = others != row
+            keep = others != start + offset
             others, products = others[keep], products[keep]
             if len(others) > count:
                 bar = np.partition(products, len(products) - count)[len(products) - count]
                 others = others[products >= bar - NEIGHBOUR_SHORTLIST_SLACK]
-            sid = candidates[row]
+            shortlists.append(others)
+        # The shortlists' dot products over every term, in one vector operation; a row with two of
+        # them within the slack of each other is ranked by the exact sums instead.
+        sizes = np.fromiter((len(o) for o in shortlists), dtype=np.int64, count=len(shortlists))
+        pairs_row = np.repeat(np.arange(start, start + len(shortlists)), sizes)
+        pairs_other = np.concatenate(shortlists) if shortlists else np.empty(0, dtype=np.int64)
+        dots = np.asarray(whole[pairs_row].multiply(whole[pairs_other]).sum(axis=1)).ravel()
+        ends = np.cumsum(sizes)
+        for offset, others in enumerate(shortlists):
+            sid = candidates[start + offset]
+            near = dots[ends[offset] - len(others):ends[offset]]
+            order = np.argsort(-near, kind="stable")
+            if np.all(np.diff(near[order]) < -NEIGHBOUR_SHORTLIST_SLACK):
+                out[sid] = [candidates[o] for o in others[order[:count]].tolist()]
+                continue
             mine = centroids[sid]
             ranked = sorted((-_dot(mine, centroids[candidates[o]]), candidates[o]) for o in others.tolist())
             out[sid] = [other for _, other in ranked[:count]]
@@ -513,7 +557,7 @@ def plan_merges(
     entity_sets = {sid: {e for m in clusterer.story_members(sid) for e in m.entities} for sid in candidates}
     dates = {sid: _dates(clusterer.story_members(sid)) for sid in candidates}
     times = {sid: clusterer.story_times(sid)[:2] for sid in candidates}
-    centroids = {sid: clusterer.centroid_vector(sid) for sid in candidates}
+    centroids = {sid: clusterer.centroid_vector(sid, idf) for sid in candidates}
 
     def compatible(a: str, b: str) -> bool:
         if len(entity_sets[a] & entity_sets[b]) < params.merge_min_shared_entities:
@@ -533,7 +577,8 @@ def plan_merges(
                 total[t] = total.get(t, 0.0) + w
         sums[sid] = total
     cross: dict[tuple[str, str], float] = {}
-    for sid, nearest in centroid_neighbours(candidates, centroids, MERGE_NEIGHBOURS).items():
+    for sid, nearest in centroid_neighbours(candidates, centroids, MERGE_NEIGHBOURS,
+                                                 clusterer.params.max_postings).items():
         for other in nearest:
             pair = (sid, other) if sid < other else (other, sid)
             if pair not in cross and compatible(*pair):
@@ -570,17 +615,24 @@ def plan_merges(
                        [both[i][0].article_id for i, _ in kept if i >= len(side_a)], *stats)
         return passes_split(cut, by_id, params)
 
-    while True:
-        best: tuple[float, str, str] | None = None
-        for a in sorted(neighbours):
-            for b in neighbours[a]:
-                if a < b:
-                    score = mean(a, b)
-                    if score >= params.merge_threshold and (best is None or (score, a, b) > best):
-                        best = (score, a, b)
-        if best is None:
-            break
-        _, a, b = best
+    # The best pair first: the highest mean, ties to the larger ids (a < b). A pair's entry goes
+    # stale when a merge changes its groups or the pair is dropped; a stale entry is skipped when
+    # it comes up, as every live pair has an entry with its current mean.
+    rank = {sid: i for i, sid in enumerate(sorted(candidates))}
+    heap: list[tuple[float, int, int, str, str]] = []
+
+    def push(a: str, b: str) -> None:
+        a, b = (a, b) if a < b else (b, a)
+        score = mean(a, b)
+        if score >= params.merge_threshold:
+            heapq.heappush(heap, (-score, -rank[a], -rank[b], a, b))
+
+    for (a, b) in cross:
+        push(a, b)
+    while heap:
+        negative, _, _, a, b = heapq.heappop(heap)
+        if b not in neighbours.get(a, ()) or mean(a, b) != -negative:
+            continue
         if would_split(a, b):
             del neighbours[a][b], neighbours[b][a]
             continue
@@ -598,6 +650,7 @@ def plan_merges(
                 total = (from_a[c] if c in from_a else cross_sum(part_a, groups[c])) + (
                     from_b[c] if c in from_b else cross_sum(part_b, groups[c]))
                 neighbours[a][c] = neighbours[c][a] = total
+                push(a, c)
     plan: list[tuple[str, str, float]] = []
     for members in groups.values():
         if len(members) < 2:
