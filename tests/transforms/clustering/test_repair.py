@@ -20,6 +20,7 @@ from transforms.clustering import (
 )
 from transforms.clustering.repair import SplitCut, passes_split
 from transforms.features import ArticleFeatures, features_from_text
+from transforms.signatures import SIGNATURE_VERSION
 
 T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
 # An online pass that joins everything: a story fed two events.
@@ -346,3 +347,118 @@ def test_centroid_neighbours_are_the_posting_loops_to_the_last_tie(seed: int) ->
     candidates = sorted(centroids, key=lambda s: rng.random())
     for count in (1, 10):
         assert centroid_neighbours(candidates, centroids, count) == _neighbours_by_postings(candidates, centroids, count)
+
+
+def _neighbours_within_budget(candidates: list[str], centroids: dict[str, dict[str, float]], count: int,
+                              budget: int) -> dict[str, list[str]]:
+    """The neighbour search with a postings budget, spelled out: a story reads its terms heaviest
+    first, skipping a term held by more stories than it has budget left; the ``count`` stories of
+    the best partial dots (and any within 1e-9 of the last) are ranked by their dots over every term."""
+    holders: dict[str, list[str]] = {}
+    for sid in candidates:
+        for term in centroids[sid]:
+            holders.setdefault(term, []).append(sid)
+    out = {}
+    for sid in candidates:
+        left, partial = budget, {}
+        for term, weight in sorted(centroids[sid].items(), key=lambda kv: (-abs(kv[1]), kv[0])):
+            if len(holders[term]) > left:
+                continue
+            left -= len(holders[term])
+            for other in holders[term]:
+                if other != sid:
+                    partial[other] = partial.get(other, 0.0) + weight * centroids[other][term]
+        if len(partial) > count:
+            bar = sorted(partial.values(), reverse=True)[count - 1]
+            partial = {o: p for o, p in partial.items() if p >= bar - 1e-9}
+        full = {o: sum(w * centroids[o].get(t, 0.0) for t, w in centroids[sid].items()) for o in partial}
+        out[sid] = sorted(full, key=lambda o: (-full[o], o))[:count]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_story_looks_for_neighbours_within_its_postings_budget(seed: int) -> None:
+    """Common terms (held by most stories) are skipped once they would overrun the budget, rare
+    ones are still read; the shortlist is ranked by the dots over every term."""
+    import math
+    import random
+
+    from transforms.clustering.repair import centroid_neighbours
+
+    rng = random.Random(seed)
+    common = [f"c{i}" for i in range(5)]
+    rare = [f"r{i}" for i in range(80)]
+    centroids: dict[str, dict[str, float]] = {}
+    for n in range(300):
+        terms = rng.sample(common, 4) + rng.sample(rare, rng.randint(1, 5))
+        weights = {t: rng.random() + 0.01 for t in terms}
+        norm = math.sqrt(sum(w * w for w in weights.values()))
+        centroids[f"s{n:03d}"] = {t: w / norm for t, w in weights.items()}
+    candidates = sorted(centroids, key=lambda s: rng.random())
+    capped = centroid_neighbours(candidates, centroids, 5, budget=100)
+    assert capped == _neighbours_within_budget(candidates, centroids, 5, 100)
+    assert capped != centroid_neighbours(candidates, centroids, 5)  # the common terms did decide some
+    assert centroid_neighbours(candidates, centroids, 5, budget=10**6) == centroid_neighbours(candidates, centroids, 5)
+
+
+def _agglomerate_by_scan(clusterer: LanguageClusterer, candidates: list[str], threshold: float) -> set[frozenset[str]]:
+    """Average-link agglomeration as a scan of every linked pair per merge (the best mean first,
+    ties to the larger ids), every pair compatible: what the merge pass must give."""
+    from transforms.clustering.repair import MERGE_NEIGHBOURS, _cosine, centroid_neighbours, member_vector
+
+    idf = clusterer.idf()
+    vectors = {sid: [member_vector(m, idf) for m in clusterer.story_members(sid) if m.copy_of is None]
+               for sid in candidates}
+    nearest = centroid_neighbours(candidates, {sid: clusterer.centroid_vector(sid) for sid in candidates},
+                                  MERGE_NEIGHBOURS, clusterer.params.max_postings)
+    linked = {frozenset((a, b)) for a, others in nearest.items() for b in others}
+    groups = {sid: [sid] for sid in candidates}
+
+    def mean(a: str, b: str) -> float:
+        xs = [v for s in groups[a] for v in vectors[s]]
+        ys = [v for s in groups[b] for v in vectors[s]]
+        return sum(_cosine(x, y) for x in xs for y in ys) / (len(xs) * len(ys))
+
+    while True:
+        scored = [(mean(a, b), a, b) for a, b in (sorted(pair) for pair in linked)]
+        best = max((s for s in scored if s[0] >= threshold), default=None)
+        if best is None:
+            return {frozenset(g) for g in groups.values() if len(g) > 1}
+        _, a, b = best
+        groups[a] += groups.pop(b)
+        linked = {frozenset(a if s == b else s for s in pair) for pair in linked}
+        linked = {pair for pair in linked if len(pair) == 2}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_merge_pass_merges_as_a_scan_of_every_pair_would(seed: int) -> None:
+    """Fragments of 12 events (one article per story), every pair compatible: the merge pass's
+    groups are those of agglomerating by a scan over every linked pair, best pair first."""
+    import math
+    import random
+
+    from transforms.clustering.repair import plan_merges
+
+    rng = random.Random(seed)
+    clusterer = LanguageClusterer("en", ClusterParams(join_threshold=1.0))
+    vocabulary = [f"w{i}" for i in range(400)]
+    events = [rng.sample(vocabulary, 12) for _ in range(12)]
+    for n in range(120):
+        terms = list(dict.fromkeys(rng.sample(events[n % 12], 6) + rng.sample(vocabulary, 6)))
+        weights = [rng.random() + 0.1 for _ in terms]
+        norm = math.sqrt(sum(w * w for w in weights))
+        clusterer.assign(ArticleFeatures(
+            article_id=f"a{n:03d}", language="en", first_seen_at=T0 + timedelta(seconds=n), publisher_id=f"p{n}",
+            title="", simhash=0, minhash=tuple(rng.randrange(2**32) for _ in range(128)), terms=tuple(terms),
+            term_weights=tuple(w / norm for w in weights), entities=(), embedding=None, signature_version=SIGNATURE_VERSION))
+    candidates = clusterer.story_ids()
+    assert len(candidates) == 120
+    params = RepairParams(merge_threshold=0.2, merge_min_shared_entities=0, merge_gap_hours=100.0,
+                          split_min_sources=1000)
+    plan = plan_merges(clusterer, candidates, clusterer.idf(), params)
+    groups: dict[str, set[str]] = {}
+    for survivor, merged, _ in plan:
+        groups.setdefault(survivor, {survivor}).add(merged)
+    expected = _agglomerate_by_scan(clusterer, candidates, 0.2)
+    assert len(expected) >= 5
+    assert {frozenset(g) for g in groups.values()} == expected
