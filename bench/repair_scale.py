@@ -1,0 +1,97 @@
+"""CPU time of one repair pass (``repair_stories``) over a writer at the seeds' scale, for A/B runs
+of two checkouts (issue 15).
+
+    taskset -c 0,1 .venv/bin/python bench/repair_scale.py write --stories 150000 --minutes 10 WRITER
+    taskset -c 0,1 .venv/bin/python bench/repair_scale.py time --code-root A WRITER   # then B, A, B ...
+
+``write`` builds bench/writer_world.py's window of ``--stories`` active stories, assigns
+``--minutes`` minutes of 6,000 new articles each (the seeds' English peak), and pickles the
+writer, once (150,000 stories and 10 minutes take about 5 minutes). With 10 minutes of peak
+arrivals, about 40,000 stories have an article in the repair's 6-hour lookback: the load the
+writer's first repair meets in ``bench/writer_replay.py``.
+
+``time`` loads that writer with the code under ``--code-root`` (a checkout, or a ``git archive``
+of one), freezes it out of the garbage collector as the writer does, and runs one repair pass at
+the end of the assigned minutes, printing its CPU time (``process_time``: on a shared machine,
+wall time measures the share of a core the run was given), the stories in the lookback, the
+repairs by kind and a digest of them, so two checkouts can be compared for speed and checked
+for the same repairs in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import pickle
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+
+
+def _write(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(_HERE.parent))
+    sys.path.insert(0, str(_HERE))
+    from writer_world import T_START, World
+
+    started = time.perf_counter()
+    world = World(args.seed)
+    clusterer = world.window(args.stories)
+    at = T_START
+    for _ in range(args.minutes):
+        for features in world.minute(at, args.per_minute):
+            clusterer.assign(features)
+        at += timedelta(minutes=1)
+    gc.disable()
+    with args.writer.open("wb") as fh:
+        pickle.dump((clusterer, at), fh, protocol=5)
+    print(f"{args.stories:,} stories and {args.minutes} minutes of {args.per_minute:,} articles "  # noqa: T201
+          f"-> {args.writer} in {time.perf_counter() - started:.0f} s")
+
+
+def _time(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(args.code_root.resolve()))
+    sys.path.insert(1, str(_HERE))  # writer_world, which the pickle names
+    import transforms.clustering as clustering
+    from transforms.clustering.repair import RepairParams
+
+    gc.disable()
+    with args.writer.open("rb") as fh:
+        clusterer, now = pickle.load(fh)
+    gc.enable()
+    gc.collect()
+    gc.freeze()
+    since_ms = int(now.timestamp() * 1000) - int(RepairParams().lookback_hours * 3_600_000)
+    lookback = sum(1 for sid in clusterer.story_ids() if clusterer.story_times(sid)[1] >= since_ms)
+    start, cpu = time.perf_counter(), time.process_time()
+    repairs = clustering.repair_stories(clusterer, now)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    kinds = {kind: sum(r.kind == kind for r in repairs) for kind in ("split", "merge")}
+    digest = hashlib.sha256(repr(repairs).encode()).hexdigest()[:12]
+    print(f"{clustering.__file__}: repair pass, CPU {cpu:.1f} s (wall {wall:.1f} s), "  # noqa: T201
+          f"{len(clusterer.stories):,} stories, {lookback:,} in the lookback, splits {kinds['split']}, "
+          f"merges {kinds['merge']}, repairs {digest}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    write = sub.add_parser("write", help="build and pickle a writer at scale")
+    write.add_argument("--stories", type=int, default=150_000)
+    write.add_argument("--minutes", type=int, default=10)
+    write.add_argument("--per-minute", type=int, default=6_000)
+    write.add_argument("--seed", type=int, default=11)
+    write.add_argument("writer", type=Path)
+    timed = sub.add_parser("time", help="time one repair pass with the code under --code-root")
+    timed.add_argument("--code-root", type=Path, default=_HERE.parent)
+    timed.add_argument("writer", type=Path)
+    args = parser.parse_args(argv)
+    (_write if args.command == "write" else _time)(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
