@@ -538,8 +538,8 @@ def plan_merges(
 ) -> list[tuple[str, str, float]]:
     """Average-link agglomeration of ``candidates``: which stories to merge into which.
 
-    Candidate pairs come from an inverted index over the stories' centroids (each story's
-    ``MERGE_NEIGHBOURS`` best centroid dot products). A pair qualifies when the stories share
+    Candidate pairs come from :func:`centroid_neighbours` (each story's ``MERGE_NEIGHBOURS`` best
+    centroid dot products, found through at most ``max_postings`` postings as the online search). A pair qualifies when the stories share
     enough entity words, their spans are within ``merge_gap_hours`` and their dateline years do
     not conflict. The best qualifying pair of groups whose mean cross-member cosine (average
     link over every pair of original members) is at least ``merge_threshold`` is merged, and
