@@ -305,24 +305,6 @@ def test_the_cut_follows_the_events_not_an_outlier() -> None:
         assert not {"m", "b"} <= {aid[0] for aid in half}  # the giraffe goes either way; the events part
 
 
-def _neighbours_by_postings(candidates: list[str], centroids: dict[str, dict[str, float]], count: int
-                            ) -> dict[str, list[str]]:
-    """The merge pass's neighbour search as it was: a loop over every posting of every term."""
-    index: dict[str, list[str]] = {}
-    for sid in candidates:
-        for term in centroids[sid]:
-            index.setdefault(term, []).append(sid)
-    out = {}
-    for sid in candidates:
-        partial: dict[str, float] = {}
-        for term, weight in centroids[sid].items():
-            for other in index.get(term, ()):
-                if other != sid:
-                    partial[other] = partial.get(other, 0.0) + weight * centroids[other][term]
-        out[sid] = sorted(partial, key=lambda o: (-partial[o], o))[:count]
-    return out
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_centroid_neighbours_are_the_posting_loops_to_the_last_tie(seed: int) -> None:
     """Unit centroids over a small vocabulary (many shared terms), some stories with the same
@@ -346,14 +328,16 @@ def test_centroid_neighbours_are_the_posting_loops_to_the_last_tie(seed: int) ->
         centroids[sid] = {t: w / norm for t, w in weights.items()}
     candidates = sorted(centroids, key=lambda s: rng.random())
     for count in (1, 10):
-        assert centroid_neighbours(candidates, centroids, count) == _neighbours_by_postings(candidates, centroids, count)
+        assert centroid_neighbours(candidates, centroids, count) == _neighbours_within_budget(
+            candidates, centroids, count, budget=10**9)
 
 
 def _neighbours_within_budget(candidates: list[str], centroids: dict[str, dict[str, float]], count: int,
                               budget: int) -> dict[str, list[str]]:
-    """The neighbour search with a postings budget, spelled out: a story reads its terms heaviest
-    first, skipping a term held by more stories than it has budget left; the ``count`` stories of
-    the best partial dots (and any within 1e-9 of the last) are ranked by their dots over every term."""
+    """The merge pass's neighbour search as a loop over the postings of every term a story reads:
+    its terms heaviest first, skipping a term held by more stories than it has budget left; the
+    ``count`` stories of the best partial dots (and any within 1e-9 of the last) are ranked by
+    their dots over every term (with the budget never reached: the best ``count`` of all)."""
     holders: dict[str, list[str]] = {}
     for sid in candidates:
         for term in centroids[sid]:
