@@ -260,7 +260,8 @@ class LanguageClusterer:
         """A story's centroid weighted by the current IDF (``idf``: the current :meth:`idf`,
         passed in by a caller weighting many centroids), L2-normalised."""
         story = self.stories[story_id]
-        return weighted_vector(tuple(story.centroid), tuple(story.centroid.values()), self.online_idf.function() if idf is None else idf)
+        idf = self.online_idf.function() if idf is None else idf
+        return weighted_vector(tuple(story.centroid), tuple(story.centroid.values()), idf)
 
     def warm_story_norms(self) -> None:
         """Compute every story's cached norms now, as a writer that has been running leaves them

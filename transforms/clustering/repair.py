@@ -481,21 +481,17 @@ def centroid_neighbours(candidates: Sequence[str], centroids: Mapping[str, Mappi
     read: tuple[list[int], list[int], list[float]] = ([], [], [])
     for row, sid in enumerate(candidates):
         centroid = centroids[sid]
-        held[0].extend([row] * len(centroid))
-        held[1].extend(columns[term] for term in centroid)
-        held[2].extend(centroid.values())
-        if budget is None or sum(holders[term] for term in centroid) <= budget:
-            read[0].extend([row] * len(centroid))
-            read[1].extend(columns[term] for term in centroid)
-            read[2].extend(centroid.values())
-            continue
-        left = budget
-        for term, weight in sorted(centroid.items(), key=lambda kv: (-abs(kv[1]), kv[0])):
-            if holders[term] <= left:
-                left -= holders[term]
-                read[0].append(row)
-                read[1].append(columns[term])
-                read[2].append(weight)
+        within = centroid
+        if budget is not None and sum(holders[term] for term in centroid) > budget:
+            within, left = {}, budget
+            for term, weight in sorted(centroid.items(), key=lambda kv: (-abs(kv[1]), kv[0])):
+                if holders[term] <= left:
+                    left -= holders[term]
+                    within[term] = weight
+        for part, terms in ((held, centroid), (read, within)):
+            part[0].extend([row] * len(terms))
+            part[1].extend(columns[term] for term in terms)
+            part[2].extend(terms.values())
     shape = (len(candidates), max(1, len(columns)))
     matrix = sparse.csr_matrix((np.asarray(read[2], dtype=np.float64), (read[0], read[1])), shape=shape)
     whole = sparse.csr_matrix((np.asarray(held[2], dtype=np.float64), (held[0], held[1])), shape=shape)
@@ -539,9 +535,9 @@ def plan_merges(
     """Average-link agglomeration of ``candidates``: which stories to merge into which.
 
     Candidate pairs come from :func:`centroid_neighbours` (each story's ``MERGE_NEIGHBOURS`` best
-    centroid dot products, found through at most ``max_postings`` postings as the online search). A pair qualifies when the stories share
-    enough entity words, their spans are within ``merge_gap_hours`` and their dateline years do
-    not conflict. The best qualifying pair of groups whose mean cross-member cosine (average
+    centroid dot products, found through at most ``max_postings`` postings as the online search).
+    A pair qualifies when the stories share enough entity words, their spans are within
+    ``merge_gap_hours`` and their dateline years do not conflict. The best qualifying pair of groups whose mean cross-member cosine (average
     link over every pair of original members) is at least ``merge_threshold`` is merged, and
     the merged group is scored again against its neighbours, until no pair reaches the bar.
     Average link over all members, not a running centroid, so a chain of weakly related
@@ -577,8 +573,8 @@ def plan_merges(
                 total[t] = total.get(t, 0.0) + w
         sums[sid] = total
     cross: dict[tuple[str, str], float] = {}
-    for sid, nearest in centroid_neighbours(candidates, centroids, MERGE_NEIGHBOURS,
-                                                 clusterer.params.max_postings).items():
+    nearest_of = centroid_neighbours(candidates, centroids, MERGE_NEIGHBOURS, clusterer.params.max_postings)
+    for sid, nearest in nearest_of.items():
         for other in nearest:
             pair = (sid, other) if sid < other else (other, sid)
             if pair not in cross and compatible(*pair):
