@@ -37,19 +37,21 @@ class Idf(dict[str, float]):
     (0.1, 2.3979)
     """
 
-    __slots__ = ("_df", "_n", "_scale")
+    __slots__ = ("_df", "_n1", "_scale", "_unseen")
 
     def __init__(self, df: Mapping[str, float], n_docs: float, prior_docs: float, scale: float = 1.0) -> None:
         super().__init__()
         self._df = df
-        self._n = n_docs + prior_docs
+        self._n1 = n_docs + prior_docs + 1.0
         self._scale = scale
+        self._unseen = max(math.log(self._n1 / 1.0), IDF_FLOOR)
 
     def __missing__(self, term: str) -> float:
         frequency = self._df.get(term, 0.0) * self._scale
-        if frequency < DF_FLOOR:
-            frequency = 0.0  # faded: weighs as unseen, as if it had been dropped
-        value = self[term] = max(math.log((self._n + 1.0) / (frequency + 1.0)), IDF_FLOOR)
+        # A faded frequency weighs as unseen, as if it had been dropped.
+        value = self[term] = (
+            max(math.log(self._n1 / (frequency + 1.0)), IDF_FLOOR) if frequency >= DF_FLOOR else self._unseen
+        )
         return value
 
     __call__ = dict.__getitem__

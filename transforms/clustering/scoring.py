@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
+from operator import mul
 
 import numpy as np
 
@@ -32,8 +33,11 @@ def weighted_vector(terms: Sequence[str], weights: Sequence[float], idf: Weights
     >>> weighted_vector(("x", "y"), (3.0, 4.0), lambda t: 1.0)
     {'x': 0.6, 'y': 0.8}
     """
-    raw = {t: w * idf(t) for t, w in zip(terms, weights, strict=True)}
-    norm = math.sqrt(sum(v * v for v in raw.values()))
+    if len(terms) != len(weights):
+        raise ValueError(f"{len(terms)} terms with {len(weights)} weights")
+    # map() over the C-level IDF lookup: this runs for every article (issue 15).
+    raw = dict(zip(terms, map(mul, weights, map(idf, terms)), strict=True))
+    norm = math.sqrt(sum([v * v for v in raw.values()]))
     return {t: v / norm for t, v in raw.items()} if norm > 0 else {}
 
 
@@ -74,8 +78,10 @@ def story_norms(story: Story, idf: Weights, n_docs: float, tolerance: float) -> 
     cached = story.norms
     if cached is not None and abs(n_docs - cached[2]) <= tolerance * cached[2]:
         return cached[0], cached[1]
-    norm = math.sqrt(sum((w * idf(t)) ** 2 for t, w in story.centroid.items()))
-    entity_norm = math.sqrt(sum((c * idf(ENTITY_PREFIX + e)) ** 2 for e, c in story.entities.items()))
+    centroid, entities = story.centroid, story.entities
+    norm = math.sqrt(sum([v**2 for v in map(mul, centroid.values(), map(idf, centroid))]))
+    entity_keys = [ENTITY_PREFIX + e for e in entities]
+    entity_norm = math.sqrt(sum([v**2 for v in map(mul, entities.values(), map(idf, entity_keys))]))
     story.norms = (norm, entity_norm, n_docs)
     return norm, entity_norm
 

@@ -35,14 +35,17 @@ class Postings:
         self.live = 0
 
     def read(self, slot_stamp: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """Live ``(slots, weights)``, compacting the arrays when stale postings are found."""
+        """Live ``(slots, weights)``, compacting the arrays once stale postings are a fifth of them."""
         slots = np.frombuffer(self.slots, dtype=np.int64)
         weights = np.frombuffer(self.weights, dtype=np.float64)
         if slots.size == self.live:
             return slots, weights
-        mask = np.frombuffer(self.stamps, dtype=np.int64) == slot_stamp[slots]
+        stamps = np.frombuffer(self.stamps, dtype=np.int64)
+        mask = stamps == slot_stamp[slots]
         slots, weights = slots[mask], weights[mask]
-        stamps = np.frombuffer(self.stamps, dtype=np.int64)[mask]
+        if 4 * (mask.size - self.live) < self.live:
+            return slots, weights  # a few stale postings: not worth copying the arrays yet
+        stamps = stamps[mask]
         self.slots = array("q", slots.tobytes())
         self.weights = array("d", weights.tobytes())
         self.stamps = array("q", stamps.tobytes())
@@ -227,6 +230,7 @@ class TermIndex:
         rest: list[tuple[str, float]] = []
         slot_parts: list[npt.NDArray[np.int64]] = []
         value_parts: list[npt.NDArray[np.float64]] = []
+        scales: list[float] = []
         index, slot_stamp = self.postings, self.slot_stamp
         for i, (term, weight) in enumerate(ranked):
             scaled = weight * idf(term)
@@ -242,10 +246,14 @@ class TermIndex:
             budget -= postings.live
             slots, values = postings.read(slot_stamp)
             slot_parts.append(slots)
-            value_parts.append(values * scaled)
+            value_parts.append(values)
+            scales.append(scaled)
         if not slot_parts:
             return {}, rest
-        unique, sums = sum_by_slot(np.concatenate(slot_parts), np.concatenate(value_parts))
+        # Each posting's weight times its term's article weight, in one product.
+        counts = [part.size for part in slot_parts]
+        values = np.concatenate(value_parts) * np.repeat(np.asarray(scales, dtype=np.float64), counts)
+        unique, sums = sum_by_slot(np.concatenate(slot_parts), values)
         if unique.size > keep:  # the shortlist and every story tied with its last place
             cut = np.partition(sums, unique.size - keep)[unique.size - keep]
             chosen = np.flatnonzero(sums >= cut)

@@ -36,6 +36,19 @@ def test_reindexing_a_story_leaves_only_its_new_postings_live() -> None:
     assert len(index.postings["bridge"].slots) == 1  # read() compacted the stale one away
 
 
+def test_a_read_copies_the_arrays_only_once_a_fifth_are_stale() -> None:
+    index = TermIndex()
+    for k in range(10):
+        index.add(f"s{k}", {"bridge": float(k)})
+    index.add("s0", {"bridge": 10.0})  # 1 stale of 11: read around it
+    assert _live(index, "bridge") == {f"s{k}": float(k) for k in range(1, 10)} | {"s0": 10.0}
+    assert len(index.postings["bridge"].slots) == 11
+    index.add("s1", {"bridge": 11.0})
+    index.add("s2", {"bridge": 12.0})  # 3 stale of 13 (a fifth or more): compacted
+    assert _live(index, "bridge") == {f"s{k}": float(k) for k in range(3, 10)} | {"s0": 10.0, "s1": 11.0, "s2": 12.0}
+    assert len(index.postings["bridge"].slots) == 10
+
+
 def test_a_released_slot_is_reused_smallest_first() -> None:
     index = TermIndex()
     for sid in ("a", "b", "c"):
