@@ -3,6 +3,7 @@ of two checkouts (issue 15).
 
     taskset -c 0,1 .venv/bin/python bench/repair_scale.py write --stories 150000 --minutes 10 WRITER
     taskset -c 0,1 .venv/bin/python bench/repair_scale.py time --code-root A WRITER   # then B, A, B ...
+    taskset -c 0,1 .venv/bin/python bench/repair_scale.py assign --code-root A WRITER # then B, A, B ...
 
 ``write`` builds bench/writer_world.py's window of ``--stories`` active stories, assigns
 ``--minutes`` minutes of 6,000 new articles each (the seeds' English peak), and pickles the
@@ -16,6 +17,13 @@ the end of the assigned minutes, printing its CPU time (``process_time``: on a s
 wall time measures the share of a core the run was given), the stories in the lookback, the
 repairs by kind and a digest of them, so two checkouts can be compared for speed and checked
 for the same repairs in one run.
+
+``assign`` times ``LanguageClusterer.assign`` over one more minute of ``--per-minute`` articles
+on that writer instead (its CPU rate and a digest of every decision, scores included): the
+assignment rate at the window's size. The pickle holds the writer, not the world that fed it, so
+the minute comes from a fresh world (``--seed``) whose follow-ups go to new topics filed under
+the newest 20,000 stories' ids: the same articles for every checkout, a stream the writer has not
+seen, with copies and new stories in the world's shares.
 """
 
 from __future__ import annotations
@@ -76,6 +84,31 @@ def _time(args: argparse.Namespace) -> None:
           f"merges {kinds['merge']}, repairs {digest}")
 
 
+def _assign(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(args.code_root.resolve()))
+    sys.path.insert(1, str(_HERE))
+    from writer_world import World
+
+    import transforms.clustering as clustering
+
+    gc.disable()
+    with args.writer.open("rb") as fh:
+        clusterer, now = pickle.load(fh)
+    world = World(args.seed)
+    world.counter = 10**8  # article ids the writer has not seen
+    world.topics = [(sid, *world._topic()) for sid in list(clusterer.stories)[-20_000:]]  # noqa: SLF001
+    stream = world.minute(now, args.per_minute)
+    gc.enable()
+    gc.collect()
+    gc.freeze()
+    cpu = time.process_time()
+    out = [clusterer.assign(features) for features in stream]
+    cpu = time.process_time() - cpu
+    decisions = repr([(a.article_id, a.story_id, a.copy_of, a.is_new_story, a.score) for a in out]).encode()
+    print(f"{clustering.__file__}: {len(out):,} articles, CPU {cpu:.2f} s = {len(out) / cpu:.0f}/s, "  # noqa: T201
+          f"{len(clusterer.stories):,} stories, decisions {hashlib.sha1(decisions).hexdigest()[:12]}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -88,8 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     timed = sub.add_parser("time", help="time one repair pass with the code under --code-root")
     timed.add_argument("--code-root", type=Path, default=_HERE.parent)
     timed.add_argument("writer", type=Path)
+    assign = sub.add_parser("assign", help="time the assignment of one more minute with the code under --code-root")
+    assign.add_argument("--code-root", type=Path, default=_HERE.parent)
+    assign.add_argument("--per-minute", type=int, default=6_000)
+    assign.add_argument("--seed", type=int, default=99)
+    assign.add_argument("writer", type=Path)
     args = parser.parse_args(argv)
-    (_write if args.command == "write" else _time)(args)
+    {"write": _write, "time": _time, "assign": _assign}[args.command](args)
     return 0
 
 

@@ -26,3 +26,18 @@ def test_repair_scale_bench_smoke(tmp_path: Path) -> None:
     assert found[0] is not None and found[1] is not None, lines
     assert int(found[0].group(1)) > 400 * 6 / 47  # the window's last 6 hours and the new minutes' stories
     assert found[0].groups() == found[1].groups()
+
+
+@pytest.mark.slow
+def test_repair_scale_bench_times_one_more_minute_with_the_same_decisions(tmp_path: Path) -> None:
+    writer = tmp_path / "writer.pkl"
+    subprocess.run([sys.executable, BENCH, "write", "--stories", "400", "--minutes", "1", "--per-minute", "300",
+                    str(writer)], capture_output=True, text=True, timeout=300, check=True)
+    lines = [subprocess.run([sys.executable, BENCH, "assign", "--per-minute", "300", str(writer)],
+                            capture_output=True, text=True, timeout=300, check=True).stdout for _ in range(2)]
+    found = [re.search(r"([\d,]+) articles, CPU [\d.]+ s = \d+/s, ([\d,]+) stories, decisions ([0-9a-f]{12})", line)
+             for line in lines]
+    assert found[0] is not None and found[1] is not None, lines
+    assert found[0].group(1) == "300"
+    assert int(found[0].group(2).replace(",", "")) > 400  # the minute's new stories joined the window
+    assert found[0].groups() == found[1].groups()
