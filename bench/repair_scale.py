@@ -34,8 +34,9 @@ import hashlib
 import pickle
 import sys
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 _HERE = Path(__file__).resolve().parent
 
@@ -60,15 +61,22 @@ def _write(args: argparse.Namespace) -> None:
           f"-> {args.writer} in {time.perf_counter() - started:.0f} s")
 
 
-def _time(args: argparse.Namespace) -> None:
+def _load(args: argparse.Namespace) -> tuple[Any, datetime]:
+    """The pickled writer and its stream time, loaded with the code under ``--code-root`` (and the
+    garbage collector off while the objects are made; callers freeze them)."""
     sys.path.insert(0, str(args.code_root.resolve()))
     sys.path.insert(1, str(_HERE))  # writer_world, which the pickle names
-    import transforms.clustering as clustering
-    from transforms.clustering.repair import RepairParams
-
     gc.disable()
     with args.writer.open("rb") as fh:
         clusterer, now = pickle.load(fh)
+    return clusterer, now
+
+
+def _time(args: argparse.Namespace) -> None:
+    clusterer, now = _load(args)
+    import transforms.clustering as clustering
+    from transforms.clustering.repair import RepairParams
+
     gc.enable()
     gc.collect()
     gc.freeze()
@@ -85,15 +93,11 @@ def _time(args: argparse.Namespace) -> None:
 
 
 def _assign(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(args.code_root.resolve()))
-    sys.path.insert(1, str(_HERE))
+    clusterer, now = _load(args)
     from writer_world import World
 
     import transforms.clustering as clustering
 
-    gc.disable()
-    with args.writer.open("rb") as fh:
-        clusterer, now = pickle.load(fh)
     world = World(args.seed)
     world.counter = 10**8  # article ids the writer has not seen
     world.topics = [(sid, *world._topic()) for sid in list(clusterer.stories)[-20_000:]]  # noqa: SLF001

@@ -44,7 +44,7 @@ class Idf(dict[str, float]):
         self._df = df
         self._n1 = n_docs + prior_docs + 1.0
         self._scale = scale
-        self._unseen = max(math.log(self._n1 / 1.0), IDF_FLOOR)
+        self._unseen = max(math.log(self._n1), IDF_FLOOR)  # the weight at frequency 0
 
     def __missing__(self, term: str) -> float:
         frequency = self._df.get(term, 0.0) * self._scale

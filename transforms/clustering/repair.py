@@ -537,9 +537,10 @@ def plan_merges(
     Candidate pairs come from :func:`centroid_neighbours` (each story's ``MERGE_NEIGHBOURS`` best
     centroid dot products, found through at most ``max_postings`` postings as the online search).
     A pair qualifies when the stories share enough entity words, their spans are within
-    ``merge_gap_hours`` and their dateline years do not conflict. The best qualifying pair of groups whose mean cross-member cosine (average
-    link over every pair of original members) is at least ``merge_threshold`` is merged, and
-    the merged group is scored again against its neighbours, until no pair reaches the bar.
+    ``merge_gap_hours`` and their dateline years do not conflict. The best qualifying pair of
+    groups whose mean cross-member cosine (average link over every pair of original members) is at
+    least ``merge_threshold`` is merged, and the merged group is scored again against its
+    neighbours, until no pair reaches the bar.
     Average link over all members, not a running centroid, so a chain of weakly related
     stories never snowballs into one.
 
