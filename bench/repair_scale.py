@@ -19,7 +19,8 @@ repairs by kind and a digest of them, so two checkouts can be compared for speed
 for the same repairs in one run.
 
 ``assign`` times ``LanguageClusterer.assign`` over one more minute of ``--per-minute`` articles
-on that writer instead (its CPU rate and a digest of every decision, scores included): the
+on that writer instead (its CPU rate, and a digest of the placements and one of the scores;
+``--dump`` writes both as JSON, to count the decisions two checkouts differ in): the
 assignment rate at the window's size. The pickle holds the writer, not the world that fed it, so
 the minute comes from a fresh world (``--seed``) whose follow-ups go to new topics filed under
 the newest 20,000 stories' ids: the same articles for every checkout, a stream the writer has not
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
+import json
 import pickle
 import sys
 import time
@@ -108,9 +110,17 @@ def _assign(args: argparse.Namespace) -> None:
     cpu = time.process_time()
     out = [clusterer.assign(features) for features in stream]
     cpu = time.process_time() - cpu
-    decisions = repr([(a.article_id, a.story_id, a.copy_of, a.is_new_story, a.score) for a in out]).encode()
+    placements = [(a.article_id, a.story_id, a.copy_of, a.is_new_story) for a in out]
+    scores = [a.score for a in out]
     print(f"{clustering.__file__}: {len(out):,} articles, CPU {cpu:.2f} s = {len(out) / cpu:.0f}/s, "  # noqa: T201
-          f"{len(clusterer.stories):,} stories, decisions {hashlib.sha1(decisions).hexdigest()[:12]}")
+          f"{len(clusterer.stories):,} stories, placements {_digest(placements)}, "
+          f"scores {_digest(scores)} (to 12 places {_digest([round(s, 12) for s in scores])})")
+    if args.dump:
+        args.dump.write_text(json.dumps({"placements": placements, "scores": scores}))
+
+
+def _digest(values: object) -> str:
+    return hashlib.sha1(repr(values).encode()).hexdigest()[:12]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     assign.add_argument("--code-root", type=Path, default=_HERE.parent)
     assign.add_argument("--per-minute", type=int, default=6_000)
     assign.add_argument("--seed", type=int, default=99)
+    assign.add_argument("--dump", type=Path, help="write the placements and scores here as JSON")
     assign.add_argument("writer", type=Path)
     args = parser.parse_args(argv)
     {"write": _write, "time": _time, "assign": _assign}[args.command](args)

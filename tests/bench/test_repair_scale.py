@@ -3,6 +3,7 @@ the same writer twice (its digest is what A/B runs of two checkouts compare)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -33,11 +34,15 @@ def test_repair_scale_bench_times_one_more_minute_with_the_same_decisions(tmp_pa
     writer = tmp_path / "writer.pkl"
     subprocess.run([sys.executable, BENCH, "write", "--stories", "400", "--minutes", "1", "--per-minute", "300",
                     str(writer)], capture_output=True, text=True, timeout=300, check=True)
-    lines = [subprocess.run([sys.executable, BENCH, "assign", "--per-minute", "300", str(writer)],
-                            capture_output=True, text=True, timeout=300, check=True).stdout for _ in range(2)]
-    found = [re.search(r"([\d,]+) articles, CPU [\d.]+ s = \d+/s, ([\d,]+) stories, decisions ([0-9a-f]{12})", line)
-             for line in lines]
+    dumps = [tmp_path / "first.json", tmp_path / "second.json"]
+    lines = [subprocess.run([sys.executable, BENCH, "assign", "--per-minute", "300", "--dump", str(dump), str(writer)],
+                            capture_output=True, text=True, timeout=300, check=True).stdout for dump in dumps]
+    found = [re.search(r"([\d,]+) articles, CPU [\d.]+ s = \d+/s, ([\d,]+) stories, "
+                       r"placements ([0-9a-f]{12}), scores ([0-9a-f]{12})", line) for line in lines]
     assert found[0] is not None and found[1] is not None, lines
     assert found[0].group(1) == "300"
     assert int(found[0].group(2).replace(",", "")) > 400  # the minute's new stories joined the window
     assert found[0].groups() == found[1].groups()
+    first = json.loads(dumps[0].read_text())
+    assert len(first["placements"]) == len(first["scores"]) == 300
+    assert first == json.loads(dumps[1].read_text())

@@ -17,19 +17,20 @@ them; merges and splits live in :mod:`transforms.clustering.edits`, the checkpoi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 import numpy as np
 
 from transforms.clustering.copies import CopyIndex
 from transforms.clustering.edits import merge_stories, split_story
-from transforms.clustering.idf import ENTITY_PREFIX, Idf, OnlineIdf
+from transforms.clustering.idf import Idf, OnlineIdf
 from transforms.clustering.ids import free_story_id, make_story_id, ms_to_datetime, to_ms
 from transforms.clustering.params import ClusterParams
 from transforms.clustering.scoring import (
     best_candidate,
     complete_dots,
+    entity_weights,
     least_joinable_cosine,
     shortlist,
     story_norms,
@@ -130,7 +131,7 @@ class LanguageClusterer:
 
         idf = self.online_idf.function()
         vector = weighted_vector(features.terms, features.term_weights, idf)
-        entity_weights = {e: idf(ENTITY_PREFIX + e) for e in entity_words(features.entities)}
+        entities = entity_weights(entity_words(features.entities), idf)
 
         copy = self.find_copy(features)
         if copy is not None:
@@ -142,7 +143,7 @@ class LanguageClusterer:
             self._count_document(features)
             return Assignment(features.article_id, story.story_id, original_id, False, jaccard)
 
-        best = self._best_story(features.terms, vector, entity_weights, features.embedding, has_body(features),
+        best = self._best_story(features.terms, vector, entities, features.embedding, has_body(features),
                                 idf, now_ms)
         if best is not None and best[1] >= self.params.join_threshold:
             story, score = best
@@ -256,7 +257,7 @@ class LanguageClusterer:
         """The current online IDF (``e:<word>`` for entity words)."""
         return self.online_idf.function()
 
-    def centroid_vector(self, story_id: str, idf: Callable[[str], float] | None = None) -> dict[str, float]:
+    def centroid_vector(self, story_id: str, idf: Idf | None = None) -> dict[str, float]:
         """A story's centroid weighted by the current IDF (``idf``: the current :meth:`idf`,
         passed in by a caller weighting many centroids), L2-normalised."""
         story = self.stories[story_id]
@@ -322,9 +323,9 @@ class LanguageClusterer:
         asking for many members."""
         idf = self.online_idf.function() if idf is None else idf
         vector = weighted_vector(member.terms, member.weights, idf)
-        entity_weights = {e: idf(ENTITY_PREFIX + e) for e in member.entities}
+        entities = entity_weights(member.entities, idf)
         embedding = None if member.embedding is None else code_vector(member.embedding) / EMBEDDING_CODE_SCALE
-        best = self._best_story(member.terms, vector, entity_weights,
+        best = self._best_story(member.terms, vector, entities,
                                 None if embedding is None else embedding.tolist(), member.has_body, idf,
                                 to_ms(now), exclude=exclude)
         return None if best is None else (best[0].story_id, best[1])

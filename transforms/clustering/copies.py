@@ -313,9 +313,15 @@ class CopyIndex:
 
     def _index_sorted(self, keys: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> None:
         """Hold the sorted ``(key, row)`` arrays and their directory: for each value of a key's top
-        bits, where its keys start (about two keys per entry)."""
-        self._sorted_keys, self._sorted_rows = keys, rows.astype(np.int32)
-        bits = max(1, int(keys.size).bit_length() - 1)
+        bits, where its keys start.
+
+        Four to eight keys share an entry. With one or two, the directory of the 14 million keys
+        of a 150,000-story window is 8 million entries, and counting the keys into it took 0.46 s
+        of CPU against 0.05 s at this width, in every merge of the pending keys (issue 15); a
+        lookup compares its key with a few more neighbours instead.
+        """
+        self._sorted_keys, self._sorted_rows = keys, rows.astype(np.int32, copy=False)
+        bits = max(1, int(keys.size).bit_length() - 3)
         self._shift = 63 - bits
         directory = np.zeros((1 << bits) + 1, dtype=np.int64)
         np.cumsum(np.bincount(keys >> self._shift, minlength=1 << bits), out=directory[1:])

@@ -13,8 +13,11 @@ half-life, the one time every entry changes.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
+
+import numpy as np
+import numpy.typing as npt
 
 ENTITY_PREFIX = "e:"
 DF_FLOOR = 0.05
@@ -27,14 +30,18 @@ RESCALE_BELOW = 0.5
 class Idf(dict[str, float]):
     """Smoothed online IDF at one moment: ``ln((N + prior + 1) / (df + 1))``, at least ``IDF_FLOOR``.
 
-    Called as a function of a term. Values are memoised in the mapping itself, so a term met
-    again costs one C-level dict lookup (``__call__`` is ``dict.__getitem__``; a miss computes it
-    in ``__missing__``): a writer asks for ~180 weights per article (issue 15). Build a new one
-    whenever the frequencies change.
+    :meth:`weights` gives the weights of many terms as one numpy computation: a writer asks for
+    the ~100 terms of each article and the ~90 of each story whose cached norms are out of date
+    (issue 15). Called as a function of one term, the IDF is memoised in the mapping itself, so
+    a term met again costs one C-level dict lookup (``__call__`` is ``dict.__getitem__``; a
+    miss computes it through :meth:`weights` too, so a term weighs the same whichever way it
+    was asked). Build a new one whenever the frequencies change.
 
     >>> idf = Idf({"bridge": 9.0}, 0.0, 10.0)
     >>> round(idf("bridge"), 4), round(idf("unseen"), 4)
     (0.1, 2.3979)
+    >>> idf.weights(["unseen", "bridge"]).round(4).tolist()
+    [2.3979, 0.1]
     """
 
     __slots__ = ("_df", "_n1", "_scale", "_unseen")
@@ -44,15 +51,23 @@ class Idf(dict[str, float]):
         self._df = df
         self._n1 = n_docs + prior_docs + 1.0
         self._scale = scale
-        self._unseen = max(math.log(self._n1), IDF_FLOOR)  # the weight at frequency 0
+        self._unseen = max(float(np.log(self._n1)), IDF_FLOOR)  # the weight at frequency 0
+
+    def weights(self, terms: Sequence[str], *, memoise: bool = False) -> npt.NDArray[np.float64]:
+        """The weights of ``terms``, in order (``memoise``: kept for terms that will be asked
+        for one by one, as an article's are by the candidate search)."""
+        frequencies = np.fromiter(map(self._df.get, terms, repeat(0.0)), np.float64, len(terms))
+        frequencies *= self._scale
+        values = np.log(self._n1 / (frequencies + 1.0))
+        np.maximum(values, IDF_FLOOR, out=values)
+        # A faded frequency weighs as unseen, as if it had been dropped.
+        values[frequencies < DF_FLOOR] = self._unseen
+        if memoise:
+            self.update(zip(terms, values.tolist(), strict=True))
+        return values
 
     def __missing__(self, term: str) -> float:
-        frequency = self._df.get(term, 0.0) * self._scale
-        # A faded frequency weighs as unseen, as if it had been dropped.
-        value = self[term] = (
-            max(math.log(self._n1 / (frequency + 1.0)), IDF_FLOOR) if frequency >= DF_FLOOR else self._unseen
-        )
-        return value
+        return float(self.weights((term,), memoise=True)[0])
 
     __call__ = dict.__getitem__
 

@@ -113,10 +113,10 @@ class StoryRepair:
     score: float
 
 
-def member_vector(member: Member, idf: Callable[[str], float]) -> dict[str, float]:
+def member_vector(member: Member, idf: Idf) -> dict[str, float]:
     """A member's terms weighted by ``idf``, L2-normalised (empty if it has no terms).
 
-    >>> member_vector(Member("a", 0, None, None, ("x", "y"), (3.0, 4.0), ()), lambda t: 1.0)
+    >>> member_vector(Member("a", 0, None, None, ("x", "y"), (3.0, 4.0), ()), Idf({}, 0.0, math.e - 1.0))
     {'x': 0.6, 'y': 0.8}
     """
     return weighted_vector(member.terms, member.weights, idf)
@@ -209,7 +209,7 @@ def cut_statistics(sim: npt.NDArray[np.float64], side: npt.NDArray[np.int64]) ->
     return float(within.mean()), float(across.mean()), separation
 
 
-def split_members(members: Sequence[Member], idf: Callable[[str], float]) -> SplitCut | None:
+def split_members(members: Sequence[Member], idf: Idf) -> SplitCut | None:
     """Cut the original members of a story in two.
 
     The cut starts from the spectral cut of the members' cosine graph (falling back to the two
@@ -530,7 +530,7 @@ def centroid_neighbours(candidates: Sequence[str], centroids: Mapping[str, Mappi
 
 
 def plan_merges(
-    clusterer: LanguageClusterer, candidates: Sequence[str], idf: Callable[[str], float], params: RepairParams
+    clusterer: LanguageClusterer, candidates: Sequence[str], idf: Idf, params: RepairParams
 ) -> list[tuple[str, str, float]]:
     """Average-link agglomeration of ``candidates``: which stories to merge into which.
 

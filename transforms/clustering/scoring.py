@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Mapping, Sequence
-from operator import mul
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
-from transforms.clustering.idf import ENTITY_PREFIX
+from transforms.clustering.idf import ENTITY_PREFIX, Idf
 from transforms.clustering.params import ClusterParams
 from transforms.clustering.story import Story, embedding_direction, story_years
 from transforms.features import DATE_TERM_PREFIX
@@ -27,18 +27,31 @@ from transforms.features import DATE_TERM_PREFIX
 Weights = Callable[[str], float]
 
 
-def weighted_vector(terms: Sequence[str], weights: Sequence[float], idf: Weights) -> dict[str, float]:
+def weighted_vector(terms: Sequence[str], weights: Sequence[float], idf: Idf) -> dict[str, float]:
     """Terms weighted by ``idf``, L2-normalised (empty if all weights are zero).
 
-    >>> weighted_vector(("x", "y"), (3.0, 4.0), lambda t: 1.0)
+    >>> weighted_vector(("x", "y"), (3.0, 4.0), Idf({}, 0.0, math.e - 1.0))
+    {'x': 0.6, 'y': 0.8}
+    >>> weighted_vector(("x", "y", "x"), (1.0, 4.0, 3.0), Idf({}, 0.0, math.e - 1.0))
     {'x': 0.6, 'y': 0.8}
     """
     if len(terms) != len(weights):
         raise ValueError(f"{len(terms)} terms with {len(weights)} weights")
-    # map() over the C-level IDF lookup: this runs for every article (issue 15).
-    raw = dict(zip(terms, map(mul, weights, map(idf, terms)), strict=True))
-    norm = math.sqrt(sum([v * v for v in raw.values()]))
-    return {t: v / norm for t, v in raw.items()} if norm > 0 else {}
+    raw = np.fromiter(weights, np.float64, len(weights)) * idf.weights(terms, memoise=True)
+    vector = dict(zip(terms, raw.tolist(), strict=True))
+    if len(vector) < len(terms):  # a term listed twice counts once, with its last weight
+        raw = np.fromiter(vector.values(), np.float64, len(vector))
+    norm = math.sqrt(float(raw @ raw))
+    return dict(zip(vector, (raw / norm).tolist(), strict=True)) if norm > 0 else {}
+
+
+def entity_weights(words: Sequence[str], idf: Idf) -> dict[str, float]:
+    """Entity words → their IDF (counted as ``e:<word>``).
+
+    >>> entity_weights(["reid"], Idf({"e:reid": 1.0}, 0.0, 2.0))
+    {'reid': 0.4054651081081644}
+    """
+    return dict(zip(words, idf.weights([ENTITY_PREFIX + word for word in words]).tolist(), strict=True))
 
 
 def least_joinable_cosine(params: ClusterParams, has_body: bool = True, has_embedding: bool = False) -> float:
@@ -67,7 +80,7 @@ def embedding_cosines(stories: Sequence[Story], embedding: Sequence[float] | Non
     return [None if d is None else float(d @ vector) for d in directions]
 
 
-def story_norms(story: Story, idf: Weights, n_docs: float, tolerance: float) -> tuple[float, float]:
+def story_norms(story: Story, idf: Idf, n_docs: float, tolerance: float) -> tuple[float, float]:
     """IDF-weighted norms of a story's centroid and entity counts, cached on the story.
 
     Recomputing them for every candidate of every article costs more than the rest of an
@@ -79,11 +92,16 @@ def story_norms(story: Story, idf: Weights, n_docs: float, tolerance: float) -> 
     if cached is not None and abs(n_docs - cached[2]) <= tolerance * cached[2]:
         return cached[0], cached[1]
     centroid, entities = story.centroid, story.entities
-    norm = math.sqrt(sum([v**2 for v in map(mul, centroid.values(), map(idf, centroid))]))
-    entity_keys = [ENTITY_PREFIX + e for e in entities]
-    entity_norm = math.sqrt(sum([v**2 for v in map(mul, entities.values(), map(idf, entity_keys))]))
+    norm = _weighted_norm(centroid.values(), idf.weights(list(centroid)))
+    entity_norm = _weighted_norm(entities.values(), idf.weights([ENTITY_PREFIX + e for e in entities]))
     story.norms = (norm, entity_norm, n_docs)
     return norm, entity_norm
+
+
+def _weighted_norm(counts: Collection[float], weights: npt.NDArray[np.float64]) -> float:
+    """The L2 norm of ``counts`` times ``weights``."""
+    values = np.fromiter(counts, np.float64, len(counts)) * weights
+    return math.sqrt(float(values @ values))
 
 
 def member_mean(story: Story, vector: Mapping[str, float], idf: Weights, sample: int) -> float:
@@ -137,7 +155,7 @@ def best_candidate(
     terms: Sequence[str],
     vector: Mapping[str, float],
     entity_weights: Mapping[str, float],
-    idf: Weights,
+    idf: Idf,
     n_docs: float,
     now_ms: int,
     params: ClusterParams,
