@@ -70,6 +70,8 @@ class Hub:
         self._distribute_lock = threading.Lock()
         self._pending: set[threading.Thread] = set()
         self._idle = threading.Condition(self._lock)
+        self._verifying = threading.Event()  # cleared: verifications wait (see hold_verifications)
+        self._verifying.set()
         self.counts: Counter[str] = Counter()
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -101,8 +103,18 @@ class Hub:
         thread.start()
         return 202, "verification pending"
 
+    def hold_verifications(self) -> None:
+        """Make verifications of new requests wait until :meth:`release_verifications`, so a
+        subscriber's state between its request and the hub's callback can be observed."""
+        self._verifying.clear()
+
+    def release_verifications(self) -> None:
+        """Let held and future verifications go ahead."""
+        self._verifying.set()
+
     def _verify(self, mode: str, topic: str, callback: str, secret: str | None, lease: int) -> None:
         try:
+            self._verifying.wait(REQUEST_TIMEOUT_SECONDS * 6)
             challenge = secrets.token_urlsafe(24)
             params = {"hub.mode": mode, "hub.topic": topic, "hub.challenge": challenge}
             if mode == "subscribe":

@@ -311,10 +311,12 @@ def test_leases_are_renewed_before_they_end_and_expire_on_the_hub(world: World) 
     assert maintain_subscriptions(store, target, world.ingest, short, t1 + timedelta(minutes=50)) == {}
     t_renew = t1 + timedelta(minutes=70)
     site.set_clock(t_renew)
+    site.hub.hold_verifications()  # the hub calls back only once the pending state was seen
     assert maintain_subscriptions(store, target, world.ingest, short, t_renew) == {"renew": 1}
     pending, _ = load_subscription(store, feed_id)
     assert pending is not None and pending.status == "pending"
     assert pending.lease_expires_at == t1 + timedelta(hours=2), "the live lease is kept while renewing"
+    site.hub.release_verifications()
     assert site.hub.wait_idle(15)
     renewed, _ = load_subscription(store, feed_id)
     assert renewed is not None and renewed.status == "live" and renewed.lease_expires_at == t_renew + timedelta(hours=2)
