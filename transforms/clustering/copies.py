@@ -311,7 +311,8 @@ class CopyIndex:
         self._index_sorted(keys[order], rows[order])
         self._pending, self._pending_rows = {}, 0
 
-    def _index_sorted(self, keys: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> None:
+    def _index_sorted(self, keys: npt.NDArray[np.int64], rows: npt.NDArray[np.int64],
+                      added: npt.NDArray[np.int64] | None = None) -> None:
         """Hold the sorted ``(key, row)`` arrays and their directory: for each value of a key's top
         bits, where its keys start.
 
@@ -319,9 +320,18 @@ class CopyIndex:
         of a 150,000-story window is 8 million entries, and counting the keys into it took 0.46 s
         of CPU against 0.05 s at this width, in every merge of the pending keys (issue 15); a
         lookup compares its key with a few more neighbours instead.
+
+        ``added``: the keys a merge just put into ``keys``, when the directory held is that of
+        the keys before it. Only they are counted into it then (a merge at 150,000 stories
+        counts 0.35 million keys instead of 14 million), unless the directory's width changes.
         """
         self._sorted_keys, self._sorted_rows = keys, rows.astype(np.int32, copy=False)
         bits = max(1, int(keys.size).bit_length() - 3)
+        if added is not None and 63 - bits == self._shift:
+            starts = self._directory[1:]
+            np.add(starts, np.cumsum(np.bincount(added >> self._shift, minlength=1 << bits)), out=starts,
+                   casting="unsafe")
+            return
         self._shift = 63 - bits
         directory = np.zeros((1 << bits) + 1, dtype=np.int64)
         np.cumsum(np.bincount(keys >> self._shift, minlength=1 << bits), out=directory[1:])
@@ -337,7 +347,7 @@ class CopyIndex:
         order = np.argsort(keys, kind="stable")
         keys, rows = keys[order], rows[order]
         at = np.searchsorted(self._sorted_keys, keys, side="right")
-        self._index_sorted(np.insert(self._sorted_keys, at, keys), np.insert(self._sorted_rows, at, rows))
+        self._index_sorted(np.insert(self._sorted_keys, at, keys), np.insert(self._sorted_rows, at, rows), keys)
         self._pending, self._pending_rows = {}, 0
 
     def _maybe_compact(self) -> None:

@@ -133,3 +133,24 @@ def test_a_large_index_finds_what_a_scan_of_every_held_article_finds() -> None:
         best = max(scores.values())
         assert found is not None and found[1] == best
         assert found[0].article_id == min(aid for aid, score in scores.items() if score == best)
+
+
+def test_a_merge_brings_the_directory_up_to_date_as_a_rebuild_would() -> None:
+    # Merges count only the keys they add into the directory (issue 15); it must stay the one
+    # a rebuild over every key gives, or lookups would miss keys.
+    rng = np.random.default_rng(5)
+    copies = _index()
+    signatures = rng.integers(0, 2**32 - 1, (5_000, 128), dtype=np.uint32)
+    copies.add_all([(f"a{i}", "s", f"a{i}", i) for i in range(5_000)], signatures)
+    merges = []
+    for i in range(5_000, 12_000):
+        pending, shift = copies._pending_rows, copies._shift  # noqa: SLF001
+        copies.remember(f"a{i}", "s", f"a{i}", i, tuple(int(v) for v in rng.integers(0, 2**32 - 1, 128)))
+        if copies._pending_rows < pending:  # noqa: SLF001
+            merges.append(copies._shift == shift)  # noqa: SLF001
+            keys, rows = copies._sorted_keys.copy(), copies._sorted_rows.copy()  # noqa: SLF001
+            merged = (copies._shift, copies._directory.copy())  # noqa: SLF001
+            copies._index_sorted(keys, rows)  # noqa: SLF001
+            assert copies._shift == merged[0]  # noqa: SLF001
+            assert np.array_equal(copies._directory, merged[1])  # noqa: SLF001
+    assert True in merges and False in merges  # merges that kept the directory's width, and one that changed it
