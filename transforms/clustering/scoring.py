@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from itertools import repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -23,8 +24,6 @@ from transforms.clustering.idf import ENTITY_PREFIX, Idf
 from transforms.clustering.params import ClusterParams
 from transforms.clustering.story import Story, embedding_direction, story_years
 from transforms.features import DATE_TERM_PREFIX
-
-Weights = Callable[[str], float]
 
 
 def weighted_vector(terms: Sequence[str], weights: Sequence[float], idf: Idf) -> dict[str, float]:
@@ -104,21 +103,18 @@ def _weighted_norm(counts: Collection[float], weights: npt.NDArray[np.float64]) 
     return math.sqrt(float(values @ values))
 
 
-def member_mean(story: Story, vector: Mapping[str, float], idf: Weights, sample: int) -> float:
+def member_mean(story: Story, vector: Mapping[str, float], idf: Idf, sample: int) -> float:
     """Mean IDF-weighted cosine of the article to the story's latest ``sample`` original members."""
     originals = [m for m in story.members if m.copy_of is None][-sample:]
     if not originals:
         return 0.0
     total = 0.0
     for member in originals:
-        dot = 0.0
-        norm = 0.0
-        for term, weight in zip(member.terms, member.weights, strict=True):
-            value = weight * idf(term)
-            norm += value * value
-            dot += value * vector.get(term, 0.0)
+        values = np.fromiter(member.weights, np.float64, len(member.weights)) * idf.weights(member.terms)
+        norm = float(values @ values)
         if norm > 0:
-            total += dot / math.sqrt(norm)
+            shared = np.fromiter(map(vector.get, member.terms, repeat(0.0)), np.float64, len(member.terms))
+            total += float(values @ shared) / math.sqrt(norm)
     return total / len(originals)
 
 
