@@ -10,7 +10,7 @@ loaded twice (once for each), and one minute of ``--per-minute`` articles is fed
 chunks of ``--chunk``, alternately (A first in even chunks, B first in odd ones). A slow spell
 of the machine hits both sides of a chunk alike, so the median of the per-chunk B/A ratios of
 CPU time is the figure to read. The minute is the one ``repair_scale.py assign`` feeds (a
-fresh world's articles, follow-ups filed under the newest 20,000 stories).
+fresh world's articles, follow-ups filed under the newest 20,000 stories: ``unseen_minute``).
 
 It also reports whether the two placed every article alike (story, copy, new story) and the
 largest difference between their scores. Both writers are held at once: twice the memory of
@@ -61,12 +61,9 @@ def _compare(args: argparse.Namespace) -> str:
     if not type(writer_b).__module__.startswith(_RENAMED + "."):
         raise RuntimeError(f"B's writer was loaded as {type(writer_b).__module__}, not from the copy of --b")
     import transforms_b.features as features_b  # type: ignore[import-not-found]
-    from writer_world import World
+    from repair_scale import placement, unseen_minute
 
-    world = World(args.seed)
-    world.counter = 10**8  # article ids the writer has not seen
-    world.topics = [(sid, *world._topic()) for sid in list(writer_a.stories)[-20_000:]]  # noqa: SLF001
-    stream_a = world.minute(now, args.per_minute)
+    stream_a = unseen_minute(writer_a, now, args.seed, args.per_minute)
     stream_b = [features_b.ArticleFeatures(**{k: getattr(f, k) for k in f.__slots__}) for f in stream_a]
     gc.enable()
     gc.collect()
@@ -85,8 +82,7 @@ def _compare(args: argparse.Namespace) -> str:
             cpu[side] += spent[side]
         ratios.append(spent["b"] / spent["a"])
     out_a, out_b = sides["a"][2], sides["b"][2]
-    same = ([(x.article_id, x.story_id, x.copy_of, x.is_new_story) for x in out_a]
-            == [(x.article_id, x.story_id, x.copy_of, x.is_new_story) for x in out_b])
+    same = [placement(x) for x in out_a] == [placement(x) for x in out_b]
     largest = max(abs(x.score - y.score) for x, y in zip(out_a, out_b, strict=True))
     n = len(stream_a)
     return (f"A {cpu['a']:.2f} s = {n / cpu['a']:.0f}/s, B {cpu['b']:.2f} s = {n / cpu['b']:.0f}/s, "

@@ -94,23 +94,34 @@ def _time(args: argparse.Namespace) -> None:
           f"merges {kinds['merge']}, repairs {digest}")
 
 
-def _assign(args: argparse.Namespace) -> None:
-    clusterer, now = _load(args)
+def unseen_minute(clusterer: Any, now: datetime, seed: int, per_minute: int) -> list[Any]:
+    """One more minute of articles for a pickled writer: a fresh world's (``seed``), its article
+    ids ones the writer has not seen, its follow-ups filed under the newest 20,000 stories."""
     from writer_world import World
 
+    world = World(seed)
+    world.counter = 10**8
+    world.topics = [(sid, *world._topic()) for sid in list(clusterer.stories)[-20_000:]]  # noqa: SLF001
+    return world.minute(now, per_minute)  # type: ignore[no-any-return]
+
+
+def placement(assignment: Any) -> tuple[str, str, str | None, bool]:
+    """Where an article was placed, without its score."""
+    return assignment.article_id, assignment.story_id, assignment.copy_of, assignment.is_new_story
+
+
+def _assign(args: argparse.Namespace) -> None:
+    clusterer, now = _load(args)
     import transforms.clustering as clustering
 
-    world = World(args.seed)
-    world.counter = 10**8  # article ids the writer has not seen
-    world.topics = [(sid, *world._topic()) for sid in list(clusterer.stories)[-20_000:]]  # noqa: SLF001
-    stream = world.minute(now, args.per_minute)
+    stream = unseen_minute(clusterer, now, args.seed, args.per_minute)
     gc.enable()
     gc.collect()
     gc.freeze()
     cpu = time.process_time()
     out = [clusterer.assign(features) for features in stream]
     cpu = time.process_time() - cpu
-    placements = [(a.article_id, a.story_id, a.copy_of, a.is_new_story) for a in out]
+    placements = [placement(a) for a in out]
     scores = [a.score for a in out]
     print(f"{clustering.__file__}: {len(out):,} articles, CPU {cpu:.2f} s = {len(out) / cpu:.0f}/s, "  # noqa: T201
           f"{len(clusterer.stories):,} stories, placements {_digest(placements)}, "
