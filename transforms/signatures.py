@@ -60,6 +60,7 @@ CJK_LANGUAGES = frozenset({"zh", "ja", "ko", "zh-cn", "zh-tw", "zh-hans", "zh-ha
 
 _MERSENNE_PRIME = np.uint64((1 << 61) - 1)
 _MAX_HASH32 = np.uint64(0xFFFFFFFF)
+_EMPTY_VALUE = 0xFFFFFFFF
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 _SPACE_RE = re.compile(r"\s+")
 # CJK ideographs, kana and hangul; a run of these is split into character bigrams.
@@ -296,8 +297,16 @@ def minhash_from_hashes(
 
 
 def is_empty_signature(signature: Sequence[int] | npt.NDArray[np.unsignedinteger[Any]]) -> bool:
-    """Whether a MinHash signature is the one of the empty set."""
-    return bool(np.all(np.asarray(signature, dtype=np.uint64) == _MAX_HASH32))
+    """Whether a MinHash signature is the one of the empty set (every value the largest hash).
+
+    >>> is_empty_signature((0xFFFFFFFF,) * 4), is_empty_signature((0xFFFFFFFF, 7, 0xFFFFFFFF))
+    (True, False)
+    """
+    if isinstance(signature, np.ndarray):
+        return bool(np.all(signature == _MAX_HASH32))
+    # A signature of a text stops at its first value (a tuple's values are Python ints, each
+    # compared as it is: converting the 128 of them to an array cost more than the rest).
+    return all(value == _EMPTY_VALUE for value in signature)
 
 
 def estimate_jaccard(

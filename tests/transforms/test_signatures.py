@@ -14,6 +14,7 @@ from transforms.signatures import (
     copy_shingles,
     estimate_jaccard,
     hamming_distance,
+    is_empty_signature,
     lsh_bands,
     minhash_signature,
     normalize_for_signature,
@@ -203,3 +204,12 @@ def test_min_shingles_is_checked() -> None:
     with pytest.raises(ValueError, match="min_shingles"):
         copy_shingles("a b c d", "en", min_shingles=-1)
     assert copy_shingles("a", "en", min_shingles=0) == ["a"]
+
+
+def test_an_empty_signature_is_told_apart_from_a_texts_as_a_tuple_or_an_array() -> None:
+    empty = minhash_signature([])
+    full = minhash_signature(shingle_tokens(tokenize("the bridge over the river reopened on monday morning", "en")))
+    for signature in (empty, tuple(int(v) for v in empty), list(empty)):
+        assert is_empty_signature(signature)
+    for signature in (full, tuple(int(v) for v in full), (2**32 - 1,) * (NUM_PERM - 1) + (7,)):
+        assert not is_empty_signature(signature)

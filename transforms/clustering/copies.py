@@ -98,7 +98,7 @@ class CopyIndex:
         self._shift = 63
         self._pending: dict[int, list[int]] = {}
         self._pending_rows = 0
-        self._bands_memo: tuple[Sequence[int], list[int]] | None = None
+        self._bands_memo: tuple[Sequence[int], list[int], npt.NDArray[np.uint32]] | None = None
         self.changed: set[str] = set()
         self.removed: set[str] = set()
 
@@ -134,12 +134,17 @@ class CopyIndex:
 
     def bands_of(self, minhash: Sequence[int]) -> list[int]:
         """LSH keys of a signature; the copy check and :meth:`remember` of one article share them."""
+        return self._signature(minhash)[1]
+
+    def _signature(self, minhash: Sequence[int]) -> tuple[Sequence[int], list[int], npt.NDArray[np.uint32]]:
+        """``(minhash, its LSH keys, it as a uint32 array)``, kept for the article last asked about:
+        its copy check and :meth:`remember` each need both."""
         memo = self._bands_memo
         if memo is not None and memo[0] is minhash:
-            return memo[1]
-        keys = lsh_bands(minhash, self.bands, self.rows)
-        self._bands_memo = (minhash, keys)
-        return keys
+            return memo
+        memo = self._bands_memo = (minhash, lsh_bands(minhash, self.bands, self.rows),
+                                   np.asarray(minhash, dtype=np.uint32))
+        return memo
 
     def _candidate_rows(self, keys: Sequence[int]) -> npt.NDArray[np.int64]:
         """Live rows sharing at least one LSH key with ``keys`` (each once, ascending)."""
@@ -174,10 +179,10 @@ class CopyIndex:
                    threshold: float) -> tuple[Recent, float] | None:
         """The LSH candidate with the highest estimated Jaccard at or above ``threshold`` (ties by
         article id), among recent articles of ``live_stories`` other than ``article_id`` itself."""
-        rows = self._candidate_rows(self.bands_of(minhash))
+        _, keys, mine = self._signature(minhash)
+        rows = self._candidate_rows(keys)
         if rows.size == 0:
             return None
-        mine = np.asarray(minhash, dtype=np.uint32)
         # estimate_jaccard's value: the share of equal positions (an empty signature has no keys,
         # so it is never a candidate nor the article searched for).
         jaccards = np.count_nonzero(self._sig[rows] == mine, axis=1) / mine.size
@@ -215,8 +220,7 @@ class CopyIndex:
         original_id = recent.article_id
         root_row = self.row_of.get(recent.root_id)
         if root_row is not None and recent.root_id != recent.article_id:
-            mine = np.asarray(minhash, dtype=np.uint32)
-            if estimate_jaccard(mine, self._sig[root_row]) >= chain_jaccard:
+            if estimate_jaccard(self._signature(minhash)[2], self._sig[root_row]) >= chain_jaccard:
                 original_id = recent.root_id
         elif root_row is None:  # the first article left the window: it cannot be checked, keep the chain
             original_id = recent.root_id
@@ -262,10 +266,10 @@ class CopyIndex:
 
     def remember(self, article_id: str, story_id: str, root_id: str, seen_ms: int, minhash: Sequence[int]) -> None:
         """Keep an article's signature as a copy candidate (replacing an earlier version of it)."""
-        keys = self.bands_of(minhash)
+        _, keys, signature = self._signature(minhash)
         # A new version of an article replaces the old one everywhere, as a reloaded state has it.
         self._kill(article_id)
-        row = self._append(article_id, story_id, root_id, seen_ms, np.asarray(minhash, dtype=np.uint32))
+        row = self._append(article_id, story_id, root_id, seen_ms, signature)
         self.row_of[article_id] = row
         pending = self._pending
         for key in keys:
@@ -346,8 +350,8 @@ class CopyIndex:
         rows = np.fromiter((r for rs in self._pending.values() for r in rs), dtype=np.int64)
         order = np.argsort(keys, kind="stable")
         keys, rows = keys[order], rows[order]
-        at = np.searchsorted(self._sorted_keys, keys, side="right")
-        self._index_sorted(np.insert(self._sorted_keys, at, keys), np.insert(self._sorted_rows, at, rows), keys)
+        merged_keys, merged_rows = _insert_sorted(self._sorted_keys, self._sorted_rows, keys, rows)
+        self._index_sorted(merged_keys, merged_rows, keys)
         self._pending, self._pending_rows = {}, 0
 
     def _maybe_compact(self) -> None:
@@ -388,6 +392,31 @@ class CopyIndex:
             if row is not None:
                 self._story[row] = story_id
                 self.changed.add(article_id)
+
+
+def _insert_sorted(keys: npt.NDArray[np.int64], rows: npt.NDArray[np.int32], new_keys: npt.NDArray[np.int64],
+                   new_rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+    """Sorted ``keys`` (and their ``rows``) with sorted ``new_keys`` (and theirs) inserted, each
+    after the keys equal to it: what ``np.insert`` gives, at a quarter of its CPU time for the
+    14 million keys of a 150,000-story window (it sorts the positions and copies the arrays
+    through a mask of its own; issue 15).
+
+    >>> k, r = _insert_sorted(np.array([1, 3, 3]), np.array([0, 1, 2], np.int32), np.array([0, 3]), np.array([7, 8]))
+    >>> k.tolist(), r.tolist()
+    ([0, 1, 3, 3, 3], [7, 0, 1, 2, 8])
+    """
+    at = np.searchsorted(keys, new_keys, side="right")
+    placed = at + np.arange(new_keys.size)  # where each new key lands
+    size = keys.size + new_keys.size
+    merged_keys = np.empty(size, dtype=np.int64)
+    merged_rows = np.empty(size, dtype=np.int32)
+    merged_keys[placed] = new_keys
+    merged_rows[placed] = new_rows
+    old = np.ones(size, dtype=bool)
+    old[placed] = False
+    merged_keys[old] = keys
+    merged_rows[old] = rows
+    return merged_keys, merged_rows
 
 
 __all__ = ["CopyIndex", "Recent", "lsh_bands_many"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import heapq
 from array import array
 from collections.abc import Callable, Mapping, Sequence
+from itertools import accumulate
+from operator import itemgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -36,44 +38,73 @@ class Postings:
 
     def read(self, slot_stamp: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """Live ``(slots, weights)``, compacting the arrays once stale postings are a fifth of them."""
+        if self.stale_share_reached():
+            self.compact(slot_stamp)
         slots = np.frombuffer(self.slots, dtype=np.int64)
         weights = np.frombuffer(self.weights, dtype=np.float64)
         if slots.size == self.live:
             return slots, weights
+        mask = np.frombuffer(self.stamps, dtype=np.int64) == slot_stamp[slots]
+        return slots[mask], weights[mask]
+
+    def stale_share_reached(self) -> bool:
+        """Whether stale postings are a fifth of the arrays (a quarter of the live ones): worth
+        copying the arrays without them."""
+        return 4 * (len(self.slots) - self.live) >= self.live
+
+    def compact(self, slot_stamp: npt.NDArray[np.int64]) -> None:
+        """Drop the stale postings."""
+        slots = np.frombuffer(self.slots, dtype=np.int64)
         stamps = np.frombuffer(self.stamps, dtype=np.int64)
         mask = stamps == slot_stamp[slots]
-        slots, weights = slots[mask], weights[mask]
-        if 4 * (mask.size - self.live) < self.live:
-            return slots, weights  # a few stale postings: not worth copying the arrays yet
-        stamps = stamps[mask]
+        weights = np.frombuffer(self.weights, dtype=np.float64)[mask]
+        slots, stamps = slots[mask], stamps[mask]
         self.slots = array("q", slots.tobytes())
         self.weights = array("d", weights.tobytes())
         self.stamps = array("q", stamps.tobytes())
-        return slots, weights
 
 
-def sum_by_slot(slots: npt.NDArray[np.int64], values: npt.NDArray[np.float64]
+def sum_by_slot(slots: npt.NDArray[np.int64], values: npt.NDArray[np.float64], scratch: npt.NDArray[np.int32]
                 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """The distinct ``slots``, ascending, and the sum of the ``values`` of each, added in input
-    order (as a loop over the terms would add them, so the sums are exactly those of such a loop).
+    """The distinct ``slots`` (in the order of their last posting) and the sum of the ``values``
+    of each, added in input order (as a loop over the terms would add them, so the sums are
+    exactly those of such a loop).
 
-    ``np.unique(slots, return_inverse=True)`` gives the same, at nearly three times the CPU time
-    for a few thousand postings (its generic path: a hash-table attempt, an unstable sort, and
-    reshaping the inverse); this is one stable sort and a mask (issue 15).
+    ``scratch`` is any int32 array longer than the largest slot; what it holds is overwritten.
+    Each posting writes its position at its slot, so reading the slots back gives every posting
+    the last position of its slot: the postings that read their own position are the distinct
+    slots. No sort: a stable argsort of a few thousand postings cost twice as much CPU time
+    (``np.unique`` nearly six times; issue 15).
 
-    >>> u, s = sum_by_slot(np.array([3, 1, 3]), np.array([0.5, 1.0, 0.25]))
+    >>> u, s = sum_by_slot(np.array([3, 1, 3]), np.array([0.5, 1.0, 0.25]), np.empty(4, np.int32))
     >>> u.tolist(), s.tolist()
     ([1, 3], [1.0, 0.75])
     """
-    order = np.argsort(slots, kind="stable")
-    ordered = slots[order]
-    first = np.empty(ordered.size, dtype=bool)
-    first[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    unique = ordered[first]
-    inverse = np.empty(slots.size, dtype=np.int64)
-    inverse[order] = np.cumsum(first) - 1
-    return unique, np.bincount(inverse, weights=values, minlength=unique.size)
+    if not slots.size:
+        return slots, np.zeros(0)
+    positions = np.arange(slots.size, dtype=np.int32)
+    scratch[slots] = positions
+    last = scratch[slots]
+    distinct = last == positions
+    number = np.cumsum(distinct) - 1
+    return slots[distinct], np.bincount(number[last], weights=values, minlength=int(number[-1]) + 1)
+
+
+def heaviest_first(vector: Mapping[str, float]) -> list[tuple[str, float]]:
+    """``vector``'s items, heaviest (by absolute weight) first, ties by term.
+
+    >>> heaviest_first({"b": 0.5, "c": -0.8, "a": 0.5})
+    [('c', -0.8), ('a', 0.5), ('b', 0.5)]
+    """
+    ranked = sorted(vector.items(), key=itemgetter(0))
+    # By term, then stably (which ``reverse`` keeps) by weight: two sorts at C speed, without a
+    # Python key per term, when no weight is negative (an article's never is).
+    ranked.sort(key=itemgetter(1) if min(vector.values(), default=0.0) >= 0 else _absolute_weight, reverse=True)
+    return ranked
+
+
+def _absolute_weight(item: tuple[str, float]) -> float:
+    return abs(item[1])
 
 
 class TermIndex:
@@ -90,9 +121,11 @@ class TermIndex:
         free_slots: Free slots, a min-heap (the smallest is reused first).
         slot_stamp: Slot → the stamp of its live postings (-1: not indexed).
         next_stamp: The last stamp handed out.
+        scratch: Working space of the candidate search (:func:`sum_by_slot`), an int32 per
+            slot (half the cache an int64 takes); not part of the index (a pickle leaves it out).
     """
 
-    __slots__ = ("postings", "slot_of", "story_of_slot", "free_slots", "slot_stamp", "next_stamp")
+    __slots__ = ("postings", "slot_of", "story_of_slot", "free_slots", "slot_stamp", "next_stamp", "scratch")
 
     def __init__(self) -> None:
         self.postings: dict[str, Postings] = {}
@@ -101,6 +134,16 @@ class TermIndex:
         self.free_slots: list[int] = []
         self.slot_stamp = np.full(_SLOT_CHUNK, -1, dtype=np.int64)
         self.next_stamp = 0
+        self.scratch = np.empty(0, dtype=np.int32)
+
+    def __getstate__(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.__slots__ if name != "scratch"}
+
+    def __setstate__(self, state: dict[str, object] | tuple[None, dict[str, object]]) -> None:
+        # An index pickled before it had a scratch array holds its slots as ``(None, slots)``.
+        for name, value in (state[1] if isinstance(state, tuple) else state).items():
+            setattr(self, name, value)
+        self.scratch = np.empty(0, dtype=np.int32)
 
     def add(self, story_id: str, centroid: Mapping[str, float]) -> None:
         """Index a story's centroid (taking a slot if it has none), replacing what it had."""
@@ -131,7 +174,7 @@ class TermIndex:
             postings.stamps.append(stamp)
             postings.live += 1
             if len(postings.slots) > 2 * postings.live + 16:
-                postings.read(slot_stamp)
+                postings.compact(slot_stamp)
 
     def remove(self, story_id: str, centroid: Mapping[str, float]) -> None:
         """Make a story's postings stale (it keeps its slot); ``centroid`` is the one it was indexed with."""
@@ -222,15 +265,20 @@ class TermIndex:
             with their IDF-weighted article weights, for the caller to complete the dots of
             the stories it keeps.
         """
-        ranked = sorted(vector.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
-        tail = [0.0] * (len(ranked) + 1)
-        for i in range(len(ranked) - 1, -1, -1):
-            tail[i] = tail[i + 1] + ranked[i][1] ** 2
+        ranked = heaviest_first(vector)
+        # tail[i]: the squared norm of the terms from i on (summed from the lightest, as before).
+        tail = list(accumulate(reversed([w ** 2 for _, w in ranked]), initial=0.0))
+        tail.reverse()
         bar_sq = bar * bar if bar > 0 else -1.0
         rest: list[tuple[str, float]] = []
-        slot_parts: list[npt.NDArray[np.int64]] = []
-        value_parts: list[npt.NDArray[np.float64]] = []
+        # The postings read are joined as raw bytes and masked once (a numpy call per term, not
+        # five: issue 15); a term's arrays are compacted first once a fifth of them are stale.
+        slot_parts: list[array[int]] = []
+        weight_parts: list[array[float]] = []
+        stamp_parts: list[array[int]] = []
+        counts: list[int] = []
         scales: list[float] = []
+        stale = False
         index, slot_stamp = self.postings, self.slot_stamp
         for i, (term, weight) in enumerate(ranked):
             scaled = weight * idf(term)
@@ -240,24 +288,38 @@ class TermIndex:
             postings = index.get(term)
             if postings is None:
                 continue
-            if postings.live > budget:
+            live = postings.live
+            if live > budget:
                 rest.append((term, scaled))  # a common term: counted for the shortlist only
                 continue
-            budget -= postings.live
-            slots, values = postings.read(slot_stamp)
-            slot_parts.append(slots)
-            value_parts.append(values)
+            budget -= live
+            if len(postings.slots) != live:
+                if postings.stale_share_reached():
+                    postings.compact(slot_stamp)
+                else:
+                    stale = True
+            slot_parts.append(postings.slots)
+            weight_parts.append(postings.weights)
+            stamp_parts.append(postings.stamps)
+            counts.append(len(postings.slots))
             scales.append(scaled)
         if not slot_parts:
             return {}, rest
+        slots = np.frombuffer(b"".join(slot_parts), dtype=np.int64)
         # Each posting's weight times its term's article weight, in one product.
-        counts = [part.size for part in slot_parts]
-        values = np.concatenate(value_parts) * np.repeat(np.asarray(scales, dtype=np.float64), counts)
-        unique, sums = sum_by_slot(np.concatenate(slot_parts), values)
+        values = np.frombuffer(b"".join(weight_parts), dtype=np.float64) * np.repeat(
+            np.asarray(scales, dtype=np.float64), counts)
+        if stale:
+            live_postings = np.frombuffer(b"".join(stamp_parts), dtype=np.int64) == slot_stamp[slots]
+            slots, values = slots[live_postings], values[live_postings]
+        if self.scratch.size < slot_stamp.size:
+            self.scratch = np.empty(slot_stamp.size, dtype=np.int32)
+        unique, sums = sum_by_slot(slots, values, self.scratch)
         if unique.size > keep:  # the shortlist and every story tied with its last place
             cut = np.partition(sums, unique.size - keep)[unique.size - keep]
             chosen = np.flatnonzero(sums >= cut)
         else:
             chosen = np.arange(unique.size)
         story_of_slot = self.story_of_slot
-        return {story_of_slot[int(unique[k])]: float(sums[k]) for k in chosen}, rest
+        return dict(zip([story_of_slot[slot] for slot in unique[chosen].tolist()], sums[chosen].tolist(),
+                        strict=True)), rest

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from transforms.clustering.copies import CopyIndex
+from transforms.clustering.copies import CopyIndex, _insert_sorted
 from transforms.signatures import LSH_BANDS, LSH_ROWS, minhash_from_hashes
 
 _RNG = np.random.default_rng(11)
@@ -154,3 +154,16 @@ def test_a_merge_brings_the_directory_up_to_date_as_a_rebuild_would() -> None:
             assert copies._shift == merged[0]  # noqa: SLF001
             assert np.array_equal(copies._directory, merged[1])  # noqa: SLF001
     assert True in merges and False in merges  # merges that kept the directory's width, and one that changed it
+
+
+def test_inserting_sorted_keys_places_each_after_its_equals_as_np_insert_does() -> None:
+    rng = np.random.default_rng(11)
+    keys = np.sort(rng.integers(-20, 20, 5_000))  # few values: many ties between old and new keys
+    rows = np.arange(5_000, dtype=np.int32)
+    new_keys = np.sort(rng.integers(-25, 25, 700))
+    new_rows = np.arange(5_000, 5_700, dtype=np.int64)
+    merged_keys, merged_rows = _insert_sorted(keys, rows, new_keys, new_rows)
+    at = np.searchsorted(keys, new_keys, side="right")
+    assert np.array_equal(merged_keys, np.insert(keys, at, new_keys))
+    assert np.array_equal(merged_rows, np.insert(rows, at, new_rows))
+    assert merged_rows.dtype == np.int32

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
-from transforms.clustering.term_index import Postings, TermIndex
+from transforms.clustering.term_index import Postings, TermIndex, heaviest_first, sum_by_slot
 
 
 def _unit(term: str) -> float:
@@ -130,3 +132,82 @@ def test_postings_of_a_new_term_start_empty() -> None:
     postings = Postings()
     slots, weights = postings.read(np.full(4, -1, dtype=np.int64))
     assert slots.size == weights.size == postings.live == 0
+
+
+def _random_index(seed: int) -> tuple[TermIndex, dict[str, dict[str, float]]]:
+    """An index of 300 stories over 60 terms, many re-indexed (so some terms hold stale postings
+    below the share that compacts them), with the centroids each story holds now."""
+    rng = np.random.default_rng(seed)
+    index, held = TermIndex(), {}
+    for step in range(900):
+        story = f"s{rng.integers(300)}"
+        if story in held:
+            index.remove(story, held[story])
+        terms = rng.choice(60, size=int(rng.integers(1, 12)), replace=False)
+        held[story] = {f"t{t}": float(rng.random()) for t in terms}
+        index.add(story, held[story])
+        if step % 7 == 0 and len(held) > 50:
+            gone = sorted(held)[int(rng.integers(len(held)))]
+            index.release(gone, held.pop(gone))
+    return index, held
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_candidate_dots_are_the_sums_a_loop_over_the_terms_gives(seed: int) -> None:
+    # The postings read are joined, masked and summed per slot in one go (issue 15): each dot
+    # must be the very float a loop over the terms, heaviest first, adds up.
+    index, held = _random_index(seed)
+    assert any(len(p.slots) != p.live for p in index.postings.values())  # stale postings are searched past
+    rng = np.random.default_rng(100 + seed)
+    vector = {f"t{t}": float(rng.random()) for t in rng.choice(60, size=20, replace=False)}
+    idf = {term: 1.0 + 0.1 * i for i, term in enumerate(sorted(vector))}
+    dots, rest = index.candidate_dots(vector, idf.__getitem__, bar=0.0, budget=10**6, keep=10**6)
+    expected: dict[str, float] = {}
+    for story, centroid in held.items():
+        for term, weight in heaviest_first(vector):
+            if term in centroid:
+                expected[story] = expected.get(story, 0.0) + centroid[term] * (weight * idf[term])
+    assert rest == [] and dots == expected
+
+
+def test_a_shortlist_keeps_every_story_tied_with_its_last_place() -> None:
+    index = TermIndex()
+    for i, weight in enumerate([0.9, 0.5, 0.5, 0.5, 0.1]):
+        index.add(f"s{i}", {"bridge": weight})
+    dots, _ = index.candidate_dots({"bridge": 1.0}, _unit, bar=0.0, budget=100, keep=2)
+    assert dots == {"s0": 0.9, "s1": 0.5, "s2": 0.5, "s3": 0.5}
+
+
+def test_sum_by_slot_adds_each_slots_values_in_input_order() -> None:
+    rng = np.random.default_rng(3)
+    slots = rng.integers(0, 50, 2_000)
+    values = rng.random(2_000) * 10.0 ** rng.integers(-8, 8, 2_000)  # order matters at these magnitudes
+    scratch = np.full(64, 12345, dtype=np.int32)  # whatever it held before
+    unique, sums = sum_by_slot(slots, values, scratch)
+    expected: dict[int, float] = {}
+    for slot, value in zip(slots.tolist(), values.tolist(), strict=True):
+        expected[slot] = expected.get(slot, 0.0) + value
+    assert dict(zip(unique.tolist(), sums.tolist(), strict=True)) == expected
+    assert unique.size == len(expected)
+    empty_slots, empty_sums = sum_by_slot(slots[:0], values[:0], scratch)
+    assert empty_slots.size == empty_sums.size == 0
+
+
+def test_heaviest_first_orders_by_absolute_weight_then_term() -> None:
+    assert heaviest_first({"b": 0.5, "a": 0.5, "c": 0.9}) == [("c", 0.9), ("a", 0.5), ("b", 0.5)]
+    assert heaviest_first({"b": -0.5, "a": 0.5, "c": -0.9}) == [("c", -0.9), ("a", 0.5), ("b", -0.5)]
+    assert heaviest_first({}) == []
+
+
+def test_a_pickled_index_searches_as_the_original_and_leaves_its_scratch_out() -> None:
+    index, _ = _random_index(9)
+    vector = {"t1": 0.5, "t2": 0.3, "t3": 0.8}
+    before = index.candidate_dots(vector, _unit, bar=0.0, budget=10**6, keep=10)
+    assert index.scratch.size >= len(index.story_of_slot)
+    copy = pickle.loads(pickle.dumps(index))
+    assert copy.scratch.size == 0
+    assert copy.candidate_dots(vector, _unit, bar=0.0, budget=10**6, keep=10) == before
+    # An index pickled before it had a scratch array (its state as ``(None, slots)``) loads too.
+    older = TermIndex.__new__(TermIndex)
+    older.__setstate__((None, index.__getstate__()))
+    assert older.candidate_dots(vector, _unit, bar=0.0, budget=10**6, keep=10) == before
