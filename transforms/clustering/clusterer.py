@@ -94,7 +94,12 @@ class LanguageClusterer:
 
     # ---------------------------------------------------------------- the decision
 
-    def assign(self, features: ArticleFeatures) -> Assignment:
+    def copy_keys(self, batch: Sequence[ArticleFeatures]) -> list[list[int] | None]:
+        """The LSH keys of a batch of articles' signatures, computed together, for
+        :meth:`assign` (``lsh_keys``): a writer asks for a minute's at once."""
+        return self.copies.keys_of_many([features.minhash for features in batch])
+
+    def assign(self, features: ArticleFeatures, lsh_keys: list[int] | None = None) -> Assignment:
         """Place one article: copy of a recent article, member of an active story, or new story.
 
         An article id this clusterer already holds (a member of an active story) is a new
@@ -104,6 +109,7 @@ class LanguageClusterer:
 
         Args:
             features: The article's features; its language must be this clusterer's.
+            lsh_keys: Its signature's LSH keys from :meth:`copy_keys`, if computed ahead.
 
         Returns:
             The assignment.
@@ -124,6 +130,8 @@ class LanguageClusterer:
         if self.decayed_ms is None or self.clock_ms - self.decayed_ms >= EXPIRY_EVERY_MS:
             self.expire(datetime.fromtimestamp(self.clock_ms / 1000, tz=UTC))
 
+        if lsh_keys is not None:
+            self.copies.know_keys(features.minhash, lsh_keys)
         if features.article_id in self.story_of_member:
             version = self._update_version(features, now_ms)
             if version is not None:

@@ -193,12 +193,13 @@ def best_candidate(
         if entity_norm > 0 and story_norm > 0:
             shared = sum(w * story.entities.get(e, 0.0) * w for e, w in entity_weights.items())
             score += params.entity_bonus * shared / (entity_norm * story_norm)
-        story_dates = {y for y in story.years if y.startswith(DATE_TERM_PREFIX)}
-        story_years_ = set(story.years) - story_dates
-        if article_years and story_years_ and not article_years & story_years_:
-            score -= params.year_conflict_penalty
-        if article_dates and story_dates and not article_dates & story_dates:
-            score -= params.date_conflict_penalty
+        if all_years and story.years:  # (most articles name no year: nothing to compare)
+            story_dates = {y for y in story.years if y.startswith(DATE_TERM_PREFIX)}
+            story_years_ = set(story.years) - story_dates
+            if article_years and story_years_ and not article_years & story_years_:
+                score -= params.year_conflict_penalty
+            if article_dates and story_dates and not article_dates & story_dates:
+                score -= params.date_conflict_penalty
         hours = max(0, now_ms - story.last_seen_ms) / 3_600_000
         score -= params.time_penalty_per_hour * hours
         if embedding_cosine is not None:

@@ -90,6 +90,32 @@ def sum_by_slot(slots: npt.NDArray[np.int64], values: npt.NDArray[np.float64], s
     return slots[distinct], np.bincount(number[last], weights=values, minlength=int(number[-1]) + 1)
 
 
+def best_and_tied(values: npt.NDArray[np.float64], keep: int) -> npt.NDArray[np.intp]:
+    """Positions (ascending) of the ``keep`` largest ``values`` and of every value tied with
+    the last of them.
+
+    The ``keep``-th largest of the first 256 values is a floor for the ``keep``-th largest of
+    all, so the cut is searched for among the values at or above it only: a few dozen of the
+    ~3,000 sums of a candidate search, instead of a partition of all (a third of the CPU time).
+
+    >>> best_and_tied(np.array([0.1, 0.5, 0.3, 0.5, 0.2]), 2).tolist()
+    [1, 3]
+    >>> best_and_tied(np.array([0.1, 0.5, 0.3, 0.4, 0.2]), 2).tolist()
+    [1, 3]
+    """
+    if values.size <= keep:
+        return np.arange(values.size)
+    head = values[:256]
+    if head.size > keep:
+        floor = np.partition(head, head.size - keep)[head.size - keep]
+        above = np.flatnonzero(values >= floor)
+        kept = values[above]
+        cut = np.partition(kept, kept.size - keep)[kept.size - keep]
+        return above[kept >= cut]
+    cut = np.partition(values, values.size - keep)[values.size - keep]
+    return np.flatnonzero(values >= cut)
+
+
 def heaviest_first(vector: Mapping[str, float]) -> list[tuple[str, float]]:
     """``vector``'s items, heaviest (by absolute weight) first, ties by term.
 
@@ -315,11 +341,7 @@ class TermIndex:
         if self.scratch.size < slot_stamp.size:
             self.scratch = np.empty(slot_stamp.size, dtype=np.int32)
         unique, sums = sum_by_slot(slots, values, self.scratch)
-        if unique.size > keep:  # the shortlist and every story tied with its last place
-            cut = np.partition(sums, unique.size - keep)[unique.size - keep]
-            chosen = np.flatnonzero(sums >= cut)
-        else:
-            chosen = np.arange(unique.size)
+        chosen = best_and_tied(sums, keep)
         story_of_slot = self.story_of_slot
         return dict(zip([story_of_slot[slot] for slot in unique[chosen].tolist()], sums[chosen].tolist(),
                         strict=True)), rest

@@ -54,6 +54,19 @@ def test_copies_name_their_original() -> None:
     assert out["a-original"].copy_of is None and out["a-original"].is_new_story
 
 
+def test_keys_computed_ahead_for_a_batch_place_every_article_as_keys_computed_one_by_one() -> None:
+    # A writer computes a minute's LSH keys in one step (issue 15); the copies found must be the same.
+    stream = _stream() + [dataclasses.replace(_stream()[2], article_id="g-reprint-again", minhash=(1, 2, 3))]
+    one_by_one = LanguageClusterer("en")
+    expected = [one_by_one.assign(f) for f in stream[:-1]]
+    ahead = LanguageClusterer("en")
+    keys = ahead.copy_keys(stream)
+    assert keys[-1] is None  # a signature of another length is left to assign (which rejects it)
+    assert keys[:-1] == [one_by_one.copies.bands_of(f.minhash) for f in stream[:-1]]
+    assert [ahead.assign(f, k) for f, k in zip(stream[:-1], keys, strict=False)] == expected
+    assert sum(a.copy_of is not None for a in expected) >= 2  # copies are among the decisions compared
+
+
 def test_same_event_joins_without_being_a_copy() -> None:
     out = {a.article_id: a for a in cluster_articles(_stream())}
     assert out["d-same-event"].copy_of is None

@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from transforms.clustering.term_index import Postings, TermIndex, heaviest_first, sum_by_slot
+from transforms.clustering.term_index import Postings, TermIndex, best_and_tied, heaviest_first, sum_by_slot
 
 
 def _unit(term: str) -> float:
@@ -211,3 +211,13 @@ def test_a_pickled_index_searches_as_the_original_and_leaves_its_scratch_out() -
     older = TermIndex.__new__(TermIndex)
     older.__setstate__((None, index.__getstate__()))
     assert older.candidate_dots(vector, _unit, bar=0.0, budget=10**6, keep=10) == before
+
+
+@pytest.mark.parametrize("size", [3, 15, 16, 200, 256, 257, 3_000])
+def test_best_and_tied_are_the_largest_values_and_their_ties(size: int) -> None:
+    rng = np.random.default_rng(size)
+    values = rng.integers(0, 40, size) / 8.0  # coarse: many ties, at the cut too
+    for keep in (1, 15):
+        chosen = best_and_tied(values, keep)
+        cut = np.sort(values)[::-1][min(keep, size) - 1]
+        assert chosen.tolist() == np.flatnonzero(values >= cut).tolist()
