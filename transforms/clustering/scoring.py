@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Collection, Mapping, Sequence
-from itertools import repeat
+from collections.abc import Mapping, Sequence
+from itertools import chain, repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -91,15 +91,19 @@ def story_norms(story: Story, idf: Idf, n_docs: float, tolerance: float) -> tupl
     if cached is not None and abs(n_docs - cached[2]) <= tolerance * cached[2]:
         return cached[0], cached[1]
     centroid, entities = story.centroid, story.entities
-    norm = _weighted_norm(centroid.values(), idf.weights(list(centroid)))
-    entity_norm = _weighted_norm(entities.values(), idf.weights([ENTITY_PREFIX + e for e in entities]))
+    # The centroid's terms and the entity words weighed in one IDF step (an IDF moved past the
+    # tolerance has every active story's norms recomputed within minutes: issue 15).
+    keys = [*centroid, *[ENTITY_PREFIX + e for e in entities]]
+    values = np.fromiter(chain(centroid.values(), entities.values()), np.float64, len(keys)) * idf.weights(keys)
+    norm = _norm(values[:len(centroid)])
+    entity_norm = _norm(values[len(centroid):])
     story.norms = (norm, entity_norm, n_docs)
     return norm, entity_norm
 
 
-def _weighted_norm(counts: Collection[float], weights: npt.NDArray[np.float64]) -> float:
-    """The L2 norm of ``counts`` times ``weights``."""
-    values = np.fromiter(counts, np.float64, len(counts)) * weights
+def _norm(values: npt.NDArray[np.float64]) -> float:
+    """The L2 norm of ``values`` (copied first: a dot product of its own array, as ever)."""
+    values = values.copy()
     return math.sqrt(float(values @ values))
 
 
