@@ -60,7 +60,7 @@ CJK_LANGUAGES = frozenset({"zh", "ja", "ko", "zh-cn", "zh-tw", "zh-hans", "zh-ha
 
 _MERSENNE_PRIME = np.uint64((1 << 61) - 1)
 _MAX_HASH32 = np.uint64(0xFFFFFFFF)
-_EMPTY_VALUE = 0xFFFFFFFF
+_EMPTY_VALUE = int(_MAX_HASH32)  # the same, as a Python int (compared with a tuple's values)
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 _SPACE_RE = re.compile(r"\s+")
 # CJK ideographs, kana and hangul; a run of these is split into character bigrams.
