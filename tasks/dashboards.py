@@ -37,7 +37,8 @@ from tasks.charts import (
     range_chart,
     stacked_columns,
 )
-from warehouse.duck import connect, load_sql
+from tasks.sql import open_warehouse
+from warehouse.duck import load_sql, sources_named_in
 from warehouse.store import ObjectStore
 
 DASHBOARD_KEYS = ("dashboard-freshness", "dashboard-fetches", "dashboard-errors", "dashboard-publishers")
@@ -159,9 +160,12 @@ def publishers_dashboard(rows: Sequence[Mapping[str, Any]], now: datetime) -> Da
                      f"{charts}\n\n{summary}\n", table)
 
 
+DASHBOARD_SQL = ("dashboard_freshness", "dashboard_fetches", "dashboard_errors", "dashboard_publishers")
+
+
 def build_dashboards(store: ObjectStore, now: datetime) -> list[Dashboard]:
-    """Every dashboard as of ``now``, from the store."""
-    con = connect(store)
+    """Every dashboard as of ``now``, from the store: each query reads the 24 hours it shows (issue 28)."""
+    con = open_warehouse(store, sources_named_in(*(load_sql(n) for n in DASHBOARD_SQL)))
     try:
         return [
             freshness_dashboard(_rows(con, "dashboard_freshness", now), now),

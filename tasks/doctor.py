@@ -28,8 +28,8 @@ from typing import Any
 from tasks.cluster import WriterFencedError, put_checkpoint, rebuild_checkpoint, rewind_writer
 from warehouse import layout
 from warehouse.aggregates import request_rebuild
+from warehouse.catalog import LOG_TABLES, plan_table
 from warehouse.damage import collect_damage, quarantine_object
-from warehouse.duck import connect
 from warehouse.errors import PreconditionFailedError
 from warehouse.integrity import (
     POINTER_KINDS,
@@ -42,12 +42,17 @@ from warehouse.integrity import (
     scan_objects,
     unique,
 )
+from warehouse.schemas import FEEDS_SCHEMA, PUBLISHERS_SCHEMA
 from warehouse.snapshots import repoint_to_newest_valid
 from warehouse.store import TEMPORARY_MAX_AGE_SECONDS, ObjectStore, delete_temporary, list_temporaries
+from warehouse.tables import read_table
 
 SCANNED_PREFIXES = (layout.PAGES_PREFIX, "state/", layout.EVENTS_PREFIX)
-"""Prefixes whose every object the doctor reads and checks; the log and registry tables are read
-through the same views rank reads (``warehouse.duck.connect``)."""
+"""Prefixes whose every object the doctor reads and checks. Log segments are checked by their
+footers, as every query's plan checks them (:func:`warehouse.catalog.plan_table`): one that cannot
+be read, or holds a column of another type, is damaged; one with columns this release does not
+know was written by a newer one, and is fine (issue 32)."""
+_REGISTRY_TABLES = ((layout.PUBLISHERS_KEY, PUBLISHERS_SCHEMA), (layout.FEEDS_KEY, FEEDS_SCHEMA))
 QUARANTINED_KINDS = frozenset({
     "article_segment", "change_segment", "click_segment", "link_segment", "page_version", "pool_version",
     "story_snapshot", "state_blob", "feed_state", "registry", "identity_shard", "robots_cache", "feed_boosts",
@@ -73,13 +78,12 @@ def diagnose(store: ObjectStore, *, temporaries_older_than: float = TEMPORARY_MA
         WarehouseError: The store could not be read.
     """
     with collect_damage() as damaged:
-        con = connect(store)
-    try:
-        offsets, writers = check_writers(store)
-        findings = [*(finding(d.key, d.problem) for d in damaged), *check_pages(store), *writers,
-                    *change_log_gaps(con, offsets), *scan_objects(store, SCANNED_PREFIXES)]
-    finally:
-        con.close()
+        plans = {name: plan_table(store, table) for name, table in LOG_TABLES.items()}
+        for key, schema in _REGISTRY_TABLES:
+            read_table(store, key, schema)  # records a corrupt one
+    offsets, writers = check_writers(store)
+    findings = [*(finding(d.key, d.problem) for d in damaged), *check_pages(store), *writers,
+                *change_log_gaps(store, plans["story_changes"], offsets), *scan_objects(store, SCANNED_PREFIXES)]
     temporaries = [Finding(t.name, "temporary", f"left by a put killed mid-write {t.age_seconds:.0f}s ago")
                    for t in list_temporaries(store) if t.age_seconds >= temporaries_older_than]
     return [*unique(findings), *temporaries]

@@ -26,7 +26,8 @@ from tasks.clock import resolve_now
 from tasks.errors import StoryNotListedError
 from tasks.rank import compute_pages, ranking_rules
 from tasks.settings import RankSettings
-from warehouse.duck import connect, load_sql
+from tasks.sql import open_warehouse
+from warehouse.duck import load_sql, sources_named_in
 from warehouse.errors import SnapshotNotFoundError
 from warehouse.snapshots import list_live_pages, read_live_page, read_live_stories
 from warehouse.store import ObjectStore
@@ -93,7 +94,7 @@ def score_breakdown(card: dict[str, Any], ranking: dict[str, Any]) -> dict[str, 
 
 def lineage(store: ObjectStore, story_id: str) -> list[dict[str, Any]]:
     """The story's changes, oldest first (``story_lineage_of.sql``)."""
-    con = connect(store)
+    con = open_warehouse(store, sources_named_in(load_sql("story_lineage_of")))
     try:
         result = con.sql(load_sql("story_lineage_of"), params={"story_id": story_id})
         return [dict(zip(result.columns, row, strict=True)) for row in result.fetchall()]

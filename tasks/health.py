@@ -19,9 +19,11 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.clock import resolve_now
+from tasks.sql import open_warehouse
 from warehouse import layout
+from warehouse.catalog import LOG_TABLES, footer_problem, plan_table
 from warehouse.damage import collect_damage
-from warehouse.duck import connect, load_sql
+from warehouse.duck import load_sql, sources_named_in
 from warehouse.errors import ObjectNotFoundError, SnapshotNotFoundError
 from warehouse.integrity import (
     change_log_gaps,
@@ -32,9 +34,16 @@ from warehouse.integrity import (
     parse_checkpoint,
     unique,
 )
+from warehouse.schemas import FEED_STATE_SCHEMA, FEEDS_SCHEMA, PUBLISHERS_SCHEMA
 from warehouse.snapshots import PagePointer, list_live_pages, read_live_page, read_pointer
 from warehouse.store import ObjectStore
 from warehouse.tables import list_segments
+
+HEALTH_SQL = ("health_freshness", "health_silent_publishers")
+STATE_TABLES = ((layout.FEED_STATE_KEY, FEED_STATE_SCHEMA), (layout.PUBLISHERS_KEY, PUBLISHERS_SCHEMA),
+                (layout.FEEDS_KEY, FEEDS_SCHEMA))
+"""The state and registry tables health checks by their footers (queries read only what they name)."""
+_FIRST_SEEN = "select min(first_seen_at) from articles where first_seen_at <= $now"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +66,18 @@ def check_health(store: ObjectStore, now: datetime, limits: HealthLimits | None 
     stale = timedelta(seconds=limits.cycle_seconds * limits.stale_cycles)
     flags: list[HealthFlag] = []
     with collect_damage() as damaged:
-        con = connect(store)
+        # Every log's files are planned (footers only), so a damaged segment of any log is flagged;
+        # the checks below read the rows of the windows they look at (issue 28).
+        plans = {name: plan_table(store, table) for name, table in LOG_TABLES.items()}
+        con = open_warehouse(store, sources_named_in(*(load_sql(n) for n in HEALTH_SQL), _FIRST_SEEN), plans)
     try:
         checkpoint_offsets, writer_findings = check_writers(store)
         findings = [*(finding(d.key, d.problem) for d in damaged), *check_pages(store), *writer_findings,
-                    *change_log_gaps(con, checkpoint_offsets)]
+                    *change_log_gaps(store, plans["story_changes"], checkpoint_offsets)]
         robots = check_object(store, layout.ROBOTS_CACHE_KEY)
         findings += [robots] if robots is not None else []
+        findings += [finding(key, problem) for key, schema in STATE_TABLES
+                     if (problem := footer_problem(store, key, schema)) is not None]
         lags = con.sql(load_sql("health_freshness"), params={"now": now}).fetchall()
         overall = [row for row in lags if row[0] is None]
         if overall and overall[0][3] is not None and overall[0][3] > limits.lag_p95_seconds:
@@ -75,8 +89,7 @@ def check_health(store: ObjectStore, now: datetime, limits: HealthLimits | None 
                                                            params={"now": now}).fetchall():
             flags.append(HealthFlag("silent_tier1_feed", publisher_id,
                                     f"silent {silent:.0f}s, usual gap {gap:.0f}s, last article {last_seen}"))
-        (first_seen,), = con.sql("select min(first_seen_at) from articles where first_seen_at <= $now",
-                                 params={"now": now}).fetchall()
+        (first_seen,), = con.sql(_FIRST_SEEN, params={"now": now}).fetchall()
     finally:
         con.close()
 

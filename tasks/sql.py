@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TextIO
 
 import duckdb
 
 from tasks.progress import NO_PROGRESS, Progress
+from tasks.settings import current_settings
+from warehouse.catalog import TablePlan
 from warehouse.damage import collect_damage
 from warehouse.duck import (
     EXPORT_TABLES,
@@ -18,6 +22,8 @@ from warehouse.duck import (
     export_day,
     load_example_sql,
     lock_down,
+    register_sources,
+    sources_named_in,
     split_queries,
 )
 from warehouse.store import ObjectStore
@@ -69,34 +75,54 @@ def _cell(value: object) -> str:
     return text if len(text) <= TABLE_CELL_CHARS else text[:TABLE_CELL_CHARS - 1] + "…"
 
 
+def open_warehouse(store: ObjectStore, sources: Iterable[str] | None = None,
+                   plans: Mapping[str, TablePlan] | None = None) -> duckdb.DuckDBPyConnection:
+    """DuckDB over the store (:func:`warehouse.duck.connect`) under the settings' query memory and
+    spill limits (``NEWSROOM_WAREHOUSE_QUERY_*``): what ``newsroom sql``, health, the dashboards and
+    explain open."""
+    settings = current_settings().warehouse
+    return connect(store, sources=sources, plans=plans, memory_limit=settings.query_memory_limit,
+                   spill_limit=settings.query_spill_limit)
+
+
 def run_sql(store: ObjectStore, query: str | None, out: TextIO = sys.stdout, inp: TextIO = sys.stdin,
-            err: TextIO = sys.stderr, fmt: str = "table") -> int:
+            err: TextIO = sys.stderr, fmt: str = "table", timeout_seconds: float | None = None) -> int:
     """Run one query, or read queries from standard input (one per ``;``) when none is given.
 
     The connection is confined to the store's views (:func:`warehouse.duck.lock_down`): no file,
-    network or extension access, configuration locked, and only queries run. A text holding several
-    statements prints every result in order; one that holds a statement that is not a query is
-    refused whole, before any of it runs (issue 16). Objects the views could not read (a corrupt
-    segment or pointer) are left out and named on ``err`` as warnings.
+    network or extension access, configuration locked (its memory limit included), and only
+    queries run. A text holding several statements prints every result in order; one that holds a
+    statement that is not a query (an ``explain`` of one included) is refused whole, before any of
+    it runs (issue 16, 32). A query still running after ``timeout_seconds`` (default
+    ``NEWSROOM_WAREHOUSE_SQL_TIMEOUT_SECONDS``) is stopped. Each query reads only the tables it
+    names (issue 28); objects they could not read (a corrupt segment or pointer) are left out and
+    named on ``err`` as warnings.
 
-    Returns the exit status: 1 when any query failed or was refused (each failure is written to
-    ``err`` on one line, and the queries after it still run), else 0. ``fmt``: ``table`` for
-    people (long values cut), ``csv`` or ``jsonl`` for other tools (whole values, NULL told from
-    the empty string).
+    Returns the exit status: 1 when any query failed, was refused or stopped (each failure is
+    written to ``err`` on one line, and the queries after it still run), else 0. ``fmt``: ``table``
+    for people (long values cut), ``csv`` or ``jsonl`` for other tools (whole values, NULL told
+    from the empty string).
     """
-    with collect_damage() as damaged:
-        con = connect(store)
-    for item in damaged:
-        err.write(f"warning: left out {item.key}: {item.problem}\n")
+    limit = timeout_seconds if timeout_seconds is not None else current_settings().warehouse.sql_timeout_seconds
+    con = open_warehouse(store, sources=())
     lock_down(con)
+    registered: set[str] = set()
     failed = False
 
     def run(text: str) -> None:
         nonlocal failed
         try:
-            for statement in split_queries(con, text):
-                _print_result(con, statement, out, fmt)
-        except (duckdb.Error, PermissionError) as e:
+            statements = split_queries(con, text)
+            needed = sources_named_in(text) - registered
+            if needed:
+                with collect_damage() as damaged:
+                    register_sources(con, store, needed)
+                registered.update(needed)
+                for item in damaged:
+                    err.write(f"warning: left out {item.key}: {item.problem}\n")
+            for statement in statements:
+                _run_with_limit(con, statement, limit, out, fmt)
+        except (duckdb.Error, PermissionError, QueryTimeoutError) as e:
             err.write("error: " + " ".join(str(e).split()) + "\n")
             failed = True
 
@@ -117,6 +143,31 @@ def run_sql(store: ObjectStore, query: str | None, out: TextIO = sys.stdout, inp
         return int(failed)
     finally:
         con.close()
+
+
+class QueryTimeoutError(Exception):
+    """A query of ``newsroom sql`` ran past its time limit and was stopped."""
+
+
+def _run_with_limit(con: duckdb.DuckDBPyConnection, statement: str, limit: float, out: TextIO, fmt: str) -> None:
+    """Run and print one statement, interrupting it once it has run ``limit`` seconds."""
+    stopped = threading.Event()
+
+    def interrupt() -> None:
+        stopped.set()
+        con.interrupt()
+
+    timer = threading.Timer(limit, interrupt)
+    timer.start()
+    try:
+        _print_result(con, statement, out, fmt)
+    except duckdb.InterruptException as e:
+        if stopped.is_set():
+            raise QueryTimeoutError(f"the query ran past its time limit of {limit:g} s and was stopped "
+                                    "(NEWSROOM_WAREHOUSE_SQL_TIMEOUT_SECONDS)") from e
+        raise
+    finally:
+        timer.cancel()
 
 
 def example_query(name: str) -> str:

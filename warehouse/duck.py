@@ -2,32 +2,31 @@
 
 from __future__ import annotations
 
+import atexit
 import json
-from collections.abc import Callable
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from warehouse import layout
+from warehouse.catalog import LOG_TABLES, TablePlan, checked_metadata, dataset_of, filesystem_of, plan_table
 from warehouse.damage import describe_error, record_damage
 from warehouse.errors import ObjectNotFoundError
 from warehouse.schemas import (
-    ARTICLE_LINKS_SCHEMA,
-    ARTICLES_SCHEMA,
-    CLICKS_SCHEMA,
     FEED_STATE_SCHEMA,
     FEEDS_SCHEMA,
-    FETCHES_SCHEMA,
-    LISTINGS_SCHEMA,
     PAGES_SCHEMA,
     PUBLISHERS_SCHEMA,
-    STORY_CHANGES_SCHEMA,
 )
 from warehouse.store import ObjectStore
-from warehouse.tables import list_segments, read_segments, read_table
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 """The SQL files ship inside the package (package data), next to this module."""
@@ -99,6 +98,7 @@ def _live_version(store: ObjectStore, key: str) -> int | None:
 
 
 def _pages_table(store: ObjectStore) -> pa.Table:
+    """Every page version and whether its pointer names it: one listing and one read a pointer."""
     rows: list[dict[str, Any]] = []
     live: dict[str, int] = {}
     keys = store.list(layout.PAGES_PREFIX)
@@ -110,7 +110,7 @@ def _pages_table(store: ObjectStore) -> pa.Table:
     for key in keys:
         parts = key.split("/")
         name = parts[-1]
-        if not (name.startswith("v") and name.endswith(".json")):
+        if not (name.startswith("v") and name.endswith(".json") and name[1:-5].isdigit()):
             continue
         folder = key.rsplit("/", 1)[0]
         version = int(name[1:-5])
@@ -120,44 +120,127 @@ def _pages_table(store: ObjectStore) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=PAGES_SCHEMA)
 
 
-def read_raw_tables(store: ObjectStore) -> dict[str, pa.Table]:
-    """Every log and registry table as Arrow, read from the store.
+def _state_table(store: ObjectStore, key: str, schema: pa.Schema) -> pa.Table | ds.Dataset:
+    """A whole-table object (registry, feed state) as a dataset over its file, so a query reads only
+    the columns it names (the feed state's guid lists are most of its bytes); empty when absent,
+    and empty (recorded) when unreadable or of another schema, as :func:`read_table` reads it."""
+    fs, base = filesystem_of(store)
+    try:
+        checked_metadata(fs, f"{base}/{key}", schema)
+    except ValueError as e:
+        if store.head(key) is not None:
+            record_damage(key, f"corrupt: {e}", "read as empty")
+        return schema.empty_table()
+    return dataset_of(store, [key], schema)
 
-    An object that cannot be read (a truncated segment, a garbage pointer) is left out and named in
-    a recorded error (:func:`warehouse.damage.record_damage`), so one bad object never stops rank,
-    health or ``newsroom sql`` (issue 16).
+
+SOURCES = ("articles", "story_changes", "clicks", "article_links", "fetches", "listings", "publishers",
+           "feeds", "feed_state", "pages")
+"""What a connection can read: the log tables (:data:`warehouse.catalog.LOG_TABLES`), the registry's
+two tables, the feed state, and the page versions."""
+_NEEDS: dict[str, tuple[str, ...]] = {
+    **{name: (name,) for name in LOG_TABLES},
+    **{f"{name}_log": (name,) for name in LOG_TABLES},
+    **{f"{name}_settled": (name,) for name in LOG_TABLES},
+    **{f"{name}_fresh": (name,) for name in LOG_TABLES},
+    "articles_as_of": ("articles",),
+    "story_assignments": ("story_changes",),
+    "story_assignments_as_of": ("story_changes",),
+    "stories": ("story_changes", "articles"),
+    "publishers": ("publishers",), "publishers_raw": ("publishers",),
+    "feeds": ("feeds", "feed_state"), "feed_registry": ("feeds",), "feed_state": ("feed_state",),
+    "pages": ("pages",), "pages_raw": ("pages",),
+}
+_NAMES = re.compile(r"\b(" + "|".join(sorted(_NEEDS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
+
+
+def sources_named_in(*sql: str) -> frozenset[str]:
+    """The sources (:data:`SOURCES`) the views and macros named in ``sql`` read.
+
+    >>> sorted(sources_named_in("select count(*) from stories where language = 'en'"))
+    ['articles', 'story_changes']
     """
-    feed_registry, _ = read_table(store, layout.FEEDS_KEY, FEEDS_SCHEMA)
-    feed_state, _ = read_table(store, layout.FEED_STATE_KEY, FEED_STATE_SCHEMA)
-    publishers, _ = read_table(store, layout.PUBLISHERS_KEY, PUBLISHERS_SCHEMA)
-
-    def log_table(prefix: str, schema: pa.Schema) -> pa.Table:
-        return read_segments(store, list_segments(store, prefix), schema, skip_damaged=True)
-
-    return {
-        "articles_log": log_table(layout.ARTICLES_PREFIX, ARTICLES_SCHEMA),
-        "story_changes_log": log_table(layout.STORY_CHANGES_PREFIX, STORY_CHANGES_SCHEMA),
-        "publishers_raw": publishers,
-        "feed_registry": feed_registry,
-        "feed_state": feed_state,
-        "clicks_log": log_table(layout.CLICKS_PREFIX, CLICKS_SCHEMA),
-        "article_links_log": log_table("log/article_links/", ARTICLE_LINKS_SCHEMA),
-        "fetches_log": log_table(layout.FETCHES_PREFIX, FETCHES_SCHEMA),
-        "listings_log": log_table(layout.LISTINGS_PREFIX, LISTINGS_SCHEMA),
-        "pages_raw": _pages_table(store),
-    }
+    return frozenset(s for text in sql for m in _NAMES.finditer(text) for s in _NEEDS[m.group(1).lower()])
 
 
-def connect(store: ObjectStore) -> duckdb.DuckDBPyConnection:
-    """An in-process DuckDB with the views ``articles``, ``stories``, ``story_changes``, ``feeds``,
-    ``publishers``, ``pages`` and ``clicks`` over the store."""
+def connect(store: ObjectStore, *, sources: Iterable[str] | None = None,
+            plans: Mapping[str, TablePlan] | None = None, memory_limit: str | None = None,
+            spill_limit: str | None = None, threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-process DuckDB with every view of ``views.sql`` over the store (issue 28).
+
+    The log tables are registered as pyarrow datasets over their Parquet files where they lie
+    (:mod:`warehouse.catalog`): nothing is read until a query runs, and a query reads the columns it
+    names and, through the files' statistics, only the files its predicates can match.
+
+    Args:
+        sources: The sources (:data:`SOURCES`) the caller's queries read (see
+            :func:`sources_named_in`); the others are registered empty, so their views exist and
+            cost nothing (:func:`register_sources` adds them later). None registers them all.
+        plans: Log tables' plans the caller made already (:func:`warehouse.catalog.plan_table`),
+            used instead of planning them again.
+        memory_limit: DuckDB's memory limit (e.g. ``"1GB"``); past it, sorts, joins and aggregates
+            spill to a temporary folder of this connection, up to ``spill_limit`` of disk.
+        threads: DuckDB's worker threads.
+    """
     con = duckdb.connect()
     con.execute("set autoinstall_known_extensions = false")
     con.execute("set timezone = 'UTC'")
-    for name, table in read_raw_tables(store).items():
-        con.register(name, table)
+    con.execute("set temp_directory = $dir", {"dir": _spill_directory()})
+    if memory_limit is not None:
+        con.execute("set memory_limit = $limit", {"limit": memory_limit})
+    if spill_limit is not None:
+        con.execute("set max_temp_directory_size = $limit", {"limit": spill_limit})
+    if threads is not None:
+        con.execute("set threads = $threads", {"threads": threads})
+    for name, table in LOG_TABLES.items():
+        for part in ("settled", "fresh"):
+            con.register(f"{name}_{part}", table.schema.empty_table())
+    for view, (_, _, schema) in _STATE_TABLES.items():
+        con.register(view, schema.empty_table())
+    con.register("pages_raw", PAGES_SCHEMA.empty_table())
     con.execute(load_sql("views"))
+    register_sources(con, store, SOURCES if sources is None else sources, plans)
     return con
+
+
+_STATE_TABLES = {
+    "publishers_raw": ("publishers", layout.PUBLISHERS_KEY, PUBLISHERS_SCHEMA),
+    "feed_registry": ("feeds", layout.FEEDS_KEY, FEEDS_SCHEMA),
+    "feed_state": ("feed_state", layout.FEED_STATE_KEY, FEED_STATE_SCHEMA),
+}
+
+
+def register_sources(con: duckdb.DuckDBPyConnection, store: ObjectStore, sources: Iterable[str],
+                     plans: Mapping[str, TablePlan] | None = None) -> None:
+    """Register ``sources`` (:data:`SOURCES`) on a connection made by :func:`connect`, in place of
+    their empty stand-ins; the views see them at their next query. Registering one again reads its
+    files' listing again."""
+    wanted = set(sources)
+    unknown = wanted - set(SOURCES)
+    if unknown:
+        raise ValueError(f"unknown sources {sorted(unknown)}; choose from {', '.join(SOURCES)}")
+    for name in sorted(wanted & set(LOG_TABLES)):
+        table = LOG_TABLES[name]
+        plan = (plans or {}).get(name) or plan_table(store, table)
+        con.register(f"{name}_settled", dataset_of(store, plan.settled, table.schema))
+        con.register(f"{name}_fresh", dataset_of(store, plan.fresh, table.schema))
+    for view, (source, key, schema) in _STATE_TABLES.items():
+        if source in wanted:
+            con.register(view, _state_table(store, key, schema))
+    if "pages" in wanted:
+        con.register("pages_raw", _pages_table(store))
+
+
+_SPILL_DIRECTORIES: list[str] = []
+
+
+def _spill_directory() -> str:
+    """A folder of this connection's own for DuckDB to spill to (removed when the process exits)."""
+    path = tempfile.mkdtemp(prefix="newsroom-duckdb-")
+    if not _SPILL_DIRECTORIES:
+        atexit.register(lambda: [shutil.rmtree(p, ignore_errors=True) for p in _SPILL_DIRECTORIES])
+    _SPILL_DIRECTORIES.append(path)
+    return path
 
 
 QUERY_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
@@ -181,7 +264,8 @@ def lock_down(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def split_queries(con: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
-    """The statements of ``sql``, each checked to be a query (:data:`QUERY_STATEMENTS`).
+    """The statements of ``sql``, each checked to be a query (:data:`QUERY_STATEMENTS`); an
+    ``explain`` (or ``explain analyze``, which runs what it explains) must explain a query too.
 
     Raises:
         duckdb.Error: ``sql`` does not parse.
@@ -189,8 +273,55 @@ def split_queries(con: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
     """
     statements = con.extract_statements(sql)
     for number, statement in enumerate(statements, 1):
-        if statement.type not in QUERY_STATEMENTS:
-            kind = statement.type.name.lower()
+        kind = _query_kind(con, statement)
+        if kind is not None:
             raise PermissionError(f"statement {number} is {kind}, not a query: newsroom sql runs queries only "
-                                  "(select, with, from, values, describe, show, summarize, explain)")
+                                  "(select, with, from, values, describe, show, summarize, explain of a query)")
     return [statement.query for statement in statements]
+
+
+def _query_kind(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement, depth: int = 0) -> str | None:
+    """None when ``statement`` is a query (or explains one), else what it is (``create``, ...)."""
+    if statement.type not in QUERY_STATEMENTS:
+        return statement.type.name.lower()
+    if statement.type != duckdb.StatementType.EXPLAIN:
+        return None
+    inner = _explained(statement.query)
+    if inner is None or depth > 2:
+        return "explain of something not recognised as a query"
+    try:
+        explained = con.extract_statements(inner)
+    except duckdb.Error:
+        return "explain of something not recognised as a query"
+    if len(explained) != 1:
+        return "explain of several statements"
+    kind = _query_kind(con, explained[0], depth + 1)
+    return None if kind is None else f"explain of {kind}"
+
+
+def _explained(text: str) -> str | None:
+    """The statement an ``explain [analyze] [(options)]`` text explains, or None.
+
+    >>> _explained("/* why */ EXPLAIN ANALYZE create table t as select 1")
+    'create table t as select 1'
+    >>> _explained("explain (format json) select 1")
+    'select 1'
+    """
+    tokens = [(pos, kind) for pos, kind in duckdb.tokenize(text) if kind != duckdb.token_type.comment]
+    words = [(pos, text[pos:end].strip().lower()) for (pos, _), end in
+             zip(tokens, [p for p, _ in tokens[1:]] + [len(text)], strict=True)]
+    index = 0
+    if index < len(words) and words[index][1] == "explain":
+        index += 1
+    else:
+        return None
+    if index < len(words) and words[index][1] == "analyze":
+        index += 1
+    if index < len(words) and words[index][1].startswith("("):
+        depth = 0
+        while index < len(words):
+            depth += words[index][1].count("(") - words[index][1].count(")")
+            index += 1
+            if depth <= 0:
+                break
+    return text[words[index][0]:].strip() if index < len(words) else None

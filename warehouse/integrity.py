@@ -12,22 +12,26 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import logging
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from warehouse import layout
+from warehouse.catalog import TablePlan, filesystem_of
 from warehouse.checkpoints import WriterCheckpoint
 from warehouse.damage import describe_error, kind_of_key
-from warehouse.duck import load_sql
 from warehouse.errors import CorruptObjectError, ObjectNotFoundError, SnapshotNotFoundError
 from warehouse.snapshots import PagePointer, pointer_from_bytes
 from warehouse.state_blobs import StateBlobError, verify_state
 from warehouse.store import ObjectStore
 from warehouse.tables import parquet_bytes_to_table
+
+log = logging.getLogger(__name__)
 
 PARQUET_KINDS = frozenset({"article_segment", "change_segment", "click_segment", "link_segment", "feed_state",
                            "registry", "identity_shard"})
@@ -216,23 +220,64 @@ def check_writers(store: ObjectStore, *, verify_states: bool = True) -> tuple[di
     return offsets, findings
 
 
-def change_log_gaps(con: duckdb.DuckDBPyConnection, checkpoint_offsets: Mapping[str, int]) -> list[Finding]:
+def change_log_gaps(store: ObjectStore, plan: TablePlan, checkpoint_offsets: Mapping[str, int]) -> list[Finding]:
     """Runs of offsets missing from a language's story-change log (a deleted change segment), up to
-    its writer's checkpoint, from the ``story_changes_log`` a connection holds; each named by the
-    key its segment would have (segments are keyed by their first offset)."""
-    findings = []
-    for language, first, last in con.sql(load_sql("health_change_gaps")).fetchall():
-        if last is None:
-            committed = checkpoint_offsets.get(language)
-            if committed is None or committed <= first:
-                continue
-            last = committed - 1
-        try:
-            key = layout.story_changes_key(language, int(first))
-        except ValueError:
+    its writer's checkpoint, each named by the key its segment would have (segments are keyed by
+    their first offset).
+
+    Read from the segments' footers (their offsets' range and row count, ``plan``), not their rows:
+    a segment whose offsets are not one unbroken run has its offset column read. Retention deletes
+    the oldest changes first, so offsets before the lowest stored one are not reported.
+    """
+    runs: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    fs, base = filesystem_of(store)
+    for f in plan.files:
+        language = f.folder.rsplit("language=", 1)[-1]
+        if f.rows == 0:
             continue
-        findings.append(finding(key, f"missing: story-change offsets {first}-{last} of {language}"))
+        if f.offsets is not None and f.offsets[1] - f.offsets[0] + 1 == f.rows:
+            runs[language].append(f.offsets)
+            continue
+        try:
+            offsets = pq.read_table(f"{base}/{f.key}", filesystem=fs, columns=["offset"]).column("offset")
+        except (pa.ArrowException, OSError) as e:
+            log.warning("change_offsets_unreadable key=%s error=%s", f.key, describe_error(e))
+            continue
+        runs[language].extend(_runs(sorted(set(offsets.to_pylist()))))
+    findings = []
+    for language in sorted(runs):
+        merged: list[tuple[int, int]] = []
+        for low, high in sorted(runs[language]):
+            if merged and low <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+            else:
+                merged.append((low, high))
+        holes = [(a[1] + 1, b[0] - 1) for a, b in zip(merged, merged[1:], strict=False)]
+        committed = checkpoint_offsets.get(language)
+        if committed is not None and committed > merged[-1][1] + 1:
+            holes.append((merged[-1][1] + 1, committed - 1))
+        for first, last in holes:
+            try:
+                key = layout.story_changes_key(language, first)
+            except ValueError:
+                continue
+            findings.append(finding(key, f"missing: story-change offsets {first}-{last} of {language}"))
     return findings
+
+
+def _runs(values: list[int]) -> list[tuple[int, int]]:
+    """Sorted distinct integers as unbroken runs.
+
+    >>> _runs([1, 2, 3, 7, 9, 10])
+    [(1, 3), (7, 7), (9, 10)]
+    """
+    runs: list[tuple[int, int]] = []
+    for v in values:
+        if runs and v == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], v)
+        else:
+            runs.append((v, v))
+    return runs
 
 
 def scan_objects(store: ObjectStore, prefixes: Iterable[str]) -> list[Finding]:

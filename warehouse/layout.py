@@ -21,6 +21,7 @@ PAGES_PREFIX = "pages/"
 CLICKS_PREFIX = "log/clicks/"
 FETCHES_PREFIX = "log/fetches/"
 LISTINGS_PREFIX = "log/listings/"
+ARTICLE_LINKS_PREFIX = "log/article_links/"
 WEBSUB_PREFIX = "state/websub/"
 PUSH_PREFIX = "state/push/"
 ROBOTS_CACHE_KEY = "state/robots/robots.json.gz"
@@ -152,7 +153,7 @@ def story_snapshot_pointer_key() -> str:
 
 def article_links_key(day: datetime, segment_id: str) -> str:
     """Key of a segment of links from other URLs (AMP, print) to the article they copy."""
-    return f"log/article_links/date={day:%Y-%m-%d}/{_check(segment_id, 'segment id')}.parquet"
+    return f"{ARTICLE_LINKS_PREFIX}date={day:%Y-%m-%d}/{_check(segment_id, 'segment id')}.parquet"
 
 
 def fetch_segment_key(day: datetime, segment_id: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,6 +45,9 @@ def http_url_problem(value: str) -> str | None:
     return None
 
 
+_SIZE = re.compile(r"[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+
+
 class WarehouseSettings(BaseSettings):
     """Where the object store lives: a local folder (the default) or an S3-compatible bucket."""
 
@@ -69,6 +73,19 @@ class WarehouseSettings(BaseSettings):
         description="S3 secret access key; unset means the standard AWS credential chain.",
     )
     s3_region: str = Field(default="us-east-1", min_length=1, description="S3 region used to sign requests.")
+    query_memory_limit: str = Field(
+        default="1GB",
+        description="DuckDB memory limit of every query over the store (newsroom sql, health, the "
+        "dashboards, explain), e.g. 512MB or 2GB; past it, sorts, joins and aggregates spill to disk.",
+    )
+    query_spill_limit: str = Field(
+        default="20GB",
+        description="Most disk one query may spill to past its memory limit; beyond, it fails.",
+    )
+    sql_timeout_seconds: float = Field(
+        default=300.0, gt=0,
+        description="newsroom sql stops a query that runs longer than this, with a message saying so.",
+    )
 
     @field_validator("root")
     @classmethod
@@ -82,6 +99,13 @@ class WarehouseSettings(BaseSettings):
         if "://" in text and not text.startswith(("s3://", "file://")):
             raise ValueError("must be a local folder, file:// or s3://bucket/prefix")
         return text
+
+    @field_validator("query_memory_limit", "query_spill_limit")
+    @classmethod
+    def _is_a_size(cls, value: str) -> str:
+        if not _SIZE.fullmatch(value.strip()):
+            raise ValueError("must be a size such as 512MB, 1GB or 2GiB")
+        return value.strip()
 
     @field_validator("s3_endpoint_url")
     @classmethod

@@ -1,11 +1,48 @@
--- views: the analyst-facing tables over the raw logs registered by warehouse.duck.connect.
--- inputs: articles_log, story_changes_log, publishers_raw, feed_registry, feed_state, clicks_log,
---         article_links_log, pages_raw, fetches_log, listings_log
--- output: views articles, story_changes, story_assignments, stories, feeds, publishers, pages, clicks,
---         article_links, fetches, listings
+-- views: the analyst-facing tables over the stored Parquet, registered by warehouse.duck.connect.
+-- inputs: <log>_settled and <log>_fresh for each log (articles, story_changes, clicks, article_links,
+--         fetches, listings): pyarrow datasets over its segments (warehouse.catalog; settled files
+--         hold no row twice, fresh ones are every file of a folder that still has segments no
+--         compaction folded); publishers_raw, feed_registry, feed_state, pages_raw
+-- output: views <log>_log (every stored row), articles, story_changes, story_assignments, stories,
+--         feeds, publishers, pages, clicks, article_links, fetches, listings
+-- Settled files are scanned as they lie, so a predicate on a column reaches their statistics and
+-- skips whole files and row groups; only fresh files (about the last hour) go through the window
+-- that counts a row stored twice once (a click reloaded, a rerun after a crash).
+create or replace view articles_log as
+select * from articles_settled
+union all
+select * from articles_fresh;
+
+create or replace view story_changes_log as
+select * from story_changes_settled
+union all
+select * from story_changes_fresh;
+
+create or replace view clicks_log as
+select * from clicks_settled
+union all
+select * from clicks_fresh;
+
+create or replace view article_links_log as
+select * from article_links_settled
+union all
+select * from article_links_fresh;
+
+create or replace view fetches_log as
+select * from fetches_settled
+union all
+select * from fetches_fresh;
+
+create or replace view listings_log as
+select * from listings_settled
+union all
+select * from listings_fresh;
+
 -- An article is its first-seen row per (article_id, version); a rerun after a crash may have
 -- appended the same row twice, and the views count it once.
 create or replace view articles as
+select * from articles_settled
+union all
 select * exclude (rn)
 from (
     select
@@ -13,7 +50,7 @@ from (
         row_number() over (
             partition by article_id, version order by first_seen_at, content_hash
         ) as rn
-    from articles_log
+    from articles_fresh
 )
 where rn = 1;
 
@@ -26,9 +63,10 @@ from articles
 where first_seen_at <= as_of
 qualify row_number() over (partition by article_id order by version desc, first_seen_at desc) = 1;
 
+-- Story changes are unique by construction: a segment's key is its writer's offset, and a
+-- segment a compaction holds is left out of the log (warehouse.catalog).
 create or replace view story_changes as
-select * from story_changes_log
-qualify row_number() over (partition by change_id order by "offset") = 1;
+select * from story_changes_log;
 
 create or replace view publishers as
 select * from publishers_raw;
@@ -43,8 +81,16 @@ left join feed_state as s using (feed_id);
 -- A click is its first row per click_id: a reload of the same link, or a compaction that died
 -- between writing its segment and deleting the sources, may have stored it twice.
 create or replace view clicks as
-select * from clicks_log
-qualify row_number() over (partition by click_id order by clicked_at, surface, position) = 1;
+select * from clicks_settled
+union all
+select * exclude (rn)
+from (
+    select
+        *,
+        row_number() over (partition by click_id order by clicked_at, surface, position) as rn
+    from clicks_fresh
+)
+where rn = 1;
 
 create or replace view article_links as
 select * from article_links_log;
@@ -55,14 +101,30 @@ select * from pages_raw;
 -- fetches: every HTTP fetch of an ingest run (feed polls, article pages), once per fetch_id (a rerun
 -- of a run after a crash may have written it twice).
 create or replace view fetches as
-select * from fetches_log
-qualify row_number() over (partition by fetch_id order by fetched_at) = 1;
+select * from fetches_settled
+union all
+select * exclude (rn)
+from (
+    select
+        *,
+        row_number() over (partition by fetch_id order by fetched_at) as rn
+    from fetches_fresh
+)
+where rn = 1;
 
 -- listings: when each article first reached a page (its story's Full Coverage in a published story
 -- snapshot); one row per article.
 create or replace view listings as
-select * from listings_log
-qualify row_number() over (partition by article_id order by listed_at, story_id) = 1;
+select * from listings_settled
+union all
+select * exclude (rn)
+from (
+    select
+        *,
+        row_number() over (partition by article_id order by listed_at, story_id) as rn
+    from listings_fresh
+)
+where rn = 1;
 
 -- story_assignments_as_of(t): each article's story as of t (its latest change at or before t);
 -- merges and splits move articles, so an article's latest change names its story (issue 4).
