@@ -262,7 +262,8 @@ class AggregateView:
 def _read_segment(store: ObjectStore, key: str, schema: pa.Schema, columns: list[str] | None,
                   counter: ReadCounter | None, what: str) -> pa.Table | None:
     """One log segment, decoded for ``columns`` only (all of ``schema`` when None; a column an
-    older segment lacks reads as nulls); None when it vanished or is damaged (recorded, skipped)."""
+    older segment lacks reads as nulls, one a newer release added is left out); None when it
+    vanished or is damaged (recorded, skipped)."""
     try:
         data = store.get(key).data
     except ObjectNotFoundError:
@@ -272,9 +273,6 @@ def _read_segment(store: ObjectStore, key: str, schema: pa.Schema, columns: list
     wanted = pa.schema([schema.field(c) for c in (columns or schema.names)])
     try:
         parquet = pq.ParquetFile(io.BytesIO(data))
-        unknown = [n for n in parquet.schema_arrow.names if n not in schema.names]
-        if unknown:
-            raise SchemaMismatchError(f"columns {unknown} are not in the table schema", key=key)
         present = [c for c in wanted.names if c in parquet.schema_arrow.names]
         table = parquet.read(columns=present, use_threads=False)
         table = pa.table({f.name: table.column(f.name) if f.name in present else pa.nulls(table.num_rows, f.type)

@@ -7,6 +7,7 @@ seen again (another feed listing it) is dropped.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 from transforms.identity import KnownArticle, index_shard, resolve_identity, shards_for
 from transforms.records import ArticleRow
 from warehouse import layout
+from warehouse.damage import describe_error, record_damage
+from warehouse.errors import ObjectNotFoundError, WarehouseError
 from warehouse.identity import (
     CONTENT_PREFIX,
     HASHES_SCHEMA,
@@ -22,9 +25,9 @@ from warehouse.identity import (
     load_shards,
     save_shard,
 )
-from warehouse.schemas import ARTICLE_LINKS_SCHEMA
+from warehouse.schemas import ARTICLE_LINKS_SCHEMA, ARTICLES_SCHEMA
 from warehouse.store import ObjectStore
-from warehouse.tables import content_segment_id, rows_to_table, write_segment
+from warehouse.tables import content_segment_id, read_segment, rows_to_table, write_segment
 
 IDENTITY_RETENTION = timedelta(days=30)
 
@@ -85,3 +88,49 @@ def commit_identities(store: ObjectStore, batch: IdentityBatch, now: datetime) -
         entries, etag = batch._hashes[shard]
         save_shard(store, CONTENT_PREFIX, HASHES_SCHEMA, shard, list(entries.values()), etag, now,
                    IDENTITY_RETENTION)
+
+
+def roll_forward_pending(store: ObjectStore, now: datetime) -> int:
+    """Commit the identities of the article segment a crashed ingest run wrote (the one
+    ``state/ingest/pending.json`` names) and drop the marker; returns the articles rolled forward.
+
+    Ingest writes the marker, then its segment, then the identity shards, then deletes the marker.
+    A run that died between the segment and the shards left articles the index does not know, so
+    the next run would fetch them again as new and the log would hold each twice; committing them
+    first makes that run see them as stored (the log holds every article version once, which is
+    what lets queries read it without a window over every row, issue 28). A marker naming no
+    segment (the run died before writing it) is just dropped.
+    """
+    try:
+        marker = json.loads(store.get(layout.INGEST_PENDING_KEY).data)
+        key = str(marker["segment"])
+    except ObjectNotFoundError:
+        return 0
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
+        record_damage(layout.INGEST_PENDING_KEY, f"corrupt: {describe_error(e)}", "deleted")
+        store.delete(layout.INGEST_PENDING_KEY)
+        return 0
+    rolled = 0
+    try:
+        table = read_segment(store, key, ARTICLES_SCHEMA)
+    except ObjectNotFoundError:
+        table = None
+    except WarehouseError as e:
+        record_damage(key, f"corrupt: {describe_error(e)}", "its identities were not rolled forward")
+        table = None
+    if table is not None and table.num_rows:
+        batch = assign_identities(store, [ArticleRow.from_row(r) for r in table.to_pylist()], now)
+        commit_identities(store, batch, now)
+        rolled = len(batch.rows)
+    store.delete(layout.INGEST_PENDING_KEY)
+    return rolled
+
+
+def mark_pending(store: ObjectStore, segment_key: str) -> None:
+    """Name the segment this run is about to write (see :func:`roll_forward_pending`)."""
+    store.put(layout.INGEST_PENDING_KEY, json.dumps({"segment": segment_key}).encode(),
+              content_type="application/json")
+
+
+def clear_pending(store: ObjectStore) -> None:
+    store.delete(layout.INGEST_PENDING_KEY)

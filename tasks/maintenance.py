@@ -19,6 +19,7 @@ from warehouse.maintenance import (
     apply_retention,
     compact_logs,
     delete_stale_temporaries,
+    merge_closed_days,
     prune_page_versions,
     prune_rank_aggregates,
     prune_writer_states,
@@ -56,6 +57,7 @@ def run_maintenance(store: ObjectStore, now: datetime, *, article_days: int = 30
     skipped (never merged or deleted on a guess) and named in ``damaged`` (issue 16)."""
     with collect_damage() as damaged:
         report = compact_logs(store, now)
+        merge_closed_days(store, now, report=report)
         folded = fold_writer_chains(store)
         if folded:
             report.notes.append(f"writer states folded into a new base: {', '.join(folded)}")

@@ -132,6 +132,15 @@ class ArticleRow:
         """The row for ``ARTICLES_SCHEMA``."""
         return _row_of(self)
 
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ArticleRow:
+        """The record of one ``ARTICLES_SCHEMA`` row as pyarrow gives it (lists become tuples)."""
+        values = {f.name: row.get(f.name) for f in fields(cls)}
+        for name in ("categories", "minhash", "terms", "term_weights", "entities", "embedding"):
+            if values[name] is not None or name != "embedding":
+                values[name] = tuple(values[name] or ())
+        return cls(**values)
+
 
 ChangeKind = Literal["new_story", "assign", "copy", "version", "merge", "split"]
 """``new_story``, ``assign``, ``copy`` and ``version`` are the cluster writer's (``version``: the

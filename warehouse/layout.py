@@ -24,6 +24,9 @@ LISTINGS_PREFIX = "log/listings/"
 ARTICLE_LINKS_PREFIX = "log/article_links/"
 WEBSUB_PREFIX = "state/websub/"
 PUSH_PREFIX = "state/push/"
+INGEST_PENDING_KEY = "state/ingest/pending.json"
+"""Names the article segment an ingest run is writing until its identities are committed: the next
+run rolls a crashed run's segment forward instead of writing its articles again (issue 28)."""
 ROBOTS_CACHE_KEY = "state/robots/robots.json.gz"
 """robots.txt verdicts by origin with their fetch time (gzip JSON), reused across ingest runs
 until a TTL (RFC 9309 §2.4); replaced only with a conditional put."""

@@ -19,6 +19,7 @@ compacted only after they consumed it (:func:`rank_consumption`).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from warehouse import layout
 from warehouse.aggregates import (
@@ -36,7 +38,16 @@ from warehouse.aggregates import (
     read_pointer,
     seq_of_key,
 )
-from warehouse.damage import collect_damage
+from warehouse.catalog import (
+    COMPACT_PREFIX,
+    FOLDED_KEY,
+    LOG_TABLES,
+    filesystem_of,
+    folded_metadata,
+    is_compacted,
+)
+from warehouse.damage import collect_damage, describe_error, record_damage
+from warehouse.errors import CorruptObjectError, ObjectNotFoundError, SchemaMismatchError
 from warehouse.schemas import (
     ARTICLES_SCHEMA,
     CLICKS_SCHEMA,
@@ -51,9 +62,18 @@ from warehouse.store import (
     delete_temporary,
     list_temporaries,
 )
-from warehouse.tables import content_segment_id, list_segments, read_segments, write_segment
+from warehouse.tables import (
+    content_segment_id,
+    evolve_to_schema,
+    list_segments,
+    parquet_bytes_to_table,
+    read_segments,
+    write_segment,
+)
 
-COMPACT_PREFIX = "compact-"
+COMPACTED_ROW_GROUP_ROWS = 16_384
+"""Rows per row group of a compacted segment: small enough that a predicate on a column a segment
+is sorted by skips most of it by the row groups' statistics, large enough to compress well."""
 
 
 @dataclass(slots=True)
@@ -68,10 +88,6 @@ class MaintenanceReport:
     notes: list[str] = field(default_factory=list)
     damaged: list[dict[str, str]] = field(default_factory=list)
     """Objects the run could not read (skipped, never compacted or deleted on a guess; issue 16)."""
-
-
-def is_compacted(key: str) -> bool:
-    return key.rsplit("/", 1)[-1].startswith(COMPACT_PREFIX)
 
 
 def _by_folder(keys: Iterable[str]) -> dict[str, list[str]]:
@@ -131,35 +147,43 @@ def _identities(table: pa.Table, identity: list[str]) -> list[tuple[object, ...]
 
 def _compact(store: ObjectStore, folder: str, sources: dict[str, pa.Table], compacted: list[str],
              schema: pa.Schema, identity: list[str], sort_by: list[str], min_segments: int,
-             report: MaintenanceReport) -> None:
-    """Fold ``sources`` (small segments of ``folder``) into a new compacted segment, then delete them.
+             report: MaintenanceReport, *, write_sort: list[str] | None = None,
+             identity_unique_in_folder: bool = True) -> None:
+    """Fold ``sources`` (segments of ``folder``) into a new compacted segment, then delete them.
 
     Rows whose identity is already in one of the folder's ``compacted`` segments are left out, and
-    duplicates among the sources are written once (the first by ``sort_by``). With fewer than
-    ``min_segments`` sources nothing is written, but sources holding only rows already compacted
-    (left by a run that died part way through its deletes) are deleted.
+    duplicates among the sources are written once (the first by ``sort_by``). The new segment names
+    every source in its footer (:func:`warehouse.catalog.folded_metadata`): from the moment it
+    exists, readers leave the sources out, so a crash before the deletes doubles no row (issue 28).
+    With fewer than ``min_segments`` sources nothing is written, but sources holding only rows
+    already compacted (left by a run that died part way through its deletes) are deleted.
+    ``write_sort`` orders the written rows when it differs from ``sort_by`` (a closed day's merge).
+    Without ``identity_unique_in_folder`` (story changes: unique by construction, keyed by offset),
+    the compacted segments' rows are not read: a source is redundant only when one names it.
     """
-    seen: set[tuple[object, ...]] = set()
-    if compacted:
-        # A corrupt compacted segment is left out: rows it held that are still in sources are
-        # written again, into a new compacted segment, instead of being deleted with them.
-        seen.update(_identities(read_segments(store, sorted(compacted), schema, skip_damaged=True).select(identity),
-                                identity))
-    redundant = [k for k, t in sorted(sources.items()) if set(_identities(t, identity)) <= seen]
+    others = sorted(k for k in compacted if k not in sources)
+    held = _folded_names(store, others)
+    seen = _compacted_identities(store, others, identity) if identity_unique_in_folder else set()
+    redundant = [k for k, t in sorted(sources.items())
+                 if k.rsplit("/", 1)[-1] in held or (identity and set(_identities(t, identity)) <= seen)]
     if len(sources) < min_segments:
         doomed = redundant
     else:
         fresh = [sources[k] for k in sorted(sources) if k not in redundant]
         if fresh:
             table = pa.concat_tables(fresh).sort_by([(c, "ascending") for c in sort_by])
-            keep = []
-            for row_id in _identities(table, identity):
-                keep.append(row_id not in seen)
-                seen.add(row_id)
-            table = table.filter(pa.array(keep, pa.bool_()))
+            if identity:  # without one (a merge of disjoint compacted segments) every row is kept
+                keep = []
+                for row_id in _identities(table, identity):
+                    keep.append(row_id not in seen)
+                    seen.add(row_id)
+                table = table.filter(pa.array(keep, pa.bool_()))
+            if write_sort:
+                table = table.sort_by([(c, "ascending") for c in write_sort])
             if table.num_rows:
                 key = f"{folder}/{COMPACT_PREFIX}{content_segment_id(table)}.parquet"
-                if write_segment(store, key, table, schema):
+                if write_segment(store, key, table, schema, metadata=folded_metadata(sources),
+                                 row_group_rows=COMPACTED_ROW_GROUP_ROWS):
                     report.written_segments += 1
         doomed = sorted(sources)
     for source in doomed:
@@ -167,20 +191,76 @@ def _compact(store: ObjectStore, folder: str, sources: dict[str, pa.Table], comp
         report.compacted_segments += 1
 
 
+def _folded_names(store: ObjectStore, keys: list[str]) -> set[str]:
+    """The names of the segments compacted segments say they hold (their footers)."""
+    fs, base = filesystem_of(store)
+    names: set[str] = set()
+    for key in keys:
+        try:
+            raw = (pq.read_metadata(f"{base}/{key}", filesystem=fs).metadata or {}).get(FOLDED_KEY)
+            names.update(json.loads(raw) if raw else ())
+        except (pa.ArrowException, OSError, ValueError, TypeError):
+            continue  # unreadable: its rows are written again rather than lost
+    return names
+
+
+def _compacted_identities(store: ObjectStore, keys: list[str], identity: list[str]) -> set[tuple[object, ...]]:
+    """The identities of the rows compacted segments hold, reading only those columns; a segment
+    that cannot be read is left out (its rows still in sources are written again, into a new
+    compacted segment, instead of being deleted with them)."""
+    fs, base = filesystem_of(store)
+    seen: set[tuple[object, ...]] = set()
+    for key in keys:
+        try:
+            table = pq.read_table(f"{base}/{key}", filesystem=fs, columns=identity, use_threads=False)
+        except (pa.ArrowException, OSError) as e:
+            if store.head(key) is not None:
+                record_damage(key, f"corrupt: unreadable Parquet: {describe_error(e)}", "skipped")
+            continue
+        seen.update(_identities(table, identity))
+    return seen
+
+
 def _worth_compacting(small: list[str], compacted: list[str], min_segments: int) -> bool:
     """Enough small segments to merge, or a compacted one that leftovers of a crashed run may repeat."""
     return bool(small) and (len(small) >= min_segments or bool(compacted))
 
 
-def _read_each(store: ObjectStore, keys: Iterable[str], schema: pa.Schema) -> dict[str, pa.Table]:
-    """Each readable segment; a corrupt one is left out (recorded), so it is neither merged nor deleted."""
+def _read_each(store: ObjectStore, keys: Iterable[str], schema: pa.Schema,
+               report: MaintenanceReport | None = None) -> dict[str, pa.Table]:
+    """Each readable segment; a corrupt one is left out (recorded), so it is neither merged nor deleted.
+
+    A segment with columns this release does not know was written by a newer one (a deployment
+    being upgraded): it is left for that release to compact (a note, not damage), since merging it
+    here would drop those columns (issue 32).
+    """
     tables = {}
+    newer = 0
     for key in keys:
-        with collect_damage() as damaged:
-            table = read_segments(store, [key], schema, skip_damaged=True)
-        if not damaged:
+        try:
+            raw = parquet_bytes_to_table(store.get(key).data, key)
+        except ObjectNotFoundError:
+            continue
+        except CorruptObjectError as e:
+            record_damage(key, f"corrupt: {e.reason}", "skipped")
+            continue
+        if any(schema.get_field_index(n) < 0 for n in raw.schema.names):
+            newer += 1
+            continue
+        table = _evolved(raw, schema, key)
+        if table is not None:
             tables[key] = table
+    if newer and report is not None:
+        report.notes.append(f"{newer} segments hold columns of a newer release: left for it to compact")
     return tables
+
+
+def _evolved(raw: pa.Table, schema: pa.Schema, key: str) -> pa.Table | None:
+    try:
+        return evolve_to_schema(raw, schema, key=key)
+    except SchemaMismatchError as e:
+        record_damage(key, f"corrupt: {e.reason}", "skipped")
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,10 +290,11 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
 
     An article segment is merged once the writer of every language it holds, and every writer with
     a checkpoint, has consumed it (writers never read compacted segments; a language whose writer
-    has not committed yet has consumed nothing). Fetch and listing segments are merged whenever there are
-    enough; click segments of days before ``now``'s day, and
-    story-change segments whose changes all precede ``now``'s day and that their language writer
-    has committed (below its checkpoint's offset), are merged per folder.
+    has not committed yet has consumed nothing). Fetch, listing and click segments are merged
+    whenever there are enough, and story-change segments once their language writer has committed
+    them (below its checkpoint's offset) and rank's aggregates folded them, per folder: every query
+    plans its files from their footers (issue 28), so an hour's segments, not a day's, is what a
+    query over the last hour opens.
     """
     report = MaintenanceReport()
     checkpoints = writer_checkpoints(store)
@@ -221,7 +302,6 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
     rank = rank_consumption(store)
     if rank is not None:
         consumed &= rank.segments
-    today = now.strftime("%Y-%m-%d")
     waiting: set[str] = set()
     for folder, keys in sorted(_by_folder(list_segments(store, layout.ARTICLES_PREFIX)).items()):
         compacted = [k for k in keys if is_compacted(k)]
@@ -244,7 +324,7 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
         day = layout.partition_day(folder)
         compacted = [k for k in keys if is_compacted(k)]
         small = [k for k in keys if not is_compacted(k)]
-        if day is None or day >= today or not _worth_compacting(small, compacted, min_segments):
+        if day is None or not _worth_compacting(small, compacted, min_segments):
             continue
         _compact(store, folder, _read_each(store, small, CLICKS_SCHEMA), compacted, CLICKS_SCHEMA, ["click_id"],
                  ["clicked_at", "click_id"], min_segments, report)
@@ -277,11 +357,87 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
                       if t.num_rows and (pc.max(t.column("offset")).as_py() or 0) < folded}
             if not _worth_compacting(list(tables), compacted, min_segments):
                 continue
-        last_day = pc.max(pa.concat_tables(tables.values()).column("changed_at")).as_py()
-        if last_day is not None and last_day.strftime("%Y-%m-%d") < today:
-            _compact(store, folder, tables, compacted, STORY_CHANGES_SCHEMA, ["change_id"], ["offset"],
-                     min_segments, report)
+        _compact(store, folder, tables, compacted, STORY_CHANGES_SCHEMA, ["change_id"], ["offset"],
+                 min_segments, report, identity_unique_in_folder=False)
     return report
+
+
+MERGE_MAX_BYTES = 512 * 1024 * 1024
+"""Most uncompressed bytes (as the footers count them) one merged segment of a closed day holds:
+a day past this is merged into several, so maintenance's memory stays bounded at any volume."""
+
+
+def merge_closed_days(store: ObjectStore, now: datetime, *, max_bytes: int = MERGE_MAX_BYTES,
+                      report: MaintenanceReport | None = None) -> MaintenanceReport:
+    """Merge each closed day's compacted segments into one (or a few, past ``max_bytes``).
+
+    A day folder of a log before ``now``'s day that holds only compacted segments, two or more, is
+    merged, its rows sorted by the table's ``merge_sort`` (articles by id, so a lookup by article
+    id reads a row group per merged segment); story changes are merged per language and UTC day of
+    their newest change. The merged segment names the segments it holds (readers leave them out
+    at once), then they are deleted: a query over a month opens a few dozen files, not thousands.
+    Segments from a newer release (columns this one does not know) are left as they are.
+    """
+    report = report or MaintenanceReport()
+    today = now.strftime("%Y-%m-%d")
+    fs, base = filesystem_of(store)
+    for name, table in LOG_TABLES.items():
+        for folder, keys in sorted(_by_folder(list_segments(store, table.prefix)).items()):
+            day = layout.partition_day(folder)
+            if name != "story_changes" and (day is None or day >= today or not all(map(is_compacted, keys))):
+                continue
+            groups: dict[str, list[tuple[str, int]]] = defaultdict(list)
+            for key in sorted(k for k in keys if is_compacted(k)):
+                try:
+                    metadata = pq.read_metadata(f"{base}/{key}", filesystem=fs)
+                except (pa.ArrowException, OSError):
+                    continue  # damaged or gone: left for `newsroom doctor`
+                if any(table.schema.get_field_index(n) < 0 for n in metadata.schema.to_arrow_schema().names):
+                    continue
+                group = day or _newest_day(metadata, table.time_column)
+                if group is None or group >= today:
+                    continue
+                size = sum(metadata.row_group(g).total_byte_size for g in range(metadata.num_row_groups))
+                groups[group].append((key, size))
+            for members in groups.values():
+                for batch in _size_bounded(members, max_bytes):
+                    if len(batch) < 2:
+                        continue
+                    sources = _read_each(store, batch, table.schema, report)
+                    if len(sources) == len(batch):
+                        _compact(store, folder, sources, [], table.schema, [], list(table.merge_sort), 2,
+                                 report, identity_unique_in_folder=False)
+    return report
+
+
+def _newest_day(metadata: pq.FileMetaData, column: str) -> str | None:
+    """The UTC day of a segment's newest ``column`` value, from its statistics."""
+    newest = None
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            if chunk.path_in_schema == column and chunk.statistics is not None and chunk.statistics.has_min_max:
+                value = chunk.statistics.max
+                newest = value if newest is None or value > newest else newest
+    return newest.strftime("%Y-%m-%d") if isinstance(newest, datetime) else None
+
+
+def _size_bounded(members: list[tuple[str, int]], max_bytes: int) -> list[list[str]]:
+    """Consecutive runs of ``members`` whose sizes add up to at most ``max_bytes`` (a larger one alone).
+
+    >>> _size_bounded([("a", 4), ("b", 4), ("c", 4), ("d", 9)], 8)
+    [['a', 'b'], ['c'], ['d']]
+    """
+    batches: list[list[str]] = []
+    total = 0
+    for key, size in members:
+        if not batches or total + size > max_bytes:
+            batches.append([])
+            total = 0
+        batches[-1].append(key)
+        total += size
+    return batches
 
 
 def prune_writer_states(store: ObjectStore, *, keep: int = 3, report: MaintenanceReport | None = None

@@ -23,14 +23,16 @@ from warehouse.store import ObjectStore
 log = logging.getLogger(__name__)
 
 
-def evolve_to_schema(table: pa.Table, schema: pa.Schema, *, key: str | None = None) -> pa.Table:
+def evolve_to_schema(table: pa.Table, schema: pa.Schema, *, key: str | None = None,
+                     drop_unknown: bool = False) -> pa.Table:
     """Bring an object written under an older schema up to ``schema``.
 
-    Columns added since (always nullable) are filled with nulls; a column the schema does not know
-    is an error, so data is never silently dropped.
+    Columns added since (always nullable) are filled with nulls. A column the schema does not know
+    (a newer release wrote it) is an error, so a table read to be written back never silently
+    drops data; a log segment, which is never written back, is read without it (``drop_unknown``).
     """
     unknown = [n for n in table.schema.names if n not in schema.names]
-    if unknown:
+    if unknown and not drop_unknown:
         raise SchemaMismatchError(f"columns {unknown} are not in the table schema", key=key)
     columns = []
     for field in schema:
@@ -55,9 +57,9 @@ def check_schema(table: pa.Table, schema: pa.Schema, *, key: str | None = None) 
         raise SchemaMismatchError(f"cannot cast to the table schema: {e}", key=key) from e
 
 
-def table_to_parquet_bytes(table: pa.Table) -> bytes:
+def table_to_parquet_bytes(table: pa.Table, row_group_rows: int | None = None) -> bytes:
     sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
+    pq.write_table(table, sink, compression="zstd", row_group_size=row_group_rows)
     return sink.getvalue()
 
 
@@ -92,8 +94,13 @@ _PUT_ATTEMPTS = 5
 _RETRY_PAUSE_SECONDS = 0.05
 
 
-def write_segment(store: ObjectStore, key: str, table: pa.Table, schema: pa.Schema) -> bool:
+def write_segment(store: ObjectStore, key: str, table: pa.Table, schema: pa.Schema, *,
+                  metadata: dict[bytes, bytes] | None = None, row_group_rows: int | None = None) -> bool:
     """Create an immutable segment. Returns False when an identical segment already exists.
+
+    ``metadata`` goes into the Parquet footer (a compacted segment names the segments it holds,
+    :data:`warehouse.catalog.FOLDED_KEY`); ``row_group_rows`` caps a row group, so a reader's
+    predicate can skip row groups by their statistics.
 
     A conditional put that failed while the key stays absent (S3 409 ConditionalRequestConflict:
     a concurrent conditional write was in flight, and may have failed) is tried again.
@@ -102,7 +109,7 @@ def write_segment(store: ObjectStore, key: str, table: pa.Table, schema: pa.Sche
         PreconditionFailedError: A segment with other rows has this key, or the key stayed contested.
     """
     table = check_schema(table, schema, key=key)
-    data = table_to_parquet_bytes(table)
+    data = table_to_parquet_bytes(table.replace_schema_metadata(metadata) if metadata else table, row_group_rows)
     for attempt in range(1, _PUT_ATTEMPTS + 1):
         try:
             store.put(key, data, if_none_match=True)
@@ -172,13 +179,13 @@ def list_segments(store: ObjectStore, prefix: str) -> list[str]:
 
 
 def read_segment(store: ObjectStore, key: str, schema: pa.Schema) -> pa.Table:
-    """One segment as a table of ``schema``.
+    """One segment as a table of ``schema``; columns a newer release added are left out (issue 32).
 
     Raises:
         ObjectNotFoundError: No such segment.
         CorruptObjectError, SchemaMismatchError: It cannot be read as ``schema`` (both name the key).
     """
-    return evolve_to_schema(parquet_bytes_to_table(store.get(key).data, key), schema, key=key)
+    return evolve_to_schema(parquet_bytes_to_table(store.get(key).data, key), schema, key=key, drop_unknown=True)
 
 
 def read_segments(store: ObjectStore, keys: Iterable[str], schema: pa.Schema, *,

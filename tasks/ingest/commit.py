@@ -13,7 +13,13 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.crashpoints import crash_point
-from tasks.identity import assign_identities, commit_identities
+from tasks.identity import (
+    assign_identities,
+    clear_pending,
+    commit_identities,
+    mark_pending,
+    roll_forward_pending,
+)
 from tasks.ingest.plan import load_feed_states
 from tasks.ingest.poll import ShardResult
 from tasks.ingest.robots import save_robots_cache
@@ -47,13 +53,18 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
                    ingest: IngestSettings | None = None, websub: WebSubSettings | None = None) -> dict[str, Any]:
     """See :func:`commit_ingest`.
 
-    Order matters for crash safety: a crash after the segment and before the state makes the rerun
-    fetch the same items again, and consumers drop an (article_id, content_hash) they have seen.
+    Order matters for crash safety: the segment is named in a pending marker before it is written,
+    and the marker is dropped once the identity shards are committed; a crash in between makes the
+    next run commit that segment's identities first (:func:`tasks.identity.roll_forward_pending`),
+    so the same items fetched again are known and the log holds each article version once. A crash
+    after the shards and before the feed state makes the rerun fetch the same items again, which
+    the identity index then drops.
     Push markers are deleted after the states (a crash in between only polls those feeds once more),
     then the robots.txt verdicts fetched are merged into the cache (a lost write only costs a fetch),
     and subscriptions are requested or renewed last, when ``websub`` is enabled (issue 3).
     """
     crash_point("ingest.after_fetch")
+    rolled_forward = roll_forward_pending(store, now)
     articles: dict[tuple[str, str], ArticleRow] = {}
     for shard in shards:
         for row in shard.articles:
@@ -63,10 +74,13 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
     written = False
     if rows:
         table = rows_to_table([row.to_row() for row in rows], ARTICLES_SCHEMA)
-        written = write_segment(store, layout.article_segment_key(now, content_segment_id(table)), table,
-                                ARTICLES_SCHEMA)
+        key = layout.article_segment_key(now, content_segment_id(table))
+        mark_pending(store, key)
+        written = write_segment(store, key, table, ARTICLES_SCHEMA)
     crash_point("ingest.after_segment")
     commit_identities(store, identity, now)
+    if rows:
+        clear_pending(store)
     states, etag = load_feed_states(store)
     for shard in shards:
         for state in shard.states:
@@ -103,6 +117,7 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
         "new_items": sum(r.new_items for r in reports),
         "new_articles": len(rows),
         "identity": identity.counts,
+        "rolled_forward": rolled_forward,
         "segment_written": written,
         "errors": dict(sorted(errors.items())),
         "warnings": dict(sorted(warnings.items())),

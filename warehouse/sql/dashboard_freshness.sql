@@ -8,22 +8,30 @@
 -- story snapshot that lists it), and the whole way, published -> on a page. An article counts in a
 -- stage once both ends are known and in order.
 with seen as (
+    -- An article's first version opens its life, so one first seen in the window has its version 1
+    -- there and no row before it: only the window's rows are read (issue 28).
     select
         article_id,
         any_value(publisher_id) as publisher_id,
         min(published_at) as published_at,
         min(first_seen_at) as first_seen_at
     from articles
+    where first_seen_at > $now - interval 24 hour
     group by article_id
-    having min(first_seen_at) > $now - interval 24 hour and min(first_seen_at) <= $now
+    having bool_or(version = 1) and min(first_seen_at) <= $now
 ),
 
+-- Clustering and listing come after an article is first seen, so for the window's articles they
+-- lie in the window too.
 clustered as (
     select
         article_id,
         min(changed_at) as in_story_at
     from story_changes
-    where kind in ('new_story', 'assign', 'copy') and changed_at <= $now
+    where
+        kind in ('new_story', 'assign', 'copy')
+        and changed_at > $now - interval 24 hour
+        and changed_at <= $now
     group by article_id
 ),
 
@@ -32,7 +40,7 @@ listed as (
         article_id,
         min(listed_at) as on_page_at
     from listings
-    where listed_at <= $now
+    where listed_at > $now - interval 24 hour and listed_at <= $now
     group by article_id
 ),
 

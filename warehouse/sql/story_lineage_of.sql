@@ -1,5 +1,6 @@
 -- story_lineage_of: one story's history, event by event (`newsroom explain`, issue 18).
--- inputs: story_changes, articles, publishers (views)
+-- inputs: lineage_changes (story_lineage_changes.sql's rows), lineage_articles (the article rows
+--         they name, looked up by id: warehouse.duck.article_rows)
 -- output: changed_at, kind, direction, article_id, publisher_id, title, other_story_id, score
 -- parameters: $story_id (varchar)
 -- Kinds: new_story (its birth), assign (an article joined), copy (a syndicated copy joined),
@@ -7,20 +8,7 @@
 -- for a merge, 'absorbed' (it is the survivor; other_story_id merged into it) or 'merged into'
 -- (it was merged away into other_story_id); for a split, 'split off' (it is the new half, taken
 -- from other_story_id) or 'lost' (other_story_id split off from it).
-with changes as (
-    select
-        changed_at,
-        "offset",
-        kind,
-        story_id,
-        other_story_id,
-        article_id,
-        score
-    from story_changes
-    where story_id = $story_id or other_story_id = $story_id
-),
-
-directed as (
+with directed as (
     select
         changed_at,
         "offset",
@@ -35,7 +23,7 @@ directed as (
         article_id,
         case when story_id = $story_id then other_story_id else story_id end as other_story_id,
         score
-    from changes
+    from lineage_changes
 ),
 
 titles as (
@@ -43,7 +31,7 @@ titles as (
         article_id,
         arg_max(title, version) as title,
         any_value(publisher_id) as publisher_id
-    from articles
+    from lineage_articles
     group by article_id
 ),
 
