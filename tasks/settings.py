@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from transforms.affinity import HALF_LIFE_HOURS
 from warehouse.profile_db import is_postgres_url
 from warehouse.settings import WarehouseSettings, check_settings, http_url_problem
-from warehouse.store import ObjectStore, open_store
+from warehouse.store import ObjectStore, check_store_settings, open_store
 
 
 class IngestSettings(BaseSettings):
@@ -376,6 +376,15 @@ class PipelineSettings:
         """
         warehouse = check_settings(WarehouseSettings, root=root)
         return replace(self, warehouse=warehouse)  # type: ignore[arg-type]
+
+    def check_store(self) -> None:
+        """Check that the store these settings name can be opened, creating and fetching nothing.
+
+        Raises:
+            ValueError: one line, ``invalid setting NEWSROOM_WAREHOUSE_…: why`` (a root that is a
+                file, an s3:// root without credentials; see ``warehouse.store.store_settings_problem``).
+        """
+        check_store_settings(self.warehouse)
 
     def with_private_addresses(self) -> PipelineSettings:
         """These settings with fetches of the allowed private networks on (loopback, by default): the
