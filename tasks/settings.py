@@ -46,7 +46,9 @@ class IngestSettings(BaseSettings):
         description="With allow_private_addresses on, the only non-public networks that may be fetched "
         "(comma-separated CIDRs; loopback by default, so a redirect to 169.254.169.254 stays blocked).",
     )
-    user_agent: str = Field("newsroom/0.1", description="Product token sent in User-Agent.")
+    user_agent: str = Field("newsroom/0.1", description="Product(s) sent in User-Agent. robots.txt groups are "
+                            "chosen by the most specific product token: 'newsroom-eu/0.1 newsroom/0.1' follows a "
+                            "newsroom-eu group if there is one, else a newsroom group, else *.")
     contact_url: str = Field(
         "https://github.com/newsroom/newsroom#for-publishers",
         description="Where a publisher can reach the operator; sent in User-Agent.",
