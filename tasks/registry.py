@@ -275,7 +275,11 @@ def _feed_row(raw: Mapping[str, str | None], publisher_id: str, private_networks
     # One feed, one spelling: HTTP://CASE.example:80/feed is http://case.example/feed, so it is
     # stored, keyed and checked for duplicates as that (an id already stored under another
     # spelling is kept by import_publishers).
-    url = normalize_feed_url(url)
+    try:
+        url = normalize_feed_url(url)
+    except ValueError as e:  # feed_url_problem checked the same parts; kept so no row can raise
+        problems.append(f"feed_url: {e}")
+        return None
     return {"feed_id": feed_id_for(url), "url": url, "publisher_id": publisher_id,
             "kind": _kind(raw.get("kind") or raw.get("type"), problems),
             "section_hint": _text("section", raw.get("section"), problems)}
