@@ -647,6 +647,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands that read no setting: they run the pipeline's code over files, not over a store.
 _NO_SETTINGS = frozenset({"cluster-eval", "extract", "classify-sections", "down"})
+# Commands that open a store of their own (``--store``), never the one the settings name.
+_OWN_STORE = frozenset({"demo"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -659,6 +661,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         settings = PipelineSettings.from_environment()  # one line and exit 2 for a bad setting, before any work (#16)
+        if args.command not in _OWN_STORE:
+            settings.check_store()  # a root that is a file, an s3:// root without credentials (issue 32)
     except ValueError as e:
         _err(f"newsroom {args.command}: {e}")
         return 2

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from serving.settings import ServingSettings, get_settings
 from warehouse.settings import WarehouseSettings, check_settings, describe_settings_error
+from warehouse.store import check_store_settings
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -24,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         # Every setting is read now: a bad one stops the server at start with one line, exit 2 (#16).
         settings = get_settings()
-        check_settings(WarehouseSettings)
+        check_store_settings(check_settings(WarehouseSettings))
     except ValidationError as e:
         sys.stderr.write(f"newsroom serve: {describe_settings_error(ServingSettings, e)}\n")
         raise SystemExit(2) from None

@@ -115,8 +115,24 @@ class _AddressRefused(Exception):
         self.message = message
 
 
-def _networks(private_networks: tuple[str, ...]) -> tuple[_Network, ...]:
+def _networks(private_networks: Iterable[str]) -> tuple[_Network, ...]:
     return tuple(ipaddress.ip_network(n, strict=False) for n in private_networks)
+
+
+def is_fetchable_address(address: str, private_networks: Iterable[str]) -> bool:
+    """True for an address a fetch may connect to: public, or in one of the allowed private networks.
+
+    The one rule for both places that check an address: every connection (after DNS) and
+    ``newsroom publishers import`` (a feed URL whose host is an IP literal), so they never disagree.
+
+    >>> is_fetchable_address("127.0.0.1", ()), is_fetchable_address("127.0.0.1", ["127.0.0.0/8"])
+    (False, True)
+    """
+    return _is_fetchable(address, _networks(private_networks))
+
+
+def _is_fetchable(address: str, allowed: tuple[_Network, ...]) -> bool:
+    return is_public_address(address) or any(ipaddress.ip_address(address.split("%", 1)[0]) in n for n in allowed)
 
 
 def _resolve_checked(host: str, port: int, allowed: tuple[_Network, ...]) -> list[str]:
@@ -133,8 +149,7 @@ def _resolve_checked(host: str, port: int, allowed: tuple[_Network, ...]) -> lis
     addresses: list[str] = []
     for info in infos:
         address = str(info[4][0])
-        if not is_public_address(address) and not any(
-                ipaddress.ip_address(address.split("%", 1)[0]) in n for n in allowed):
+        if not _is_fetchable(address, allowed):
             raise _AddressRefused("blocked_address", f"{host} resolves to {address}")
         if address not in addresses:
             addresses.append(address)

@@ -12,6 +12,7 @@ import unicodedata
 import xml.etree.ElementTree as ET
 import xml.sax
 import xml.sax.handler
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,8 @@ import defusedxml.sax
 from defusedxml import DefusedXmlException
 
 from tasks.errors import RegistryImportError, RowError
-from tasks.http import is_public_address
-from transforms.canonical_url import normalize_host
+from tasks.http import is_fetchable_address
+from transforms.canonical_url import normalize_feed_url, normalize_host
 from transforms.feeds import normalize_language
 from warehouse import layout
 from warehouse.schemas import FEEDS_SCHEMA, PUBLISHERS_SCHEMA
@@ -38,6 +39,16 @@ MAX_NAME_CHARS = 200
 CSV_COLUMNS = ("publisher_id", "name", "domain", "region", "language", "tier", "authority", "paywalled",
                "opted_out", "feed_url", "section", "kind")
 """The columns read; ``publisher_id`` is required, others default. Any other column is ignored."""
+MAX_CSV_COLUMNS = 100
+"""A header with more columns is refused before any row is read: twelve are read, a spreadsheet's
+export adds a few, and every record is checked against the header's width."""
+FEED_KINDS = ("rss", "atom", "json", "sitemap")
+"""What a feed's ``kind`` (OPML ``type``) may say: RSS, Atom, JSON Feed or a Google News sitemap. It
+is a hint (the parser sniffs the body), but an unknown one is a typo or a format we cannot read."""
+# Unicode's explicit directional formatting characters (UAX #9 §2.1: embeddings, overrides,
+# isolates): they reorder the text around them wherever it is shown, so a name holding one can
+# display as another ("Trojan Source", CVE-2021-42574). Implicit marks (LRM, RLM, ALM) stay allowed.
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _PUBLISHER_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 # A BCP 47 tag, sloppily spelled as publishers write it ("en", "en-GB", "en_GB", "EN US", "fil").
 _LANGUAGE_TAG_RE = re.compile(r"[A-Za-z]{2,3}(?:[-_ ][A-Za-z0-9]{1,8})*")
@@ -81,7 +92,24 @@ class ImportResult:
 
 
 def feed_id_for(url: str) -> str:
+    """A feed's id: a hash of its URL as stored (:func:`transforms.canonical_url.normalize_feed_url`'s form)."""
     return hashlib.blake2b(url.strip().encode(), digest_size=8).hexdigest()
+
+
+def control_character_problem(text: str) -> str | None:
+    """Which character makes ``text`` unfit to show as a name, or None.
+
+    Refused: C0 and C1 controls and DEL (category Cc), line and paragraph separators, and the
+    bidirectional embeddings, overrides and isolates (:data:`_BIDI_CONTROLS`).
+
+    >>> control_character_problem("Herald"), control_character_problem("Her\u202eald")
+    (None, 'holds the control character U+202E (RIGHT-TO-LEFT OVERRIDE)')
+    """
+    for ch in text:
+        if ch in _BIDI_CONTROLS or unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            name = unicodedata.name(ch, "a control character")
+            return f"holds the control character U+{ord(ch):04X} ({name})"
+    return None
 
 
 def _flag(name: str, value: str | None, problems: list[str]) -> bool:
@@ -152,10 +180,20 @@ def _domain(value: str | None, problems: list[str]) -> str:
 
 def _text(name: str, value: str | None, problems: list[str]) -> str:
     text = (value or "").strip()
-    if any(unicodedata.category(ch) == "Cc" for ch in text):
-        problems.append(f"{name} holds control characters")
-    elif len(text) > MAX_NAME_CHARS:
+    if len(text) > MAX_NAME_CHARS:
         problems.append(f"{name} is longer than {MAX_NAME_CHARS} characters")
+    elif problem := control_character_problem(text):
+        problems.append(f"{name} {problem}")
+    return text
+
+
+def _kind(value: str | None, problems: list[str]) -> str:
+    text = (value or "").strip().lower()
+    if not text:
+        return "rss"
+    if text not in FEED_KINDS:
+        problems.append(f"kind must be one of {', '.join(FEED_KINDS)}, got {(value or '')[:40]!r}")
+        return "rss"
     return text
 
 
@@ -164,18 +202,20 @@ def feed_url_problem(url: str, private_networks: Sequence[str] | None = None) ->
 
     A feed is an absolute http(s) URL with a valid host. With ``private_networks`` given (the ingest
     setting's list: empty unless private addresses are allowed), an IP-literal or ``localhost`` host
-    outside the public internet and those networks is refused too; a name is checked when it is
-    fetched, after DNS, as every fetch is.
+    outside the public internet and those networks is refused too, by the rule every fetch follows
+    (:func:`tasks.http.is_fetchable_address`); an IPv4 address in any form the resolver reads
+    (``2130706433``, ``0x7f000001``, ``0177.0.0.1``, ``127.1``) is checked as the address it is. A
+    name is checked when it is fetched, after DNS, as every fetch is.
 
     >>> feed_url_problem("https://news.example/rss"), feed_url_problem("ftp://news.example/rss")
     (None, "feed_url must be an http(s) URL, got scheme 'ftp'")
-    >>> feed_url_problem("http://10.0.0.7/rss", private_networks=())
+    >>> feed_url_problem("http://0x0a000007/rss", private_networks=())
     'feed_url points at a non-public address (10.0.0.7); set NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES to allow it'
     """
     if len(url) > MAX_FEED_URL_CHARS:
         return f"feed_url is longer than {MAX_FEED_URL_CHARS} characters"
-    if any(unicodedata.category(ch) == "Cc" for ch in url):
-        return "feed_url holds control characters"
+    if problem := control_character_problem(url):
+        return f"feed_url {problem}"
     try:
         parts = urlsplit(url)
         host, _ = parts.hostname, parts.port
@@ -198,8 +238,7 @@ def feed_url_problem(url: str, private_networks: Sequence[str] | None = None) ->
         ip = ipaddress.ip_address(address)
     except ValueError:
         return None  # a name: checked after DNS, when it is fetched
-    allowed = [ipaddress.ip_network(n, strict=False) for n in private_networks]
-    if not is_public_address(str(ip)) and not any(ip in n for n in allowed):
+    if not is_fetchable_address(str(ip), private_networks):
         return (f"feed_url points at a non-public address ({host}); "
                 "set NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES to allow it")
     return None
@@ -233,8 +272,16 @@ def _feed_row(raw: Mapping[str, str | None], publisher_id: str, private_networks
     if problem:
         problems.append(problem)
         return None
+    # One feed, one spelling: HTTP://CASE.example:80/feed is http://case.example/feed, so it is
+    # stored, keyed and checked for duplicates as that (an id already stored under another
+    # spelling is kept by import_publishers).
+    try:
+        url = normalize_feed_url(url)
+    except ValueError as e:  # feed_url_problem checked the same parts; kept so no row can raise
+        problems.append(f"feed_url: {e}")
+        return None
     return {"feed_id": feed_id_for(url), "url": url, "publisher_id": publisher_id,
-            "kind": (raw.get("kind") or raw.get("type") or "rss").strip()[:20] or "rss",
+            "kind": _kind(raw.get("kind") or raw.get("type"), problems),
             "section_hint": _text("section", raw.get("section"), problems)}
 
 
@@ -294,6 +341,9 @@ def read_publishers_csv(text: str, *, private_networks: Sequence[str] | None = N
         if header is None or not any(h.strip() for h in header):
             return ParsedRegistry(Registry({}, []), (RowError(1, "empty file: expected a header row "
                                                               f"({','.join(CSV_COLUMNS[:-1])})"),), {})
+        if len(header) > MAX_CSV_COLUMNS:
+            return ParsedRegistry(Registry({}, []), (RowError(1, f"the header has {len(header):,} columns; at most "
+                                                              f"{MAX_CSV_COLUMNS} are read ({','.join(CSV_COLUMNS)})"),), {})
         columns = [h.strip().lower() for h in header]
         header_errors = []
         if "publisher_id" not in columns and "publisher" not in columns:
@@ -301,7 +351,7 @@ def read_publishers_csv(text: str, *, private_networks: Sequence[str] | None = N
             hint = (f"; the file looks {separator!r}-separated: separate columns with ','" if separator and
                     len(header) == 1 else "")
             header_errors.append(RowError(1, f"no publisher_id column (columns: {', '.join(columns)[:200]}){hint}"))
-        duplicated = sorted({c for c in columns if c and columns.count(c) > 1})
+        duplicated = sorted(c for c, n in Counter(columns).items() if c and n > 1)
         if duplicated:
             header_errors.append(RowError(1, f"columns named twice: {', '.join(duplicated)}"))
         if header_errors:
@@ -400,12 +450,16 @@ def import_publishers(store: ObjectStore, path: Path, *, skip_invalid: bool = Fa
     parsed = read_registry_file(path, private_networks=private_networks)
     current = load_registry(store)
     owners = {f["feed_id"]: f["publisher_id"] for f in current.feeds}
+    stored_ids = _stored_feed_ids(current.feeds)
     errors = list(parsed.errors)
     feeds = []
-    for feed in parsed.registry.feeds:
+    for parsed_feed in parsed.registry.feeds:
+        # A feed stored before URLs were normalised keeps its id (its state, lease and articles
+        # are keyed on it); its URL is stored in the normal form from now on.
+        feed = {**parsed_feed, "feed_id": stored_ids.get(parsed_feed["url"], parsed_feed["feed_id"])}
         owner = owners.get(feed["feed_id"])
         if owner is not None and owner != feed["publisher_id"]:
-            errors.append(RowError(parsed.feed_lines.get(feed["feed_id"], 0),
+            errors.append(RowError(parsed.feed_lines.get(parsed_feed["feed_id"], 0),
                                    f"feed {feed['url'][:120]} is already registered to publisher {owner}"))
         else:
             feeds.append(feed)
@@ -424,6 +478,25 @@ def import_publishers(store: ObjectStore, path: Path, *, skip_invalid: bool = Fa
                     PUBLISHERS_SCHEMA)
         write_table(store, layout.FEEDS_KEY, rows_to_table(registry.feeds, FEEDS_SCHEMA), FEEDS_SCHEMA)
     return ImportResult(registry, len(incoming), len(feeds), tuple(errors))
+
+
+def _stored_feed_ids(feeds: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The id each stored feed has, by its normalised URL.
+
+    When spellings once made several feeds of one URL, the one stored under the normal form wins,
+    else the smallest id; the others stay as they are (an operator removes them).
+    """
+    ids: dict[str, str] = {}
+    for feed in sorted(feeds, key=lambda f: str(f["feed_id"])):
+        try:
+            url = normalize_feed_url(str(feed["url"]))
+        except ValueError:
+            continue  # stored before URLs were checked: no spelling of a valid URL matches it
+        if feed["feed_id"] == feed_id_for(url):
+            ids[url] = str(feed["feed_id"])
+        else:
+            ids.setdefault(url, str(feed["feed_id"]))
+    return ids
 
 
 def load_registry(store: ObjectStore) -> Registry:

@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from transforms.affinity import HALF_LIFE_HOURS
 from warehouse.profile_db import is_postgres_url
 from warehouse.settings import WarehouseSettings, check_settings, http_url_problem
-from warehouse.store import ObjectStore, open_store
+from warehouse.store import ObjectStore, check_store_settings, open_store
 
 
 class IngestSettings(BaseSettings):
@@ -46,7 +46,9 @@ class IngestSettings(BaseSettings):
         description="With allow_private_addresses on, the only non-public networks that may be fetched "
         "(comma-separated CIDRs; loopback by default, so a redirect to 169.254.169.254 stays blocked).",
     )
-    user_agent: str = Field("newsroom/0.1", description="Product token sent in User-Agent.")
+    user_agent: str = Field("newsroom/0.1", description="Product(s) sent in User-Agent. robots.txt groups are "
+                            "chosen by the most specific product token: 'newsroom-eu/0.1 newsroom/0.1' follows a "
+                            "newsroom-eu group if there is one, else a newsroom group, else *.")
     contact_url: str = Field(
         "https://github.com/newsroom/newsroom#for-publishers",
         description="Where a publisher can reach the operator; sent in User-Agent.",
@@ -376,6 +378,15 @@ class PipelineSettings:
         """
         warehouse = check_settings(WarehouseSettings, root=root)
         return replace(self, warehouse=warehouse)  # type: ignore[arg-type]
+
+    def check_store(self) -> None:
+        """Check that the store these settings name can be opened, creating and fetching nothing.
+
+        Raises:
+            ValueError: one line, ``invalid setting NEWSROOM_WAREHOUSE_…: why`` (a root that is a
+                file, an s3:// root without credentials; see ``warehouse.store.store_settings_problem``).
+        """
+        check_store_settings(self.warehouse)
 
     def with_private_addresses(self) -> PipelineSettings:
         """These settings with fetches of the allowed private networks on (loopback, by default): the

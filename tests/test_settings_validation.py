@@ -135,3 +135,44 @@ def test_commands_stop_with_one_line_and_exit_2(tmp_path: Path, command: list[st
     assert done.returncode == 2, done.stdout + done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and variable in done.stderr, done.stderr
     assert not (tmp_path / "var").exists()  # nothing was created in the working directory
+
+
+# No AWS credential source at all: no variables, no shared files, no instance metadata (which would also
+# be an outbound request).
+_NO_AWS = {"AWS_SHARED_CREDENTIALS_FILE": "missing/credentials", "AWS_CONFIG_FILE": "missing/config",
+           "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+@pytest.mark.parametrize(
+    ("command", "env", "variable", "why"),
+    [(["-m", "flows.cli", "publishers", "export"], {"NEWSROOM_WAREHOUSE_ROOT": "a-file"},
+      "NEWSROOM_WAREHOUSE_ROOT", "is a file"),
+     (["-m", "flows.cli", "health"], {"NEWSROOM_WAREHOUSE_ROOT": "a-file/store"},
+      "NEWSROOM_WAREHOUSE_ROOT", "lies under"),
+     (["-m", "flows.cli", "sql", "select 1"], {"NEWSROOM_WAREHOUSE_ROOT": "file://{tmp}/a-file"},
+      "NEWSROOM_WAREHOUSE_ROOT", "is a file"),
+     (["-m", "serving"], {"NEWSROOM_WAREHOUSE_ROOT": "a-file"}, "NEWSROOM_WAREHOUSE_ROOT", "is a file"),
+     (["-m", "flows.cli", "publishers", "export"],
+      {"NEWSROOM_WAREHOUSE_ROOT": "s3://news/x", "NEWSROOM_WAREHOUSE_S3_ENDPOINT_URL": "http://127.0.0.1:9", **_NO_AWS},
+      "NEWSROOM_WAREHOUSE_ROOT", "needs credentials"),
+     (["-m", "serving"], {"NEWSROOM_WAREHOUSE_ROOT": "s3://news/x", **_NO_AWS},
+      "NEWSROOM_WAREHOUSE_ROOT", "needs credentials"),
+     (["-m", "flows.cli", "health"],
+      {"NEWSROOM_WAREHOUSE_ROOT": "s3://news/x", "NEWSROOM_WAREHOUSE_S3_ACCESS_KEY_ID": "AKIDONLY", **_NO_AWS},
+      "NEWSROOM_WAREHOUSE_S3_SECRET_ACCESS_KEY", "unset while NEWSROOM_WAREHOUSE_S3_ACCESS_KEY_ID is set")],
+    ids=["root-is-a-file", "root-under-a-file", "file-uri-is-a-file", "serve-root-is-a-file", "s3-no-credentials",
+         "serve-s3-no-credentials", "s3-key-id-without-secret"],
+)
+def test_a_store_the_settings_cannot_open_is_one_line_and_exit_2(tmp_path: Path, command: list[str],
+                                                                  env: dict[str, str], variable: str, why: str) -> None:
+    (tmp_path / "a-file").write_text("not a folder\n")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env = {k: v.format(tmp=tmp_path) for k, v in env.items()}
+    done = subprocess.run([sys.executable, *command], cwd=tmp_path, timeout=120, capture_output=True, text=True,
+                          env={**{k: v for k, v in clean.items() if not k.startswith("NEWSROOM_")}, **env,
+                               "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and f"invalid setting {variable}: " in done.stderr and why in done.stderr, \
+        done.stderr
+    assert "AKIDONLY" not in done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # nothing was created

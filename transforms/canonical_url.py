@@ -186,12 +186,57 @@ MAX_HOST_CHARS = 253
 MAX_LABEL_CHARS = 63
 
 
+_IPV4_MAX_PARTS = 4
+
+
+def _ipv4_number(part: str) -> int | None:
+    """One part of an IPv4 host: ``0x``-prefixed hex, ``0``-prefixed octal or decimal; None if none."""
+    if part[:2] in ("0x", "0X"):
+        digits, radix = part[2:], 16
+    elif len(part) > 1 and part.startswith("0"):
+        digits, radix = part[1:], 8
+    else:
+        digits, radix = part, 10
+    if not digits:
+        return 0 if radix == 16 else None  # "0x" alone is zero; "" is no number
+    try:
+        return int(digits, radix) if digits.isalnum() and digits.isascii() else None
+    except ValueError:
+        return None
+
+
+def _ipv4_host(host: str) -> str | None:
+    """The dotted quad a host ending in a number stands for (WHATWG URL "IPv4 parser"); None for a name.
+
+    Raises:
+        ValueError: The host ends in a number but is no IPv4 address: browsers refuse such a URL,
+            and a resolver would read some of these as an address, others as a name.
+    """
+    parts = host.split(".")
+    last = parts[-1]
+    if not last or not (last.isdigit() and last.isascii()) and _ipv4_number(last) is None:
+        return None
+    numbers = [_ipv4_number(p) for p in parts] if len(parts) <= _IPV4_MAX_PARTS else [None]
+    if any(n is None for n in numbers):
+        raise ValueError(f"invalid host {host!r}: ends in a number but is not an IPv4 address")
+    *head, tail = [n for n in numbers if n is not None]
+    if any(n > 255 for n in head) or tail >= 256 ** (_IPV4_MAX_PARTS + 1 - len(numbers)):
+        raise ValueError(f"invalid host {host!r}: an IPv4 address out of range")
+    value = tail
+    for i, n in enumerate(head):
+        value += n << (8 * (3 - i))
+    return str(ipaddress.IPv4Address(value))
+
+
 def normalize_host(host: str) -> str:
     """A URL host as it goes on the wire: lower case, IDNA per UTS #46 (non-transitional), checked.
 
     IDNA 2003 (Python's ``"idna"`` codec) maps ``ß`` to ``ss``, so ``straße.de`` became
     ``strasse.de``, a different domain; UTS #46 keeps it (``xn--strae-oqa.de``), as browsers do.
-    An IPv6 literal comes back compressed, without brackets.
+    An IPv6 literal comes back compressed, without brackets. A host whose last label is a number is
+    an IPv4 address in one of the forms ``inet_aton`` (so the resolver) and browsers accept
+    (``2130706433``, ``0x7f000001``, ``0177.0.0.1``, ``127.1``): it comes back as a dotted quad, so an
+    address check sees the address a fetch would reach (WHATWG URL "IPv4 parser").
 
     Args:
         host: The host part of a URL, without brackets or port.
@@ -201,11 +246,13 @@ def normalize_host(host: str) -> str:
 
     Raises:
         ValueError: The host is empty, holds spaces, control characters or a WHATWG forbidden
-            domain code point (``|``, ``<``, ``%``, ...), has an empty or over-long label, or is
-            not valid IDNA.
+            domain code point (``|``, ``<``, ``%``, ...), has an empty or over-long label, is
+            not valid IDNA, or ends in a number but is no IPv4 address (``1.2.3.4.5``, ``a.09``).
 
     >>> normalize_host("Straße.DE."), normalize_host("bücher.de"), normalize_host("::FFFF:1.2.3.4")
     ('xn--strae-oqa.de', 'xn--bcher-kva.de', '::ffff:102:304')
+    >>> [normalize_host(h) for h in ("2130706433", "0x7F000001", "0177.0.0.1", "127.1", "10.0x10.1")]
+    ['127.0.0.1', '127.0.0.1', '127.0.0.1', '127.0.0.1', '10.16.0.1']
     >>> normalize_host("exa mple.com")
     Traceback (most recent call last):
     ...
@@ -225,6 +272,9 @@ def normalize_host(host: str) -> str:
         except (idna.IDNAError, UnicodeError) as e:
             raise ValueError(f"invalid international host {host!r}: {e}") from e
     host = host.lower()
+    ipv4 = _ipv4_host(host)
+    if ipv4 is not None:
+        return ipv4
     labels = host.split(".")
     if len(host) > MAX_HOST_CHARS or any(not label or len(label) > MAX_LABEL_CHARS for label in labels):
         raise ValueError(f"invalid host {host!r}: empty or over-long label")
@@ -287,6 +337,49 @@ def canonicalize_url(url: str) -> str:
         f"{quote(k, safe=_QUERY_SAFE)}={quote(v, safe=_QUERY_SAFE)}" if v else quote(k, safe=_QUERY_SAFE)
         for k, v in sorted(kept)
     )
+    return urlunsplit((scheme, netloc, path, query, ""))
+
+
+def normalize_feed_url(url: str) -> str:
+    """The one spelling of a feed's address: two URLs that fetch the same document come out the same.
+
+    Only equivalences that hold for every server are applied (RFC 3986 §6.2.2, RFC 9110 §4.2.3):
+    scheme and host case, the host as :func:`normalize_host` gives it (IDNA, an IPv4 address in
+    any form as a dotted quad), a default port, an empty path, percent-encoding case and escaped
+    unreserved characters, dot segments, and the fragment, which is never sent. Unlike
+    :func:`canonicalize_url` nothing else is touched: a feed's query parameters are its own.
+
+    Args:
+        url: An absolute http(s) URL.
+
+    Returns:
+        The normalised URL.
+
+    Raises:
+        ValueError: ``url`` is not an absolute http(s) URL with a valid host and port.
+
+    >>> normalize_feed_url("HTTP://Case.Example:80/feed"), normalize_feed_url("https://a.example:8443?x=%7e&B=1#top")
+    ('http://case.example/feed', 'https://a.example:8443/?x=~&B=1')
+    >>> normalize_feed_url("http://0x7f000001/a/./b/../rss"), normalize_feed_url("http://[::FFFF:7f00:1]:80/")
+    ('http://127.0.0.1/a/rss', 'http://[::ffff:7f00:1]/')
+    """
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as e:
+        raise ValueError(f"invalid URL: {url[:200]!r}: {e}") from e
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise ValueError(f"not an http(s) URL: {url[:200]!r}")
+    if not parts.hostname:
+        raise ValueError(f"URL has no host: {url[:200]!r}")
+    host = normalize_host(parts.hostname)
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+    netloc = (f"{userinfo}@" if userinfo else "") + (host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}")
+    path = _normalize_percent_escapes(_remove_dot_segments(parts.path or "/"), _PATH_SAFE)
+    query = _normalize_percent_escapes(parts.query, _PATH_SAFE + "?") if parts.query else ""
     return urlunsplit((scheme, netloc, path, query, ""))
 
 

@@ -12,6 +12,7 @@ XML, wrong charsets and odd date formats). This module adds what feedparser leav
 * titles are text: a title that is not markup (RSS ``&lt;script&gt;``, CDATA ``a<b``, every JSON
   Feed title) keeps every character, and only declared or detected HTML is turned into text;
 * one guid shared by items with different links names several items, each kept (``_dedupe_items``);
+* an item without a title is titled with the first words of its summary (``title_from_summary``);
 * bylines keep every author (an Atom or JSON Feed entry without one has the feed's) and never an
   e-mail address: an address is personal data and no reader needs it (``author_name``);
 * the channel fields feedparser does not read: ``skipHours``/``skipDays``; WebSub hub/self
@@ -59,6 +60,8 @@ SUMMARY_MAX_CHARS = 1_000
 # the other one-line fields (feed title, author, category).
 TITLE_MAX_CHARS = 300
 PLAIN_TEXT_MAX_INPUT_CHARS = 64 * 1024
+UNTITLED_TITLE_MAX_CHARS = 100
+"""An item without a title is titled with at most this many characters of its summary."""
 _PREFIX_CHARS_PER_KEPT_CHAR = 4
 _PREFIX_MARGIN_CHARS = 256
 ELLIPSIS = "\u2026"
@@ -454,7 +457,7 @@ def _feed_from_entries(
     # RFC 4287 §4.2.1: an Atom entry without an author has the feed's authors. An RSS channel's
     # managingEditor is not the author of its items, so only Atom feeds pass theirs down.
     feed_authors = _entry_authors(feed) if version.startswith("atom") else ()
-    items = _dedupe_items((_feed_entry_to_item(e, base, language, feed_authors) for e in entries), max_items)
+    items = _finish_items((_feed_entry_to_item(e, base, language, feed_authors) for e in entries), max_items)
     links: list[Mapping[str, Any]] = [link for link in feed.get("links", []) if isinstance(link, Mapping)]
     return ParsedFeed(
         title=truncate_title(_detail_text(feed.get("title"), feed.get("title_detail"))) or None,
@@ -531,18 +534,60 @@ def author_name(value: object) -> str:
 
     An e-mail address is personal data and no reader needs it, so none is ever kept; an author given
     only as an address has no name. feedparser cuts ``Name (mailto:x@y)`` to ``Name (mailto:``,
-    whose remains go too.
+    whose remains go too. What else the byline says stays as written, brackets included, as
+    feedparser's ``author_detail.name`` keeps it: ``Jane Doe (https://jane.example)``,
+    ``Jane Doe (Reuters)``. A bracket left without its pair by a removed address goes, and so do
+    the brackets around a name that an address preceded (``jane@example.com (Jane Doe)``).
 
     >>> [author_name(v) for v in ("Jane Doe (mailto:", "jane@example.com (Jane Doe)", "a@b.example", "Ann <a@b.c>")]
     ['Jane Doe', 'Jane Doe', '', 'Ann']
+    >>> [author_name(v) for v in ("Jane Doe (https://jane.example)", "Jane Doe (Reuters) (mailto:j@r.example)")]
+    ['Jane Doe (https://jane.example)', 'Jane Doe (Reuters)']
     """
     text = _plain_text(value)
     text = _MAILTO_RE.sub(" ", _EMAIL_RE.sub(" ", text))
     text = _EMPTY_BRACKETS_RE.sub(" ", text)
-    text = normalize_whitespace(text).strip(" ,;:()<>[]")
-    if text.count("(") != text.count(")"):
-        text = text.replace("(", "").replace(")", "").strip()
+    text = normalize_whitespace(_without_unpaired_brackets(text)).strip(" ,;:")
+    while len(text) > 1 and _BRACKET_PAIRS.get(text[0]) == text[-1] and _pairs_with_last(text):
+        text = text[1:-1].strip(" ,;:")  # "(Jane Doe)": the name an address stood before
     return truncate_title(text)
+
+
+_BRACKET_PAIRS = {"(": ")", "[": "]", "<": ">"}
+
+
+def _without_unpaired_brackets(text: str) -> str:
+    """``text`` less every bracket that closes nothing or is never closed.
+
+    >>> _without_unpaired_brackets("Jane (a (b) ] c")
+    'Jane a (b)  c'
+    """
+    closers = {close: open_ for open_, close in _BRACKET_PAIRS.items()}
+    open_at: list[int] = []
+    unpaired: set[int] = set()
+    for i, ch in enumerate(text):
+        if ch in _BRACKET_PAIRS:
+            open_at.append(i)
+        elif ch in closers:
+            if open_at and text[open_at[-1]] == closers[ch]:
+                open_at.pop()
+            else:
+                unpaired.add(i)
+    unpaired.update(open_at)
+    return "".join(ch for i, ch in enumerate(text) if i not in unpaired) if unpaired else text
+
+
+def _pairs_with_last(text: str) -> bool:
+    """Whether the bracket opening ``text`` is the one its last character closes (``(a) (b)`` is not)."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == text[0]:
+            depth += 1
+        elif ch == text[-1]:
+            depth -= 1
+            if depth == 0:
+                return i == len(text) - 1
+    return False
 
 
 def _byline(names: Iterable[str]) -> str | None:
@@ -667,7 +712,7 @@ def _parse_news_sitemap(body: bytes, url: str, max_items: int) -> ParsedFeed:
         title=publication,
         link=None,
         language=feed_language,
-        items=_dedupe_items(items, max_items),
+        items=_finish_items(items, max_items),
         ttl_minutes=None,
         skip_hours=frozenset(),
         skip_days=frozenset(),
@@ -723,7 +768,7 @@ def _parse_json_feed(body: bytes, url: str, max_items: int) -> ParsedFeed:
         title=truncate_title(_json_text(data.get("title"))) or None,
         link=absolute_http_url(data.get("home_page_url"), base),
         language=language,
-        items=_dedupe_items(items, max_items),
+        items=_finish_items(items, max_items),
         ttl_minutes=None,
         skip_hours=frozenset(),
         skip_days=frozenset(),
@@ -801,6 +846,28 @@ def _empty_feed(*, is_malformed: bool, error: str | None) -> ParsedFeed:
         is_malformed=is_malformed,
         error=error,
     )
+
+
+def _finish_items(items: Iterable[FeedItem], max_items: int) -> tuple[FeedItem, ...]:
+    """What every format's items go through last, whichever reader parsed them: duplicates dropped
+    (:func:`_dedupe_items`), then a title for each item that has none (:func:`title_from_summary`)."""
+    return tuple(item if item.title else dataclasses.replace(item, title=title_from_summary(item.summary))
+                 for item in _dedupe_items(items, max_items))
+
+
+def title_from_summary(summary: str, limit: int = UNTITLED_TITLE_MAX_CHARS) -> str:
+    """The title of an item that has none: the first words of its summary, as feed readers show it.
+
+    RSS 2.0 lets an item have only a description (microblogs, Mastodon, some wires), and a headline
+    is what every page lists: an empty one made the item a blank line. The item's guid is not
+    affected (it was taken before).
+
+    >>> title_from_summary("Rain is expected across the north of the country from Tuesday evening onwards.", 40)
+    'Rain is expected across the north of…'
+    >>> title_from_summary("Short note."), title_from_summary("")
+    ('Short note.', '')
+    """
+    return _truncate(summary, limit)
 
 
 def _dedupe_items(items: Iterable[FeedItem], max_items: int) -> tuple[FeedItem, ...]:

@@ -20,14 +20,26 @@ tests (google/robotstxt-spec-test) pass:
   upper-cased and non-ASCII bytes are escaped.
 * ``Allow: /x/index.htm[l]`` also allows ``/x/`` (Google-specific).
 
-On top of Google's matcher (each can be turned off, to run Google's compliance tests):
+On top of Google's matcher (the first two can be turned off, to run Google's compliance tests):
 
 * ``/robots.txt`` itself is always allowed (RFC 9309 §2.2.2).
 * The URL and the patterns are compared after the same percent-normalisation (RFC 9309
-  §2.2.2): escapes of unreserved characters (``%7E``, ``%62``) are decoded, other escapes are
-  upper-cased, non-ASCII bytes are escaped. Google leaves the URL as the caller passed it and
-  compares ``%62%61%7A`` literally (its test ``non-ascii-paths`` expects ``/foo/bar/baz`` not
-  to match it), which lets ``/caf%c3%a9/`` escape ``Disallow: /café/``.
+  §2.2.2, §2.2.3): escapes of unreserved characters (``%7E``, ``%62``) are decoded, other escapes
+  are upper-cased, and every character a URI cannot hold raw (``<``, ``"``, a space, non-ASCII) is
+  escaped; a ``*`` or ``$`` in the URL, and one escaped (``%2A``, ``%24``) or not special (a ``$``
+  before the end) in a pattern, are the same literal character, while a pattern's bare ``*`` and
+  final ``$`` keep their meaning. So ``Disallow: /foo-%24`` matches ``/foo-$``, ``Disallow: /a<b``
+  matches ``/a%3Cb``, and the reverse. Google leaves the URL as the caller passed it and compares
+  ``%62%61%7A`` literally (its test ``non-ascii-paths`` expects ``/foo/bar/baz`` not to match it),
+  which lets ``/caf%c3%a9/`` escape ``Disallow: /café/``.
+* A crawler may answer to several tokens (a variant and its base name, as Google's
+  ``Googlebot-News`` is also ``Googlebot``; or the products of its ``User-Agent`` header): only the
+  groups naming the most specific of them apply (Google's crawler documentation, "order of
+  precedence for user agents"). Google's library combines the groups of every token it is given.
+* A directive this parser does not know (``Invalid_directive: /x``, HTML junk such as ``<br />``)
+  closes the list of agents as a rule line does, so the agents before it and after it are two
+  groups, not one (protego; Google's library ignores the line). Records it knows that are not rules
+  (``Sitemap``, ``Crawl-delay``, ``Host``, ...) never end a group (RFC 9309 §2.2.4).
 * Only the first 500 KiB of the body are read (RFC 9309 §2.5; Google's limit); a line cut by
   the limit is dropped.
 * ``Crawl-delay`` (not part of RFC 9309, but honoured by many crawlers) is kept per group.
@@ -40,7 +52,7 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -57,7 +69,10 @@ RobotsPolicy = Literal["allow_all", "disallow_all", "parse"]
 _UTF8_BOM = b"\xef\xbb\xbf"
 _LINE_BREAK_RE = re.compile(rb"\r\n|\r|\n")
 _PRODUCT_TOKEN_RE = re.compile(r"[A-Za-z_-]*")
-_CALLER_UA_RE = re.compile(r"([A-Za-z_-]+)/")
+# A product of a User-Agent header (RFC 9110 §10.1.5): a token, "/" and a version; a comment is
+# parenthesised (nested parentheses are rare enough to be cut at the first ")").
+_CALLER_PRODUCT_RE = re.compile(r"(?:^|\s)([A-Za-z_-]+)/\S*")
+_COMMENT_RE = re.compile(r"\([^)]*\)?")
 _HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
 # RFC 3986 §2.3: escapes of these are equivalent to the characters themselves.
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -66,6 +81,12 @@ _USER_AGENT_KEYS = (b"user-agent", b"useragent", b"user agent")
 _DISALLOW_KEYS = (b"disallow", b"dissallow", b"dissalow", b"disalow", b"diasllow", b"disallaw")
 _SITEMAP_KEYS = (b"sitemap", b"site-map")
 _CRAWL_DELAY_KEYS = (b"crawl-delay", b"crawl_delay", b"crawldelay", b"crawl delay")
+# Records other crawlers read (Yandex's Host and Clean-param, request rates and visit times,
+# content signals): not ours, but known records, so they do not end a group (RFC 9309 §2.2.4).
+_OTHER_RECORD_KEYS = (b"host", b"clean-param", b"request-rate", b"visit-time", b"noindex", b"content-signal",
+                      b"content-usage")
+# RFC 3986 §2: the characters a URI holds raw; any other is compared percent-encoded.
+_URI_CHARACTERS = _UNRESERVED | frozenset(b":/?#[]@!$&'()*+,;=%")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +94,7 @@ class RobotsRule:
     """One ``Allow``/``Disallow`` line of a group.
 
     ``pattern`` is escaped as Google does; ``normalised_pattern`` is its RFC 9309 form (see
-    :func:`_normalise_percent`). ``index_pattern`` is the extra ``/dir/$`` pattern that an
+    :func:`_normalise_pattern`). ``index_pattern`` is the extra ``/dir/$`` pattern that an
     ``Allow: /dir/index.html`` line also allows (Google-specific), or ``None``.
     """
 
@@ -94,7 +115,7 @@ class RobotsRule:
                    index_pattern='/%7Ejoe/caf%C3%A9/$', normalised_index_pattern='/~joe/caf%C3%A9/$')
         """
         pattern = _escape_pattern(value)
-        normalised = _normalise_percent(pattern)
+        normalised = _normalise_pattern(pattern)
         if not is_allow:
             return cls(is_allow, pattern, normalised, line_number)
         return cls(
@@ -139,23 +160,35 @@ class RobotsRules:
         """
         return cls(groups=(), sitemaps=(), is_unreachable=True)
 
-    def groups_for(self, user_agent: str) -> tuple[RobotsGroup, ...]:
-        """The groups that apply to a crawler: those naming it, else the ``*`` groups.
+    def groups_for(self, user_agent: str | Sequence[str]) -> tuple[RobotsGroup, ...]:
+        """The groups that apply to a crawler: those naming its most specific token, else the ``*`` groups.
+
+        A crawler may answer to several tokens, a variant and the name it is a variant of (Google's
+        ``Googlebot-News`` is also ``Googlebot``). Only the groups naming the most specific (the
+        longest) of its tokens that any group names apply, as Google's crawlers choose ("order of
+        precedence for user agents"); several groups naming that token are combined (RFC 9309 §2.2.1).
+
+        >>> rules = parse_robots("User-agent: newsroom\\nDisallow: /a\\nUser-agent: newsroom-mobile\\nDisallow: /b")
+        >>> [g.user_agents for g in rules.groups_for(["newsroom", "newsroom-mobile"])]
+        [('newsroom-mobile',)]
+        >>> [g.user_agents for g in rules.groups_for("newsroom-lite/1.0 newsroom/1.0 (+https://n.example/bot)")]
+        [('newsroom',)]
 
         Args:
-            user_agent: The crawler's product token (``newsroom``), or a full ``User-Agent``
-                header of the form ``token/version ...``, which is reduced to its token.
+            user_agent: The crawler's product token (``newsroom``); a full ``User-Agent`` header,
+                whose products (``token/version``, comments aside) are its tokens; or its tokens.
 
         Returns:
             The applicable groups in file order; empty if none applies.
         """
-        token = _crawler_token(user_agent)
-        specific = tuple(g for g in self.groups if token and token in g.user_agents)
-        if specific:
-            return specific
+        tokens = _crawler_tokens(user_agent)
+        named = {token for g in self.groups for token in g.user_agents}
+        best = max((t for t in tokens if t in named), key=len, default=None)
+        if best is not None:
+            return tuple(g for g in self.groups if best in g.user_agents)
         return tuple(g for g in self.groups if g.is_global)
 
-    def crawl_delay(self, user_agent: str) -> float | None:
+    def crawl_delay(self, user_agent: str | Sequence[str]) -> float | None:
         """The ``Crawl-delay`` in seconds for a crawler, or ``None`` if the file sets none.
 
         The first valid value in the applicable groups wins.
@@ -182,16 +215,24 @@ def _product_token(user_agent: str) -> str:
     return match.group(0) if match else ""
 
 
-def _crawler_token(user_agent: str) -> str:
-    """The caller's product token, lower-cased; ``""`` if it is not a valid token.
+def _crawler_tokens(user_agent: str | Sequence[str]) -> list[str]:
+    """The caller's product tokens, lower-cased; invalid ones are dropped.
 
     Google matches the caller's string as a whole, so ``"Foo Bar"`` names no group (spec test
-    ``user-agent-name``). A ``User-Agent`` header (``newsroom/0.1 (+url)``) is reduced to the
-    token before its ``/``.
+    ``user-agent-name``). A ``User-Agent`` header (``newsroom/0.1 (+url)``) is reduced to the tokens
+    of its products, each the name before a ``/`` (RFC 9110 §10.1.5); its comments name nothing.
+
+    >>> _crawler_tokens("NewsRoom/0.1 (+https://n.example/bot; other/1)"), _crawler_tokens("Foo Bar")
+    (['newsroom'], [])
+    >>> _crawler_tokens("newsroom-eu/2 newsroom/2"), _crawler_tokens(["Googlebot-News", "Googlebot", "bad token"])
+    (['newsroom-eu', 'newsroom'], ['googlebot-news', 'googlebot'])
     """
-    match = _CALLER_UA_RE.match(user_agent)
-    token = match.group(1) if match else user_agent
-    return token.lower() if _PRODUCT_TOKEN_RE.fullmatch(token) else ""
+    if isinstance(user_agent, str):
+        products = _CALLER_PRODUCT_RE.findall(_COMMENT_RE.sub(" ", user_agent)) if "/" in user_agent else []
+        candidates = products or [user_agent]
+    else:
+        candidates = list(user_agent)
+    return [t.lower() for t in candidates if _PRODUCT_TOKEN_RE.fullmatch(t) and t]
 
 
 def robots_policy_for_status(status: int | None) -> RobotsPolicy:
@@ -289,13 +330,17 @@ def parse_robots(body: bytes | str) -> RobotsRules:
             parsed = _parse_crawl_delay(value)
             if parsed is not None and delay is None and (agents or is_global):
                 delay = parsed
+        elif not lowered.startswith(_OTHER_RECORD_KEYS):
+            # Unknown: most often a rule mistyped past the typos above, so it closes the list of
+            # agents as a rule does; the agents after it start a group of their own.
+            in_agent_lines = False
     close_group()
     return RobotsRules(groups=tuple(groups), sitemaps=tuple(sitemaps))
 
 
 def is_allowed(
     rules: RobotsRules,
-    user_agent: str,
+    user_agent: str | Sequence[str],
     url: str,
     *,
     is_robots_txt_exempt: bool = True,
@@ -306,8 +351,9 @@ def is_allowed(
     Args:
         rules: From :func:`parse_robots`, :meth:`RobotsRules.allow_all` or
             :meth:`RobotsRules.disallow_all`.
-        user_agent: The crawler's product token (``[A-Za-z_-]+``), or a full ``User-Agent``
-            header ``token/version ...``, which is reduced to its token. Anything else
+        user_agent: The crawler's product token (``[A-Za-z_-]+``), a full ``User-Agent``
+            header ``token/version ...`` (its products are its tokens), or its tokens; the most
+            specific that a group names decides (:meth:`RobotsRules.groups_for`). Anything else
             (``"Foo Bar"``) names no group, as in Google's matcher.
         url: An absolute URL (or a path). Only its path, params and query are matched; the
             fragment is ignored.
@@ -336,7 +382,7 @@ def is_allowed(
     """
     path = _path_params_query(url)
     if is_percent_normalised:
-        path = _normalise_percent(path)
+        path = _normalise_path(path)
     if is_robots_txt_exempt and path == "/robots.txt":  # RFC 9309 §2.2.2
         return True
     if rules.is_unreachable:
@@ -423,27 +469,40 @@ def _escape_pattern(value: bytes) -> str:
     """
     if value.isascii() and b"%" not in value:
         return value.decode("ascii")
-    return _percent_form(value, decode_unreserved=False)
+    return _percent_form(value)
 
 
-def _normalise_percent(text: str) -> str:
-    """RFC 9309 §2.2.2 / RFC 3986 §6.2.2 normal form of a path or pattern.
+_PLAIN_RE = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!&'()+,;=]*")
 
-    Escapes of unreserved characters are decoded, other escapes are upper-cased, and non-ASCII
-    characters are UTF-8 percent-encoded. Reserved characters (``*``, ``$``, ``/``, ``?``) stay
-    as they are, escaped or not, so ``%2A`` is never a wildcard and ``%2F`` never a separator.
 
-    >>> _normalise_percent("/caf%c3%a9/%7ejoe/%62%61%7A/ツ?q=%2f&r=*%2A%")
-    '/caf%C3%A9/~joe/baz/%E3%83%84?q=%2F&r=*%2A%'
+def _normalise_path(text: str) -> str:
+    """RFC 9309 §2.2.2 / RFC 3986 §6.2.2 normal form of a URL's path, to match normalised patterns.
+
+    Escapes of unreserved characters are decoded, other escapes are upper-cased, and every
+    character a URI cannot hold raw (non-ASCII, ``<``, a space, ...) is UTF-8 percent-encoded.
+    ``*`` and ``$`` are escaped too: in a pattern they are special, so a pattern names them
+    literally as ``%2A`` and ``%24`` (RFC 9309 §2.2.3). Other reserved characters stay as they
+    are, escaped or not, so ``%2F`` is never a separator.
+
+    >>> _normalise_path("/caf%c3%a9/%7ejoe/%62%61%7A/ツ?q=%2f&r=*%2A$<b>%")
+    '/caf%C3%A9/~joe/baz/%E3%83%84?q=%2F&r=%2A%2A%24%3Cb%3E%'
     """
-    if text.isascii() and "%" not in text:
-        return text
-    return _percent_form(text.encode("utf-8", "surrogatepass"), decode_unreserved=True)
+    return text if _PLAIN_RE.fullmatch(text) else _normal_form(text, is_pattern=False)
 
 
-def _percent_form(data: bytes, *, decode_unreserved: bool) -> str:
-    """``data`` with ``%xx`` escapes upper-cased (or, for unreserved octets and ``decode_unreserved``,
-    decoded) and non-ASCII bytes percent-encoded."""
+def _normalise_pattern(text: str) -> str:
+    """A pattern in :func:`_normalise_path`'s form, its bare ``*`` and final ``$`` still special.
+
+    A ``$`` before the end is literal (as in Google's matcher) and becomes ``%24``.
+
+    >>> _normalise_pattern("/a$b/*%2a<%24$")
+    '/a%24b/*%2A%3C%24$'
+    """
+    return text if _PLAIN_RE.fullmatch(text.replace("*", "").removesuffix("$")) else _normal_form(text, is_pattern=True)
+
+
+def _normal_form(text: str, *, is_pattern: bool) -> str:
+    data = text.encode("utf-8", "surrogatepass")
     out: list[str] = []
     i = 0
     n = len(data)
@@ -451,7 +510,28 @@ def _percent_form(data: bytes, *, decode_unreserved: bool) -> str:
         byte = data[i]
         if byte == 0x25 and i + 2 < n and data[i + 1] in _HEX_DIGITS and data[i + 2] in _HEX_DIGITS:
             octet = int(data[i + 1 : i + 3], 16)
-            out.append(chr(octet) if decode_unreserved and octet in _UNRESERVED else f"%{octet:02X}")
+            out.append(chr(octet) if octet in _UNRESERVED else f"%{octet:02X}")
+            i += 3
+            continue
+        if is_pattern and (byte == 0x2A or (byte == 0x24 and i == n - 1)):
+            out.append(chr(byte))  # the wildcard, the end anchor
+        elif byte in (0x2A, 0x24) or byte not in _URI_CHARACTERS:
+            out.append(f"%{byte:02X}")
+        else:
+            out.append(chr(byte))
+        i += 1
+    return "".join(out)
+
+
+def _percent_form(data: bytes) -> str:
+    """``data`` with ``%xx`` escapes upper-cased and non-ASCII bytes percent-encoded (Google's form)."""
+    out: list[str] = []
+    i = 0
+    n = len(data)
+    while i < n:
+        byte = data[i]
+        if byte == 0x25 and i + 2 < n and data[i + 1] in _HEX_DIGITS and data[i + 2] in _HEX_DIGITS:
+            out.append(f"%{int(data[i + 1 : i + 3], 16):02X}")
             i += 3
             continue
         out.append(f"%{byte:02X}" if byte >= 0x80 else chr(byte))

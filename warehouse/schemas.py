@@ -25,7 +25,7 @@ FEEDS_SCHEMA = pa.schema(
         ("feed_id", pa.string()),
         ("url", pa.string()),
         ("publisher_id", pa.string()),
-        ("kind", pa.string()),  # rss | atom | sitemap (a hint; the parser sniffs the body)
+        ("kind", pa.string()),  # rss | atom | json | sitemap (a hint; the parser sniffs the body)
         ("section_hint", pa.string()),
     ]
 )

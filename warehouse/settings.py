@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -66,11 +66,13 @@ class WarehouseSettings(BaseSettings):
     )
     s3_access_key_id: SecretStr | None = Field(
         default=None,
-        description="S3 access key id; unset means the standard AWS credential chain.",
+        description="S3 access key id, set together with the secret; both unset means the standard AWS "
+        "credential chain.",
     )
     s3_secret_access_key: SecretStr | None = Field(
         default=None,
-        description="S3 secret access key; unset means the standard AWS credential chain.",
+        description="S3 secret access key, set together with the key id; both unset means the standard AWS "
+        "credential chain.",
     )
     s3_region: str = Field(default="us-east-1", min_length=1, description="S3 region used to sign requests.")
     query_memory_limit: str = Field(
@@ -115,7 +117,22 @@ class WarehouseSettings(BaseSettings):
         return value.strip() if value is not None else None
 
 
-def check_settings(cls: type[BaseSettings], **overrides: Any) -> BaseSettings:
+    @model_validator(mode="after")
+    def _s3_keys_come_in_pairs(self) -> WarehouseSettings:
+        # One key without the other once reached boto3, which stopped the command with a
+        # traceback (PartialCredentialsError) when it built the client (issue 32).
+        if self.root.startswith("s3://") and (self.s3_access_key_id is None) != (self.s3_secret_access_key is None):
+            unset, other = ("SECRET_ACCESS_KEY", "ACCESS_KEY_ID") if self.s3_secret_access_key is None \
+                else ("ACCESS_KEY_ID", "SECRET_ACCESS_KEY")
+            raise ValueError(f"NEWSROOM_WAREHOUSE_S3_{unset}: unset while NEWSROOM_WAREHOUSE_S3_{other} is set; "
+                             "set both, or neither to use the AWS credential chain")
+        return self
+
+
+SettingsT = TypeVar("SettingsT", bound=BaseSettings)
+
+
+def check_settings(cls: type[SettingsT], **overrides: Any) -> SettingsT:
     """``cls(**overrides)``, or ValueError with :func:`describe_settings_error`'s one line."""
     try:
         return cls(**overrides)

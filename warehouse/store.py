@@ -680,11 +680,61 @@ def open_store(settings: WarehouseSettings) -> ObjectStore:
             secret_key=secret.get_secret_value() if secret is not None else None,
             region=settings.s3_region,
         )
+    return LocalStore(_local_root(root))
+
+
+def _local_root(root: str) -> Path:
+    """The folder a local root names (a path, relative to the cwd, or a ``file://`` URI)."""
+    parsed = urlsplit(root)
     if parsed.scheme == "file":
-        return LocalStore(Path(url2pathname(parsed.path)))
+        return Path(url2pathname(parsed.path))
     if parsed.scheme and len(parsed.scheme) > 1:  # one letter is a Windows drive, not a scheme
         raise ValueError(f"unsupported store root {root!r}: use a folder path or s3://bucket/prefix")
-    return LocalStore(Path(root))
+    return Path(root)
+
+
+def store_settings_problem(settings: WarehouseSettings) -> str | None:
+    """Why the store the settings name cannot be opened, as ``VARIABLE: why``; None when it can.
+
+    Checked when a command starts (issue 32), without creating, writing or fetching anything:
+
+    * a local root that is a file, or lies under one, or would have to be created in a folder
+      this process cannot write;
+    * an ``s3://`` root without credentials: neither both ``NEWSROOM_WAREHOUSE_S3_ACCESS_KEY_ID``
+      and ``NEWSROOM_WAREHOUSE_S3_SECRET_ACCESS_KEY`` nor any source of the AWS credential chain
+      (``AWS_*`` variables, the shared credentials and config files, SSO, a container or instance
+      role). Whether the bucket exists and the keys are accepted is only known at the first request.
+    """
+    if urlsplit(settings.root).scheme == "s3":
+        if settings.s3_access_key_id is not None and settings.s3_secret_access_key is not None:
+            return None
+        with _SESSION_LOCK:
+            found = _session().get_credentials()
+        if found is None:
+            return ("NEWSROOM_WAREHOUSE_ROOT: an s3:// root needs credentials: set NEWSROOM_WAREHOUSE_S3_ACCESS_KEY_ID "
+                    "and NEWSROOM_WAREHOUSE_S3_SECRET_ACCESS_KEY, or an AWS credential source (AWS_ACCESS_KEY_ID, "
+                    "AWS_PROFILE, ~/.aws/credentials, an instance role); none was found")
+        return None
+    try:
+        root = _local_root(settings.root).expanduser().absolute()
+    except (ValueError, RuntimeError) as e:
+        return f"NEWSROOM_WAREHOUSE_ROOT: {e}"
+    existing = next((p for p in (root, *root.parents) if p.exists()), None)
+    if existing is None:
+        return None
+    if not existing.is_dir():
+        where = "is a file" if existing == root else f"lies under {existing}, which is a file"
+        return f"NEWSROOM_WAREHOUSE_ROOT: {root} {where}, not a folder"
+    if existing != root and not os.access(existing, os.W_OK | os.X_OK):
+        return f"NEWSROOM_WAREHOUSE_ROOT: {root} cannot be created: {existing} is not writable"
+    return None
+
+
+def check_store_settings(settings: WarehouseSettings) -> None:
+    """Raise ValueError with ``invalid setting VARIABLE: why`` when :func:`store_settings_problem` finds one."""
+    problem = store_settings_problem(settings)
+    if problem is not None:
+        raise ValueError(f"invalid setting {problem}")
 
 
 def list_temporaries(store: ObjectStore) -> list[Temporary]:

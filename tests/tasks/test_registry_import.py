@@ -14,8 +14,19 @@ from pathlib import Path
 import pytest
 from corpus_paths import CORPUS
 
-from tasks.registry import RegistryImportError, import_publishers, load_registry, read_publishers_csv
+from tasks.registry import (
+    MAX_CSV_COLUMNS,
+    RegistryImportError,
+    feed_id_for,
+    import_publishers,
+    load_registry,
+    read_publishers_csv,
+    read_publishers_opml,
+)
+from warehouse import layout
+from warehouse.schemas import FEEDS_SCHEMA, PUBLISHERS_SCHEMA
 from warehouse.store import LocalStore
+from warehouse.tables import rows_to_table, write_table
 
 REPO = Path(__file__).resolve().parents[2]
 HEADER = "publisher_id,name,domain,region,language,tier,authority,paywalled,opted_out,feed_url,section\n"
@@ -144,8 +155,11 @@ def test_private_feeds_are_allowed_in_the_allowed_networks(tmp_path: Path) -> No
 
 def test_a_real_opml_file_imports(tmp_path: Path) -> None:
     opml = CORPUS / "feeds" / "real" / "rsparser" / "Subs.opml"
-    result = import_publishers(LocalStore(tmp_path / "store"), opml, private_networks=())
-    assert result.skipped == () and len(result.registry.feeds) == opml.read_text().count("xmlUrl=")
+    result = import_publishers(LocalStore(tmp_path / "store"), opml, private_networks=(), skip_invalid=True)
+    # It lists one feed twice, as http://feed.katiefloyd.com and http://feed.katiefloyd.com/ (issue 32).
+    assert [(e.line, e.message) for e in result.skipped] == [
+        (44, "feed http://feed.katiefloyd.com/ is already the feed of publisher 06647f0d120119c6 on line 30")]
+    assert len(result.registry.feeds) == opml.read_text().count("xmlUrl=") - 1
 
 
 @pytest.mark.parametrize(
@@ -196,3 +210,108 @@ def test_the_cli_never_shows_a_traceback(tmp_path: Path, name: str) -> None:
         _write(tmp_path, "<opml><body><outline xmlUrl='x", name)
     done = _cli(tmp_path, str(tmp_path / name))
     assert done.returncode == 1 and "Traceback" not in done.stderr and done.stderr.startswith(str(tmp_path / name))
+
+
+# --- operator input, second round (issue 32) ----------------------------------------------------------
+
+KIND_HEADER = HEADER.rstrip("\n") + ",kind\n"
+
+
+@pytest.mark.parametrize("columns", [MAX_CSV_COLUMNS + 1, 100_000], ids=["one-over-the-cap", "100000-columns"])
+def test_a_header_of_too_many_columns_is_refused_before_any_row(columns: int) -> None:
+    # Finding duplicate names once compared every column with every other: 16,000 columns took 2.3 s
+    # and 100,000 about 90 s. The header is refused at once; its width is all that is read.
+    header = "publisher_id," + ",".join(f"extra{i}" for i in range(columns - 1)) + "\n"
+    errors = read_publishers_csv(header + "a" + "," * (columns - 1) + "\n").errors
+    assert [(e.line, e.message.split(";")[0]) for e in errors] == [(1, f"the header has {columns:,} columns")]
+    assert f"at most {MAX_CSV_COLUMNS} are read" in errors[0].message
+
+
+def test_a_header_at_the_cap_is_read_and_duplicates_are_still_named() -> None:
+    extra = [f"extra{i}" for i in range(MAX_CSV_COLUMNS - len(HEADER.split(",")))]
+    header = HEADER.rstrip("\n") + "," + ",".join(extra) + "\n"
+    assert read_publishers_csv(header + GOOD.rstrip("\n") + "," * len(extra) + "\n").errors == ()
+    twice = header.replace("extra1,", "name,", 1)
+    assert "columns named twice: name" in read_publishers_csv(twice + GOOD).errors[0].message
+
+
+CASE_VARIANTS = ["http://case.example/feed", "HTTP://CASE.example/feed", "http://case.example:80/feed",
+                 "http://Case.Example./feed#latest", "http://case.example/./feed"]
+
+
+def test_spellings_of_one_feed_url_are_one_feed(tmp_path: Path) -> None:
+    rows = "".join(f"case,Case,case.example,GB,en,2,0.5,,,{url},\n" for url in CASE_VARIANTS)
+    with pytest.raises(RegistryImportError) as err:
+        import_publishers(LocalStore(tmp_path / "store"), _write(tmp_path, HEADER + rows))
+    assert [(e.line, "already the feed on line 2" in e.message) for e in err.value.errors] == \
+        [(line, True) for line in range(3, 2 + len(CASE_VARIANTS))]
+    store = LocalStore(tmp_path / "store")
+    for i, url in enumerate(reversed(CASE_VARIANTS)):  # one file each: the later ones replace, never add
+        import_publishers(store, _write(tmp_path, HEADER + f"case,Case,case.example,GB,en,2,0.5,,,{url},\n",
+                                        f"{i}.csv"))
+    feeds = load_registry(store).feeds
+    assert [(f["url"], f["feed_id"]) for f in feeds] == [("http://case.example/feed",
+                                                          feed_id_for("http://case.example/feed"))]
+    thief = _write(tmp_path, HEADER + "thief,T,t.example,GB,en,2,0.5,,,HTTP://case.EXAMPLE:80/feed,\n", "t.csv")
+    with pytest.raises(RegistryImportError, match="already registered to publisher case"):
+        import_publishers(store, thief)
+
+
+def test_a_feed_stored_under_another_spelling_keeps_its_id(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    old_url = "HTTP://CASE.example:80/feed"  # as an import before URLs were normalised stored it
+    publisher = {"publisher_id": "case", "name": "Case", "domain": "case.example", "region": "GB", "language": "en",
+                 "tier": 2, "authority": 0.5, "is_paywalled": False, "is_opted_out": False}
+    write_table(store, layout.PUBLISHERS_KEY, rows_to_table([publisher], PUBLISHERS_SCHEMA), PUBLISHERS_SCHEMA)
+    old = {"feed_id": feed_id_for(old_url), "url": old_url, "publisher_id": "case", "kind": "rss", "section_hint": ""}
+    write_table(store, layout.FEEDS_KEY, rows_to_table([old], FEEDS_SCHEMA), FEEDS_SCHEMA)
+    import_publishers(store, _write(tmp_path, HEADER + "case,Case,case.example,GB,en,2,0.5,,,http://case.example/feed,\n"))
+    assert [(f["feed_id"], f["url"]) for f in load_registry(store).feeds] == [(old["feed_id"], "http://case.example/feed")]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["Her\u202eald", "Her\u202dald", "Her\u2066ald\u2069", "Her\u2067ald", "Her\u202aald", "Her\u2028ald",
+     "Her\x85ald", "Her\x1bald", "Her\x7fald"],
+    ids=["rlo", "lro", "lri-pdi", "rli", "lre", "line-separator", "c1-nel", "c0-esc", "del"],
+)
+def test_names_with_control_characters_are_refused(name: str) -> None:
+    for body in (HEADER + GOOD.replace("Herald", name, 1), HEADER + GOOD.replace(",world", f",{name}")):
+        errors = read_publishers_csv(body).errors
+        assert [e.line for e in errors] == [2] and "holds the control character U+" in errors[0].message, errors
+    opml = f'<opml version="2.0"><body><outline xmlUrl="https://a.example/rss" text="{name}"/></body></opml>'
+    escaped = opml.replace(name, "".join(f"&#x{ord(c):x};" if not c.isalpha() else c for c in name))
+    expected = "control character" if all(ord(c) >= 0x20 for c in name) else "not well-formed"  # XML 1.0 has no C0
+    assert expected in read_publishers_opml(escaped).errors[0].message
+
+
+def test_names_keep_ordinary_unicode() -> None:
+    # Right-to-left text, marks that only hint the direction, joiners in scripts that need them.
+    for name in ("\u05d4\u05d0\u05e8\u05e5", "Al \u200fJazeera", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"):
+        assert read_publishers_csv(HEADER + GOOD.replace("Herald", name, 1)).errors == ()
+
+
+def test_an_unknown_kind_is_refused_and_a_known_one_is_read() -> None:
+    errors = read_publishers_csv(KIND_HEADER + GOOD.rstrip("\n") + ",podcast\n").errors
+    assert [e.line for e in errors] == [2] and "kind must be one of rss, atom, json, sitemap" in errors[0].message
+    assert read_publishers_csv(KIND_HEADER + GOOD.rstrip("\n") + ", Atom \n").or_raise().feeds[0]["kind"] == "atom"
+    opml = '<opml version="2.0"><body>\n<outline xmlUrl="https://a.example/rss" type="{}"/></body></opml>'
+    assert "kind must be one of" in read_publishers_opml(opml.format("link")).errors[0].message
+    assert read_publishers_opml(opml.format("RSS")).or_raise().feeds[0]["kind"] == "rss"
+
+
+@pytest.mark.parametrize("host", ["2130706433", "0x7f000001", "0177.0.0.1", "127.1", "0x7f.0.1", "017700000001",
+                                  "0x0A.0.0.7", "167772167", "0xa9fea9fe", "[::ffff:7f00:1]"])
+def test_every_spelling_of_a_private_ipv4_address_is_refused(host: str) -> None:
+    errors = read_publishers_csv(HEADER + f"a,A,a.example,GB,en,2,0.5,,,http://{host}/rss,\n", private_networks=()).errors
+    assert [e.line for e in errors] == [2] and "non-public address" in errors[0].message, errors
+
+
+def test_a_numeric_ipv4_host_is_stored_as_a_dotted_quad() -> None:
+    body = HEADER + "a,A,a.example,GB,en,2,0.5,,,http://0x5db8d822:8080/rss,\n"  # 93.184.216.34
+    assert read_publishers_csv(body, private_networks=()).or_raise().feeds[0]["url"] == "http://93.184.216.34:8080/rss"
+    allowed = read_publishers_csv(HEADER + "a,A,a.example,GB,en,2,0.5,,,http://127.1:8080/rss,\n",
+                                  private_networks=("127.0.0.0/8",)).or_raise()
+    assert allowed.feeds[0]["url"] == "http://127.0.0.1:8080/rss"
+    errors = read_publishers_csv(HEADER + "a,A,a.example,GB,en,2,0.5,,,http://1.2.3.4.5/rss,\n").errors
+    assert "not an IPv4 address" in errors[0].message

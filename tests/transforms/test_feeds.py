@@ -577,6 +577,57 @@ def test_authors(body: bytes, author: str | None) -> None:
     assert "@" not in (item.author or "")  # an e-mail address is personal data: never kept
 
 
+@pytest.mark.parametrize("parser", ["lxml", "feedparser"])
+@pytest.mark.parametrize(
+    ("byline", "author"),
+    [("Jane Doe (https://jane.example)", "Jane Doe (https://jane.example)"),
+     ("Jane Doe (https://jane.example/about?tab=posts)", "Jane Doe (https://jane.example/about?tab=posts)"),
+     ("Jane Doe (Reuters)", "Jane Doe (Reuters)"),
+     ("Jane Doe [Staff]", "Jane Doe [Staff]"),
+     ("https://jane.example (Jane Doe)", "https://jane.example (Jane Doe)"),
+     ("Jane Doe (Reuters) (mailto:jane@reuters.com)", "Jane Doe (Reuters)"),
+     ("jane@example.com (Jane Doe (Reuters))", "Jane Doe (Reuters)"),
+     ("(Jane Doe)", "Jane Doe"),
+     ("Jane Doe (", "Jane Doe")],
+    ids=["url", "url-with-query", "agency", "square", "url-first", "agency-then-mailto", "email-then-nested",
+         "wrapped", "unclosed"],
+)  # fmt: skip
+def test_a_byline_keeps_its_brackets(byline: str, author: str, parser: str) -> None:
+    # feedparser's author_detail.name keeps "Jane Doe (https://jane.example)" whole; stripping the
+    # brackets at the ends once left "Jane Doe (https://jane.example" and then no brackets at all.
+    rss = _text_rss(f"<item><title>t</title><link>https://n.example/1</link><author>{byline}</author></item>")
+    atom = (b'<feed xmlns="http://www.w3.org/2005/Atom"><entry><title>t</title><id>1</id><author><name>'
+            + byline.encode() + b"</name></author></entry></feed>")
+    for body in (rss, atom, _json([{"id": "1", "title": "t", "authors": [{"name": byline}]}])):
+        assert parse_feed(body, TEXT_FEED_URL, parser=parser).items[0].author == author  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("parser", ["lxml", "feedparser"])
+def test_an_item_without_a_title_is_titled_with_its_summary(parser: str) -> None:
+    words = "Rain is expected across the north of the country from Tuesday evening, with strong winds on the coast"
+    rss = _text_rss(f"<item><link>https://n.example/1</link><description>&lt;p&gt;{words}&lt;/p&gt;</description></item>"
+                    "<item><link>https://n.example/2</link><description>Short note.</description></item>"
+                    "<item><title></title><link>https://n.example/3</link><description>Empty title.</description></item>"
+                    "<item><title>Own title</title><link>https://n.example/4</link><description>x</description></item>"
+                    "<item><link>https://n.example/5</link></item>")
+    items = parse_feed(rss, TEXT_FEED_URL, parser=parser).items  # type: ignore[arg-type]
+    first = items[0].title
+    assert first.endswith("…") and words.startswith(first[:-1]) and 50 < len(first) <= 100, first
+    assert [i.title for i in items[1:]] == ["Short note.", "Empty title.", "Own title", ""]
+    assert items[0].summary == words  # the summary itself is untouched
+    atom = (b'<feed xmlns="http://www.w3.org/2005/Atom"><entry><id>1</id><summary type="html">&lt;b&gt;Only'
+            b"&lt;/b&gt; a summary</summary></entry><entry><id>2</id><content>Only content</content></entry></feed>")
+    assert [i.title for i in parse_feed(atom, TEXT_FEED_URL, parser=parser).items] == ["Only a summary",  # type: ignore[arg-type]
+                                                                                      "Only content"]
+
+
+def test_a_json_feed_item_without_a_title_is_titled_with_its_text() -> None:
+    body = _json([{"id": "1", "content_text": "A note posted without a title."},
+                  {"id": "2", "content_html": "<p>Some <em>HTML</em> only.</p>"}])
+    assert [i.title for i in parse_feed(body, TEXT_FEED_URL).items] == ["A note posted without a title.",
+                                                                        "Some HTML only."]
+
+
 @pytest.mark.parametrize("meta", ["Jane Doe (mailto:jane@example.com)", "jane@example.com (Jane Doe)"])
 def test_a_page_byline_keeps_the_name_not_the_address(meta: str) -> None:
     from transforms.extraction import extract_page

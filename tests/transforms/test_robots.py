@@ -378,3 +378,93 @@ def test_allow_all_and_disallow_all() -> None:
     assert is_allowed(RobotsRules.allow_all(), "n", "https://a.example/x")
     assert not is_allowed(RobotsRules.disallow_all(), "n", "https://a.example/x")
     assert is_allowed(RobotsRules.disallow_all(), "n", "https://a.example/robots.txt")
+
+
+# --- from other robots.txt parsers' test suites (issue 32) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path"),
+    [("/foo-%24", "/foo-$"), ("/x/abc%24", "/x/abc$abc"), ("/file-with-a-%2A.html", "/file-with-a-*.html"),
+     ("/x%2Ax/abc", "/x*x/abcdef"), ("/a%3Cd.html", "/a<d.html"), ("/a%3cd.html", "/a<d.html"),
+     ("/a<d.html", "/a%3Cd.html"), ("/a<d.html", "/a%3cd.html"), ("/a<*", "/a%3Cd.html"),
+     ("/x$/abc", "/x%24/abcdef"), ("/x*x$/abc", "/xabcx%24/abcdef"), ("/x/abc$", "/x/abc"),
+     ("/a b", "/a%20b"), ("/a%20b", "/a b"), ('/q"x', "/q%22x"), ("/a{b}", "/a%7Bb%7D")],
+    ids=["escaped-dollar-vs-dollar", "escaped-dollar-mid-url", "escaped-star-vs-star", "escaped-star-mid",
+         "escaped-lt-vs-lt", "lower-escaped-lt-vs-lt", "lt-vs-escaped-lt", "lt-vs-lower-escaped-lt", "lt-then-wildcard",
+         "mid-dollar-vs-escaped", "wildcard-mid-dollar-vs-escaped", "final-dollar-still-anchors", "space-vs-escaped",
+         "escaped-vs-space", "quote-vs-escaped", "braces-vs-escaped"],
+)  # fmt: skip
+def test_escaped_and_literal_characters_match_both_ways(pattern: str, path: str) -> None:
+    # RFC 9309 §2.2.3: "%24" and "%2A" in a pattern match "$" and "*" in the URL; a character a URI
+    # cannot hold raw ("<", a space) is the same escaped or not, in the pattern or in the URL.
+    rules = parse_robots(f"User-agent: *\nDisallow: {pattern}\n")
+    assert not is_allowed(rules, "newsroom", f"https://a.example{path}")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path"),
+    [("/x/abc%24", "/x/abc"), ("/x%2Ax/abc", "/xabcx/abc"), ("/x/abc$", "/x/abc%24"), ("/a%3Cd", "/a%3Dd")],
+    ids=["escaped-dollar-is-no-anchor", "escaped-star-is-no-wildcard", "anchor-is-no-dollar", "other-escape"],
+)
+def test_escaped_special_characters_stay_literal(pattern: str, path: str) -> None:
+    rules = parse_robots(f"User-agent: *\nDisallow: {pattern}\n")
+    assert is_allowed(rules, "newsroom", f"https://a.example{path}")
+
+
+UNKNOWN_BETWEEN_AGENTS = """User-agent: abc
+Disallow: /content/2/
+User-agent: *
+Invalid_directive: /gb.html
+Invalid_directive: /content/2/
+User-agent: ia_archiver
+Disallow: /
+"""
+
+
+def test_an_unknown_directive_ends_the_list_of_agents() -> None:
+    # protego test_grouping_unknown_keys: "*" is not grouped with ia_archiver across the unknown lines,
+    # so other crawlers may fetch everything, and ia_archiver nothing.
+    rules = parse_robots(UNKNOWN_BETWEEN_AGENTS)
+    assert [g.user_agents or ("*",) for g in rules.groups] == [("abc",), ("*",), ("ia_archiver",)]
+    assert all(is_allowed(rules, "agent", f"https://a.example{p}") for p in ("/foo", "/content/2", "/gb.html"))
+    assert not any(is_allowed(rules, "ia_archiver", f"https://a.example{p}") for p in ("/foo", "/bar"))
+    # Rules after an unknown line still belong to the group above it.
+    rules = parse_robots("User-agent: a\nHarry: Potter\nDisallow: /x\nUser-agent: b\nDisallow: /y\n")
+    assert not is_allowed(rules, "a", "https://a.example/x") and is_allowed(rules, "a", "https://a.example/y")
+
+
+@pytest.mark.parametrize("record", ["Sitemap: https://a.example/s.xml", "Crawl-delay: 5", "Host: a.example",
+                                    "Request-rate: 1/10s", "Clean-param: ref /articles/"])
+def test_a_known_record_never_ends_a_group(record: str) -> None:
+    # RFC 9309 §2.2.4: "a 'Sitemaps' record MUST NOT terminate a group" (Google's ID_LineSyntax_Groups_OtherRules).
+    rules = parse_robots(f"User-agent: BarBot\n{record}\nUser-agent: *\nDisallow: /\n")
+    assert not is_allowed(rules, "BarBot", "https://a.example/") and not is_allowed(rules, "FooBot", "https://a.example/")
+
+
+MOBILE = """User-agent: Googlebot
+Disallow: /
+
+User-agent: Googlebot-Mobile
+Allow: /
+Disallow: /desktop-only/
+
+User-agent: *
+Disallow: /private/
+"""
+
+
+def test_the_most_specific_group_of_a_crawler_wins() -> None:
+    rules = parse_robots(MOBILE)
+    mobile = ["Googlebot-Mobile", "Googlebot"]  # a variant answers to its base name too
+    assert is_allowed(rules, mobile, "https://a.example/x")  # only the -Mobile group: Allow: /
+    assert not is_allowed(rules, mobile, "https://a.example/desktop-only/1")
+    assert is_allowed(rules, list(reversed(mobile)), "https://a.example/x")  # the order they are given in does not matter
+    assert is_allowed(rules, "Googlebot-Mobile/2.1 Googlebot/2.1", "https://a.example/x")  # a header's products
+    assert not is_allowed(rules, "Googlebot/2.1", "https://a.example/x")
+    # A variant without a group of its own follows its base name's, not "*".
+    only_base = parse_robots("User-agent: Googlebot\nDisallow: /news/\nUser-agent: *\nDisallow: /\n")
+    assert is_allowed(only_base, ["Googlebot-News", "Googlebot"], "https://a.example/x")
+    assert not is_allowed(only_base, ["Googlebot-News", "Googlebot"], "https://a.example/news/1")
+    assert not is_allowed(only_base, "Googlebot-News", "https://a.example/x")  # a lone token is matched whole
+    assert parse_robots(MOBILE.replace("Allow: /\n", "Crawl-delay: 3\n")).crawl_delay(mobile) == 3.0
