@@ -68,6 +68,9 @@ class LogTable:
         order: Which copy of a row counts.
         time_column: The instant a row happened, which time predicates filter on.
         merge_sort: How a closed day's merged segment is sorted (:mod:`warehouse.maintenance`).
+        compact_identity: The columns compaction tells rows apart by (a row stored twice is
+            written once, the first by ``compact_sort``).
+        compact_sort: The order of a compacted segment's rows.
     """
 
     name: str
@@ -77,21 +80,25 @@ class LogTable:
     order: tuple[str, ...]
     time_column: str
     merge_sort: tuple[str, ...]
+    compact_identity: tuple[str, ...]
+    compact_sort: tuple[str, ...]
 
 
 LOG_TABLES: dict[str, LogTable] = {t.name: t for t in (
     LogTable("articles", layout.ARTICLES_PREFIX, ARTICLES_SCHEMA, ("article_id", "version"),
-             ("first_seen_at", "content_hash"), "first_seen_at", ("article_id", "version", "first_seen_at")),
+             ("first_seen_at", "content_hash"), "first_seen_at", ("article_id", "version", "first_seen_at"),
+             ("article_id", "version", "content_hash"), ("first_seen_at", "article_id", "version", "content_hash")),
     LogTable("story_changes", layout.STORY_CHANGES_PREFIX, STORY_CHANGES_SCHEMA, (), ("offset",), "changed_at",
-             ("offset",)),
+             ("offset",), ("change_id",), ("offset",)),
     LogTable("clicks", layout.CLICKS_PREFIX, CLICKS_SCHEMA, ("click_id",), ("clicked_at", "surface", "position"),
-             "clicked_at", ("clicked_at", "click_id")),
+             "clicked_at", ("clicked_at", "click_id"), ("click_id",), ("clicked_at", "click_id")),
     LogTable("article_links", layout.ARTICLE_LINKS_PREFIX, ARTICLE_LINKS_SCHEMA, (), ("first_seen_at",),
-             "first_seen_at", ("first_seen_at", "article_id")),
+             "first_seen_at", ("first_seen_at", "article_id"), (), ("first_seen_at", "article_id")),
     LogTable("fetches", layout.FETCHES_PREFIX, FETCHES_SCHEMA, ("fetch_id",), ("fetched_at",), "fetched_at",
-             ("fetched_at", "fetch_id")),
+             ("fetched_at", "fetch_id"), ("fetch_id",), ("fetched_at", "fetch_id")),
     LogTable("listings", layout.LISTINGS_PREFIX, LISTINGS_SCHEMA, ("article_id",), ("listed_at", "story_id"),
-             "listed_at", ("listed_at", "article_id", "story_id")),
+             "listed_at", ("listed_at", "article_id", "story_id"), ("article_id", "story_id", "listed_at"),
+             ("listed_at", "article_id", "story_id")),
 )}
 
 

@@ -42,6 +42,7 @@ from warehouse.catalog import (
     COMPACT_PREFIX,
     FOLDED_KEY,
     LOG_TABLES,
+    LogTable,
     filesystem_of,
     folded_metadata,
     is_compacted,
@@ -51,8 +52,6 @@ from warehouse.errors import CorruptObjectError, ObjectNotFoundError, SchemaMism
 from warehouse.schemas import (
     ARTICLES_SCHEMA,
     CLICKS_SCHEMA,
-    FETCHES_SCHEMA,
-    LISTINGS_SCHEMA,
     STORY_CHANGES_SCHEMA,
 )
 from warehouse.snapshots import read_json_payload
@@ -191,6 +190,19 @@ def _compact(store: ObjectStore, folder: str, sources: dict[str, pa.Table], comp
         report.compacted_segments += 1
 
 
+def compact_folder(store: ObjectStore, table: LogTable, folder: str, keys: Iterable[str], *,
+                   min_segments: int = 4, report: MaintenanceReport | None = None) -> MaintenanceReport:
+    """Compact the segments ``keys`` of one folder of a log, as the hourly maintenance does (the
+    folder's other compacted segments are what rows stored twice are checked against)."""
+    report = report or MaintenanceReport()
+    keys = sorted(keys)
+    compacted = [k for k in list_segments(store, f"{folder}/") if is_compacted(k) and k not in keys]
+    _compact(store, folder, _read_each(store, keys, table.schema, report), compacted, table.schema,
+             list(table.compact_identity), list(table.compact_sort), min_segments, report,
+             identity_unique_in_folder=table.name != "story_changes")
+    return report
+
+
 def _folded_names(store: ObjectStore, keys: list[str]) -> set[str]:
     """The names of the segments compacted segments say they hold (their footers)."""
     fs, base = filesystem_of(store)
@@ -316,8 +328,9 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
                 waiting |= missing
             else:
                 sources[key] = table
-        _compact(store, folder, sources, compacted, ARTICLES_SCHEMA, ["article_id", "version", "content_hash"],
-                 ["first_seen_at", "article_id", "version", "content_hash"], min_segments, report)
+        articles = LOG_TABLES["articles"]
+        _compact(store, folder, sources, compacted, ARTICLES_SCHEMA, list(articles.compact_identity),
+                 list(articles.compact_sort), min_segments, report)
     if waiting:
         report.notes.append(f"article segments wait for the first commit of the writer of {', '.join(sorted(waiting))}")
     for folder, keys in sorted(_by_folder(list_segments(store, layout.CLICKS_PREFIX)).items()):
@@ -326,24 +339,21 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
         small = [k for k in keys if not is_compacted(k)]
         if day is None or not _worth_compacting(small, compacted, min_segments):
             continue
-        _compact(store, folder, _read_each(store, small, CLICKS_SCHEMA), compacted, CLICKS_SCHEMA, ["click_id"],
-                 ["clicked_at", "click_id"], min_segments, report)
+        clicks = LOG_TABLES["clicks"]
+        _compact(store, folder, _read_each(store, small, CLICKS_SCHEMA), compacted, CLICKS_SCHEMA,
+                 list(clicks.compact_identity), list(clicks.compact_sort), min_segments, report)
     # Fetches and listings (the dashboards' logs, issue 18): one segment per run, complete once
     # written, so merged at every maintenance run, today's too (every rank and health run reads
     # them through warehouse.duck.connect, and a day holds one segment per minute).
-    for prefix, schema, identity, order in [
-        (layout.FETCHES_PREFIX, FETCHES_SCHEMA, ["fetch_id"], ["fetched_at", "fetch_id"]),
-        (layout.LISTINGS_PREFIX, LISTINGS_SCHEMA, ["article_id", "story_id", "listed_at"],
-         ["listed_at", "article_id", "story_id"]),
-    ]:
-        for folder, keys in sorted(_by_folder(list_segments(store, prefix)).items()):
+    for metric in (LOG_TABLES["fetches"], LOG_TABLES["listings"]):
+        for folder, keys in sorted(_by_folder(list_segments(store, metric.prefix)).items()):
             compacted = [k for k in keys if is_compacted(k)]
             small = [k for k in keys if not is_compacted(k)
-                     and (rank is None or prefix != layout.LISTINGS_PREFIX or k in rank.segments)]
+                     and (rank is None or metric.name != "listings" or k in rank.segments)]
             if layout.partition_day(folder) is None or not _worth_compacting(small, compacted, min_segments):
                 continue
-            _compact(store, folder, _read_each(store, small, schema), compacted, schema, identity, order,
-                     min_segments, report)
+            _compact(store, folder, _read_each(store, small, metric.schema), compacted, metric.schema,
+                     list(metric.compact_identity), list(metric.compact_sort), min_segments, report)
     first_uncommitted = _first_uncommitted_changes(store)
     for folder, keys in sorted(_by_folder(list_segments(store, layout.STORY_CHANGES_PREFIX)).items()):
         compacted = [k for k in keys if is_compacted(k)]
