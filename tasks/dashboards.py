@@ -38,7 +38,7 @@ from tasks.charts import (
     stacked_columns,
 )
 from tasks.sql import open_warehouse
-from warehouse.duck import load_sql, sources_named_in
+from warehouse.duck import load_sql, run_resilient, sources_named_in
 from warehouse.store import ObjectStore
 
 DASHBOARD_KEYS = ("dashboard-freshness", "dashboard-fetches", "dashboard-errors", "dashboard-publishers")
@@ -53,10 +53,13 @@ class Dashboard:
     table: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _rows(con: Any, name: str, now: datetime) -> list[dict[str, Any]]:
-    result = con.sql(load_sql(name), params={"now": now})
-    columns = result.columns
-    return [dict(zip(columns, row, strict=True)) for row in result.fetchall()]
+def _rows(con: Any, store: ObjectStore, name: str, now: datetime) -> list[dict[str, Any]]:
+    def read() -> list[dict[str, Any]]:
+        result = con.sql(load_sql(name), params={"now": now})
+        columns = result.columns
+        return [dict(zip(columns, row, strict=True)) for row in result.fetchall()]
+
+    return run_resilient(con, store, read)
 
 
 def _tier(value: object) -> str:
@@ -168,10 +171,10 @@ def build_dashboards(store: ObjectStore, now: datetime) -> list[Dashboard]:
     con = open_warehouse(store, sources_named_in(*(load_sql(n) for n in DASHBOARD_SQL)))
     try:
         return [
-            freshness_dashboard(_rows(con, "dashboard_freshness", now), now),
-            fetches_dashboard(_rows(con, "dashboard_fetches", now), now),
-            errors_dashboard(_rows(con, "dashboard_errors", now), now),
-            publishers_dashboard(_rows(con, "dashboard_publishers", now), now),
+            freshness_dashboard(_rows(con, store, "dashboard_freshness", now), now),
+            fetches_dashboard(_rows(con, store, "dashboard_fetches", now), now),
+            errors_dashboard(_rows(con, store, "dashboard_errors", now), now),
+            publishers_dashboard(_rows(con, store, "dashboard_publishers", now), now),
         ]
     finally:
         con.close()

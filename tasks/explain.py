@@ -27,7 +27,7 @@ from tasks.errors import StoryNotListedError
 from tasks.rank import compute_pages, ranking_rules
 from tasks.settings import RankSettings
 from tasks.sql import open_warehouse
-from warehouse.duck import article_rows, load_sql, sources_named_in
+from warehouse.duck import article_rows, load_sql, run_resilient, sources_named_in
 from warehouse.errors import SnapshotNotFoundError
 from warehouse.snapshots import list_live_pages, read_live_page, read_live_stories
 from warehouse.store import ObjectStore
@@ -97,7 +97,8 @@ def lineage(store: ObjectStore, story_id: str) -> list[dict[str, Any]]:
     only the articles they name, looked up by id (issue 28)."""
     con = open_warehouse(store, sources_named_in(load_sql("story_lineage_changes")))
     try:
-        changes = con.sql(load_sql("story_lineage_changes"), params={"story_id": story_id}).to_arrow_table()
+        changes = run_resilient(con, store, lambda: con.sql(load_sql("story_lineage_changes"),
+                                                             params={"story_id": story_id}).to_arrow_table())
         named = {a for a in changes.column("article_id").to_pylist() if a is not None}
         con.register("lineage_changes", changes)
         con.register("lineage_articles", article_rows(store, named, ("article_id", "version", "title", "publisher_id")))

@@ -23,7 +23,7 @@ from tasks.sql import open_warehouse
 from warehouse import layout
 from warehouse.catalog import LOG_TABLES, footer_problem, plan_table
 from warehouse.damage import collect_damage
-from warehouse.duck import load_sql, sources_named_in
+from warehouse.duck import load_sql, run_resilient, sources_named_in
 from warehouse.errors import ObjectNotFoundError, SnapshotNotFoundError
 from warehouse.integrity import (
     change_log_gaps,
@@ -78,18 +78,20 @@ def check_health(store: ObjectStore, now: datetime, limits: HealthLimits | None 
         findings += [robots] if robots is not None else []
         findings += [finding(key, problem) for key, schema in STATE_TABLES
                      if (problem := footer_problem(store, key, schema)) is not None]
-        lags = con.sql(load_sql("health_freshness"), params={"now": now}).fetchall()
+        def rows(sql: str) -> list[tuple[Any, ...]]:
+            return run_resilient(con, store, lambda: con.sql(sql, params={"now": now}).fetchall())
+
+        lags = rows(load_sql("health_freshness"))
         overall = [row for row in lags if row[0] is None]
         if overall and overall[0][3] is not None and overall[0][3] > limits.lag_p95_seconds:
             per_tier = ", ".join(f"tier {t}: {p95:.0f}s" for t, _, _, p95 in lags if t is not None)
             flags.append(HealthFlag("freshness_lag", "all feeds",
                                     f"p95 publish->first-seen {overall[0][3]:.0f}s over {overall[0][1]} articles "
                                     f"({per_tier})"))
-        for publisher_id, last_seen, gap, silent in con.sql(load_sql("health_silent_publishers"),
-                                                           params={"now": now}).fetchall():
+        for publisher_id, last_seen, gap, silent in rows(load_sql("health_silent_publishers")):
             flags.append(HealthFlag("silent_tier1_feed", publisher_id,
                                     f"silent {silent:.0f}s, usual gap {gap:.0f}s, last article {last_seen}"))
-        (first_seen,), = con.sql(_FIRST_SEEN, params={"now": now}).fetchall()
+        (first_seen,), = rows(_FIRST_SEEN)
     finally:
         con.close()
 

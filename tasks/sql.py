@@ -23,6 +23,7 @@ from warehouse.duck import (
     load_example_sql,
     lock_down,
     register_sources,
+    run_resilient,
     sources_named_in,
     split_queries,
 )
@@ -121,7 +122,10 @@ def run_sql(store: ObjectStore, query: str | None, out: TextIO = sys.stdout, inp
                 for item in damaged:
                     err.write(f"warning: left out {item.key}: {item.problem}\n")
             for statement in statements:
-                _run_with_limit(con, statement, limit, out, fmt)
+                with collect_damage() as damaged:
+                    _run_with_limit(con, store, statement, limit, out, fmt)
+                for item in damaged:
+                    err.write(f"warning: left out {item.key}: {item.problem}\n")
         except (duckdb.Error, PermissionError, QueryTimeoutError) as e:
             err.write("error: " + " ".join(str(e).split()) + "\n")
             failed = True
@@ -149,7 +153,8 @@ class QueryTimeoutError(Exception):
     """A query of ``newsroom sql`` ran past its time limit and was stopped."""
 
 
-def _run_with_limit(con: duckdb.DuckDBPyConnection, statement: str, limit: float, out: TextIO, fmt: str) -> None:
+def _run_with_limit(con: duckdb.DuckDBPyConnection, store: ObjectStore, statement: str, limit: float, out: TextIO,
+                    fmt: str) -> None:
     """Run and print one statement, interrupting it once it has run ``limit`` seconds."""
     stopped = threading.Event()
 
@@ -160,7 +165,7 @@ def _run_with_limit(con: duckdb.DuckDBPyConnection, statement: str, limit: float
     timer = threading.Timer(limit, interrupt)
     timer.start()
     try:
-        _print_result(con, statement, out, fmt)
+        run_resilient(con, store, lambda: _print_result(con, statement, out, fmt))
     except duckdb.InterruptException as e:
         if stopped.is_set():
             raise QueryTimeoutError(f"the query ran past its time limit of {limit:g} s and was stopped "

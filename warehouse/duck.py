@@ -8,8 +8,9 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -28,6 +29,8 @@ from warehouse.schemas import (
     PUBLISHERS_SCHEMA,
 )
 from warehouse.store import ObjectStore
+
+T = TypeVar("T")
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 """The SQL files ship inside the package (package data), next to this module."""
@@ -58,25 +61,28 @@ def export_day(store: ObjectStore, day: str, output: Path,
                on_table: Callable[[str, int], None] | None = None) -> dict[str, int]:
     """Write one UTC day's rows of every log table, the stories active that day, and the registry,
     as Parquet files in ``output``; ``on_table(name, rows)`` is called as each file is written."""
+    start = datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC)
     con = connect(store)
     output.mkdir(parents=True, exist_ok=True)
+    # Ranges on the stored columns, not casts of them, so each reaches the files' statistics and
+    # the export reads that day's files (issue 28).
+    in_day = "{column} >= $start and {column} < $end"
     queries: dict[str, str] = {
-        "articles": "select * from articles where cast(first_seen_at as date) = cast($day as date)",
-        "story_changes": "select * from story_changes where cast(changed_at as date) = cast($day as date)",
-        "clicks": "select * from clicks where cast(clicked_at as date) = cast($day as date)",
+        "articles": "select * from articles where " + in_day.format(column="first_seen_at"),
+        "story_changes": "select * from story_changes where " + in_day.format(column="changed_at"),
+        "clicks": "select * from clicks where " + in_day.format(column="clicked_at"),
         "publishers": "select * from publishers",
         "feeds": "select * from feeds",
-        "article_links": "select * from article_links where cast(first_seen_at as date) = cast($day as date)",
+        "article_links": "select * from article_links where " + in_day.format(column="first_seen_at"),
         # The stories that had an article that day, with their counts as of the export.
-        "stories": "select * from stories where cast(first_seen_at as date) <= cast($day as date)"
-                   " and cast(last_seen_at as date) >= cast($day as date)",
+        "stories": "select * from stories where first_seen_at < $end and last_seen_at >= $start",
     }
     assert tuple(queries) == EXPORT_TABLES
     counts = {}
     try:
         for name, query in queries.items():
-            params = {"day": day} if "$day" in query else None
-            table = con.sql(query, params=params).to_arrow_table()
+            params = {"start": start, "end": start + timedelta(days=1)} if "$start" in query else None
+            table = run_resilient(con, store, lambda q=query, p=params: con.sql(q, params=p).to_arrow_table())
             pq.write_table(table, output / f"{name}.parquet", compression="zstd")
             counts[name] = table.num_rows
             if on_table is not None:
@@ -223,13 +229,72 @@ def register_sources(con: duckdb.DuckDBPyConnection, store: ObjectStore, sources
     for name in sorted(wanted & set(LOG_TABLES)):
         table = LOG_TABLES[name]
         plan = (plans or {}).get(name) or plan_table(store, table)
-        con.register(f"{name}_settled", dataset_of(store, plan.settled, table.schema))
-        con.register(f"{name}_fresh", dataset_of(store, plan.fresh, table.schema))
+        _register_part(con, store, f"{name}_settled", plan.settled)
+        _register_part(con, store, f"{name}_fresh", plan.fresh)
     for view, (source, key, schema) in _STATE_TABLES.items():
         if source in wanted:
             con.register(view, _state_table(store, key, schema))
     if "pages" in wanted:
         con.register("pages_raw", _pages_table(store))
+
+
+_PARTS: dict[int, dict[str, tuple[str, ...]]] = {}
+"""The files each log part of a connection reads (by ``id(con)``), so a scan that fails on a
+damaged file can be repaired (:func:`run_resilient`)."""
+_STREAM_FAILED = re.compile(r"registered as '(?P<part>[a-z_]+_(?:settled|fresh))' failed")
+RETRIES_AFTER_DAMAGE = 3
+
+
+def _register_part(con: duckdb.DuckDBPyConnection, store: ObjectStore, part: str, keys: Iterable[str]) -> None:
+    name = part.rsplit("_", 1)[0]
+    kept = tuple(keys)
+    _PARTS.setdefault(id(con), {})[part] = kept
+    con.register(part, dataset_of(store, kept, LOG_TABLES[name].schema))
+
+
+def run_resilient(con: duckdb.DuckDBPyConnection, store: ObjectStore, action: Callable[[], T]) -> T:
+    """``action()`` (a query on ``con``, read to the end), again without any file it found damaged.
+
+    A segment whose footer reads but whose pages do not (a bit flipped in storage) fails the scan
+    of the part that reads it, and the error does not say which file: each file of that part is
+    then read on its own, the damaged ones are named (:func:`warehouse.damage.record_damage`) and
+    left out, and the query runs again. Costless until a scan fails (issue 28).
+    """
+    for attempt in range(RETRIES_AFTER_DAMAGE + 1):
+        try:
+            return action()
+        except duckdb.Error as e:
+            found = _STREAM_FAILED.search(str(e))
+            parts = _PARTS.get(id(con), {})
+            if found is None or found.group("part") not in parts or attempt == RETRIES_AFTER_DAMAGE:
+                raise
+            part = found.group("part")
+            schema = LOG_TABLES[part.rsplit("_", 1)[0]].schema
+            damaged = damaged_files(store, parts[part], schema)
+            if not damaged:
+                raise
+            _register_part(con, store, part, [k for k in parts[part] if k not in damaged])
+    raise AssertionError("unreachable")
+
+
+def damaged_files(store: ObjectStore, keys: Iterable[str], schema: pa.Schema) -> list[str]:
+    """The files among ``keys`` whose rows cannot be read, each named in a recorded error; read one
+    at a time, a row group at a time, so memory stays that of a row group."""
+    fs, base = filesystem_of(store)
+    found = []
+    for key in keys:
+        try:
+            with fs.open_input_file(f"{base}/{key}") as handle:
+                parquet = pq.ParquetFile(handle)
+                columns = [n for n in schema.names if n in parquet.schema_arrow.names]
+                for _ in parquet.iter_batches(columns=columns, use_threads=False):
+                    pass
+        except FileNotFoundError:
+            continue
+        except (pa.ArrowException, OSError, ValueError) as e:
+            record_damage(key, f"corrupt: unreadable Parquet pages: {describe_error(e)}", "skipped")
+            found.append(key)
+    return found
 
 
 def article_rows(store: ObjectStore, article_ids: Iterable[str], columns: Iterable[str],

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,13 @@ ESCAPES = {
     "pragma": "pragma database_list",
     "export": "export database '{tmp}/dump'",
     "query_then_copy": "select 42 as answer; copy (select 1) to '{tmp}/after.csv'",
+    # explain analyze runs what it explains (issue 32): refused unless that is a query
+    "explain_analyze_create": "explain analyze create table loot as select * from range(1000000000)",
+    "explain_create_view": "explain create view articles as select 1 as a",
+    "explain_drop_view": "/* why */ EXPLAIN ANALYZE drop view articles",
+    "explain_macro": "explain (format json) create macro leak() as 1",
+    "explain_copy": "explain analyze copy (select 1) to '{tmp}/after.csv'",
+    "explain_set": "explain set threads = 1",
 }
 
 
@@ -134,3 +142,34 @@ def test_sql_works_on_a_store_with_damaged_objects(pipeline_world: World) -> Non
     warned = [line for line in err.splitlines() if line.startswith("warning: left out ")]
     assert {built.keys["article_segment"], layout.page_pointer_key(built.edition, "top")} <= \
         {line.split()[3].rstrip(":") for line in warned}, err
+
+
+def test_explain_of_a_query_still_runs(tmp_path: Path) -> None:
+    status, out, err = _run(LocalStore(tmp_path / "store"), "explain analyze select count(*) from articles")
+    assert status == 0, err
+    assert "analyzed_plan" in out
+
+
+def test_a_query_past_its_time_limit_is_stopped_with_a_clear_message(tmp_path: Path) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    started = time.monotonic()
+    queries = io.StringIO("select count(*) from range(100000000000) as a;\nselect 7 as after;\n")
+    status = run_sql(LocalStore(tmp_path / "store"), None, out=out, err=err, inp=queries, timeout_seconds=0.5)
+    assert time.monotonic() - started < 60
+    assert status == 1
+    assert err.getvalue().startswith("error: the query ran past its time limit of 0.5 s") and \
+        "NEWSROOM_WAREHOUSE_SQL_TIMEOUT_SECONDS" in err.getvalue()
+    assert "after" in out.getvalue()  # the queries after it still run
+
+
+def test_the_memory_limit_holds_and_cannot_be_lifted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks.settings import forget_environment_settings
+
+    monkeypatch.setenv("NEWSROOM_WAREHOUSE_QUERY_MEMORY_LIMIT", "300MB")
+    forget_environment_settings()
+    store = LocalStore(tmp_path / "store")
+    status, out, err = _run(store, "select current_setting('memory_limit') as limit_now")
+    assert status == 0, err
+    assert "286.1 MiB" in out or "300.0 MB" in out, out
+    status, out, err = _run(store, "select current_setting('memory_limit'); set memory_limit = '20GB'")
+    assert status == 1 and "not a query" in err
