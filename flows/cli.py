@@ -323,9 +323,14 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from tasks.sql import example_query, run_sql
+    from tasks.sql import example_query, run_sql, write_views_file
     from tasks.storage import configured_store
 
+    if args.views_file:
+        count = write_views_file(configured_store(), Path(args.views_file))
+        _say(f"newsroom sql: {count} views over the store in {args.views_file}; "
+             f"open them with: duckdb -cmd \".read {args.views_file}\"")
+        return 0
     return run_sql(configured_store(), example_query(args.example) if args.example else args.query, fmt=args.format)
 
 
@@ -568,6 +573,9 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--example", help="run a documented example query (see docs/queries.md)")
     sql.add_argument("--format", choices=("table", "csv", "jsonl"), default="table",
                      help="table for people (long values cut); csv or jsonl for other tools (whole values)")
+    sql.add_argument("--views-file", default=None, metavar="PATH",
+                     help="write a DuckDB script creating the same views over the store's files as they are "
+                          "now, for your own DuckDB (.read PATH), instead of running a query")
     sql.set_defaults(func=cmd_sql)
 
     export = sub.add_parser("export", help="write one day's tables as Parquet")

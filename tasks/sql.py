@@ -26,6 +26,7 @@ from warehouse.duck import (
     run_resilient,
     sources_named_in,
     split_queries,
+    views_script,
 )
 from warehouse.store import ObjectStore
 
@@ -173,6 +174,14 @@ def _run_with_limit(con: duckdb.DuckDBPyConnection, store: ObjectStore, statemen
         raise
     finally:
         timer.cancel()
+
+
+def write_views_file(store: ObjectStore, path: Path) -> int:
+    """``newsroom sql --views-file``: the store's views as a DuckDB script (:func:`warehouse.duck.views_script`);
+    returns how many views it creates."""
+    script = views_script(store)
+    path.write_text(script, encoding="utf-8")
+    return script.count("create or replace view ")
 
 
 def example_query(name: str) -> str:

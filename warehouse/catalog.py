@@ -14,10 +14,12 @@ of each file (one small ranged read per file, in parallel), which also tells
   (:data:`FOLDED_KEY`), every segment it holds the rows of. Those are left out even while they
   still exist (a compaction writes its segment before deleting its sources, and may die in
   between), so a reader never counts a row twice and compaction needs no lock;
-- **which rows may repeat**: a folder (a day of a log) holding segments no compaction has folded
-  yet may hold the same row twice (a click reloaded, a rerun after a crash), so its files are read
-  through the table's identity window (``fresh``); every other file is read as it is
-  (``settled``), which is what lets a time predicate skip whole files.
+- **which rows may repeat**: segments no compaction has folded yet (about the last hour) may hold
+  the same row twice (a click reloaded, a rerun after a crash), so they are read through the
+  table's identity window (``fresh``); compacted segments hold each row once and are read as they
+  are (``settled``), which is what lets a time predicate skip whole files. A row stored again
+  after its first copy was compacted counts twice until the next compaction drops it (an hour at
+  most; the profiles fold counts clicks by id whatever the view says).
 
 Cost grows with the number of files, which maintenance keeps small: segments are compacted hourly
 and a closed day's compacted segments are merged into one (:mod:`warehouse.maintenance`).
@@ -146,8 +148,9 @@ class TablePlan:
     """The files one log table is read from.
 
     ``settled`` files hold no row twice (among themselves), so they are read as they are, predicates
-    pushed down to their statistics; ``fresh`` files (every file of a folder with segments no
-    compaction folded yet) are read through the table's identity window. ``files`` is every live,
+    pushed down to their statistics; ``fresh`` files (segments no compaction folded yet, and
+    compacted ones written before compactions named what they hold, in the same folder) are read
+    through the table's identity window. ``files`` is every live,
     readable segment; ``skipped`` the keys left out as damaged.
     """
 
@@ -290,10 +293,14 @@ def plan_table(store: ObjectStore, table: LogTable) -> TablePlan:
                 kept.append(f)
         live.extend(kept)
         # Compacted segments of one folder never share a row (each leaves out what the others
-        # hold), so only a segment no compaction folded yet can repeat one.
-        unfolded = any(not f.is_compacted for f in kept)
-        target = fresh if table.identity and unfolded else settled
-        target.extend(f.key for f in kept)
+        # hold, and what it holds of a segment written after it, the next compaction drops), so
+        # only segments no compaction folded yet are read through the identity window, with the
+        # compacted ones of before segments named what they hold, which may repeat any row.
+        unfolded = [f for f in kept if not f.is_compacted]
+        legacy = [f for f in kept if f.is_compacted and f.folded is None] if unfolded else []
+        for f in kept:
+            windowed = table.identity and (f in unfolded or f in legacy)
+            (fresh if windowed else settled).append(f.key)
     return TablePlan(table, tuple(settled), tuple(fresh), tuple(live), tuple(skipped), tuple(superseded))
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import duckdb
 import pyarrow as pa
@@ -28,7 +29,8 @@ from warehouse.schemas import (
     PAGES_SCHEMA,
     PUBLISHERS_SCHEMA,
 )
-from warehouse.store import ObjectStore
+from warehouse.settings import WarehouseSettings, get_settings
+from warehouse.store import ObjectStore, S3Store, open_store
 
 T = TypeVar("T")
 
@@ -236,6 +238,86 @@ def register_sources(con: duckdb.DuckDBPyConnection, store: ObjectStore, sources
             con.register(view, _state_table(store, key, schema))
     if "pages" in wanted:
         con.register("pages_raw", _pages_table(store))
+
+
+def views_script(store: ObjectStore) -> str:
+    """A DuckDB script creating the same views over the store's files as they are now, for an
+    analyst's own DuckDB (the CLI's ``.read``, Python, a notebook): ``newsroom sql --views-file``.
+
+    Each log part becomes ``read_parquet`` over the files a query here would read (so the analyst
+    counts what ``newsroom sql`` counts); the registry and feed state, their files; the page
+    versions, a table of them as listed now. On S3 the paths are ``s3://`` URLs, which the
+    analyst's DuckDB reads through its httpfs extension (the script says how); newsroom itself
+    never installs anything. Files move when maintenance compacts them: write the script again
+    after it runs (a query on a file since merged fails, naming it).
+    """
+    con = duckdb.connect()
+    lines = ["-- newsroom views over " + store.uri + " (generated; write it again after maintenance runs)",
+             "set timezone = 'UTC';"]
+    if isinstance(store, S3Store):
+        lines += ["-- reading s3:// needs DuckDB's httpfs extension and the store's credentials, e.g.:",
+                  "--   install httpfs; load httpfs;",
+                  "--   create secret (type s3, key_id '...', secret '...', region '" + store.region + "'"
+                  + (f", endpoint '{urlsplit(store.endpoint_url).netloc}', url_style 'path', use_ssl "
+                     f"{'true' if urlsplit(store.endpoint_url).scheme == 'https' else 'false'}" if store.endpoint_url
+                     else "") + ");"]
+
+    def files(keys: Iterable[str]) -> str:
+        return "[" + ", ".join(_sql_string(_file_url(store, k)) for k in keys) + "]"
+
+    def empty(schema: pa.Schema) -> str:
+        con.register("shape", schema.empty_table())
+        columns = con.sql("describe shape").fetchall()
+        return "select " + ", ".join(f"cast(null as {kind}) as {_sql_identifier(name)}"
+                                     for name, kind, *_ in columns) + " where false"
+
+    def view(name: str, keys: Iterable[str], schema: pa.Schema) -> str:
+        keys = list(keys)
+        columns = ", ".join(_sql_identifier(n) for n in schema.names)
+        body = (f"select {columns} from read_parquet({files(keys)}, union_by_name = true)" if keys
+                else empty(schema))
+        return f"create or replace view {name} as {body};"
+
+    for name, table in LOG_TABLES.items():
+        plan = plan_table(store, table)
+        lines.append(view(f"{name}_settled", plan.settled, table.schema))
+        lines.append(view(f"{name}_fresh", plan.fresh, table.schema))
+    for name, (_, key, schema) in _STATE_TABLES.items():
+        lines.append(view(name, [key] if store.head(key) is not None else [], schema))
+    pages = _pages_table(store).to_pylist()
+    if pages:
+        values = ", ".join(f"({_sql_string(p['edition'])}, {_sql_string(p['section'])}, {p['version']}, "
+                           f"{_sql_string(p['key'])}, {str(p['is_live']).lower()})" for p in pages)
+        lines.append(f"create or replace view pages_raw as select * from (values {values}) "
+                     "as t(edition, section, version, key, is_live);")
+    else:
+        lines.append(f"create or replace view pages_raw as {empty(PAGES_SCHEMA)};")
+    con.close()
+    return "\n".join(lines) + "\n" + load_sql("views")
+
+
+def _file_url(store: ObjectStore, key: str) -> str:
+    if isinstance(store, S3Store):
+        return f"s3://{store.bucket}/{store.prefix}{key}"
+    fs, base = filesystem_of(store)
+    return f"{base}/{key}"
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _sql_identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def connect_from_settings(settings: WarehouseSettings | None = None) -> duckdb.DuckDBPyConnection:
+    """DuckDB over the store the ``NEWSROOM_WAREHOUSE_*`` settings name, every view registered,
+    under their memory limits: the one step of an analyst's Python session or notebook
+    (``from warehouse.duck import connect_from_settings; con = connect_from_settings()``)."""
+    settings = settings or get_settings()
+    return connect(open_store(settings), memory_limit=settings.query_memory_limit,
+                   spill_limit=settings.query_spill_limit)
 
 
 _PARTS: dict[int, dict[str, tuple[str, ...]]] = {}

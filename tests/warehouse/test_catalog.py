@@ -172,3 +172,22 @@ def test_a_closed_day_is_merged_into_one_segment_sorted_by_article_id(store: Obj
     found = article_rows(store, ["a03-20", "nope"], ["article_id", "title"]).to_pylist()
     assert found == [{"article_id": "a03-20", "title": "title of a03-20"}]
     assert merge_closed_days(store, NOW).written_segments == 0  # a merged day stays as it is
+
+
+def test_an_analysts_own_duckdb_reads_the_same_views_from_the_script(store: ObjectStore) -> None:
+    from warehouse.duck import views_script
+
+    old_day = NOW - timedelta(days=1)
+    keys = [_write_articles(store, old_day, f"o{i}", [_article(f"o{i}", old_day + timedelta(minutes=i))])
+            for i in range(3)]
+    compact_folder(store, LOG_TABLES["articles"], keys[0].rsplit("/", 1)[0], keys, min_segments=1)
+    _write_articles(store, NOW, "n", [_article("n1", NOW), _article("n1", NOW)])  # a row stored twice
+    ours = _count(store, "select count(*), count(distinct article_id) from articles")
+    script = views_script(store)
+    if script.count("s3://"):
+        assert "create secret" in script  # the analyst's DuckDB needs httpfs for s3:// (not run here)
+        return
+    analyst = duckdb.connect()
+    analyst.execute(script)
+    assert analyst.sql("select count(*), count(distinct article_id) from articles").fetchall() == ours == [(4, 4)]
+    assert analyst.sql("select count(*) from stories").fetchall() == [(0,)]

@@ -1,8 +1,8 @@
 -- views: the analyst-facing tables over the stored Parquet, registered by warehouse.duck.connect.
 -- inputs: <log>_settled and <log>_fresh for each log (articles, story_changes, clicks, article_links,
 --         fetches, listings): pyarrow datasets over its segments (warehouse.catalog; settled files
---         hold no row twice, fresh ones are every file of a folder that still has segments no
---         compaction folded); publishers_raw, feed_registry, feed_state, pages_raw
+--         hold no row twice, fresh ones are the segments no compaction folded yet, about the
+--         last hour); publishers_raw, feed_registry, feed_state, pages_raw
 -- output: views <log>_log (every stored row), articles, story_changes, story_assignments, stories,
 --         feeds, publishers, pages, clicks, article_links, fetches, listings
 -- Settled files are scanned as they lie, so a predicate on a column reaches their statistics and
