@@ -333,14 +333,19 @@ def compact_logs(store: ObjectStore, now: datetime, *, min_segments: int = 4) ->
                  list(articles.compact_sort), min_segments, report)
     if waiting:
         report.notes.append(f"article segments wait for the first commit of the writer of {', '.join(sorted(waiting))}")
-    for folder, keys in sorted(_by_folder(list_segments(store, layout.CLICKS_PREFIX)).items()):
+    click_folders = _by_folder(list_segments(store, layout.CLICKS_PREFIX))
+    for folder, keys in sorted(click_folders.items()):
         day = layout.partition_day(folder)
         compacted = [k for k in keys if is_compacted(k)]
         small = [k for k in keys if not is_compacted(k)]
         if day is None or not _worth_compacting(small, compacted, min_segments):
             continue
+        # A click token lives a day (NEWSROOM_SERVING_CLICK_TOKEN_TTL_SECONDS): a reload can land in
+        # the next day's folder, so the day before's clicks count as compacted ones too.
+        previous = f"{layout.CLICKS_PREFIX}date={(datetime.strptime(day, '%Y-%m-%d') - timedelta(days=1)):%Y-%m-%d}"
+        earlier = [k for k in click_folders.get(previous, []) if is_compacted(k)]
         clicks = LOG_TABLES["clicks"]
-        _compact(store, folder, _read_each(store, small, CLICKS_SCHEMA), compacted, CLICKS_SCHEMA,
+        _compact(store, folder, _read_each(store, small, CLICKS_SCHEMA), [*compacted, *earlier], CLICKS_SCHEMA,
                  list(clicks.compact_identity), list(clicks.compact_sort), min_segments, report)
     # Fetches and listings (the dashboards' logs, issue 18): one segment per run, complete once
     # written, so merged at every maintenance run, today's too (every rank and health run reads

@@ -191,3 +191,19 @@ def test_an_analysts_own_duckdb_reads_the_same_views_from_the_script(store: Obje
     analyst.execute(script)
     assert analyst.sql("select count(*), count(distinct article_id) from articles").fetchall() == ours == [(4, 4)]
     assert analyst.sql("select count(*) from stories").fetchall() == [(0,)]
+
+
+def test_a_click_reloaded_the_next_day_counts_once_once_compacted(store: ObjectStore) -> None:
+    def click(day: datetime, name: str) -> str:
+        key = layout.click_batch_key(day, name)
+        row = {"click_id": "c1", "article_id": "a", "story_id": "s", "reader_hash": "r", "surface": "top",
+               "position": 1, "clicked_at": day}
+        write_segment(store, key, rows_to_table([row], CLICKS_SCHEMA), CLICKS_SCHEMA)
+        return key
+
+    yesterday, today = NOW - timedelta(days=1), NOW.replace(hour=0, minute=5)
+    click(yesterday, "first")
+    compact_logs(store, NOW, min_segments=1)
+    click(today, "reload")  # a token lives a day: the reload lands in the next day's folder
+    compact_logs(store, NOW, min_segments=1)
+    assert _count(store, "select count(*) from clicks") == [(1,)]
