@@ -401,8 +401,14 @@ def merge_closed_days(store: ObjectStore, now: datetime, *, max_bytes: int = MER
             day = layout.partition_day(folder)
             if name != "story_changes" and (day is None or day >= today or not all(map(is_compacted, keys))):
                 continue
+            compacted = sorted(k for k in keys if is_compacted(k))
+            held = _folded_names(store, compacted)
+            for key in compacted:  # held by a merge that died before deleting it
+                if key.rsplit("/", 1)[-1] in held:
+                    store.delete(key)
+                    report.compacted_segments += 1
             groups: dict[str, list[tuple[str, int]]] = defaultdict(list)
-            for key in sorted(k for k in keys if is_compacted(k)):
+            for key in (k for k in compacted if k.rsplit("/", 1)[-1] not in held):
                 try:
                     metadata = pq.read_metadata(f"{base}/{key}", filesystem=fs)
                 except (pa.ArrowException, OSError):

@@ -207,3 +207,18 @@ def test_a_click_reloaded_the_next_day_counts_once_once_compacted(store: ObjectS
     click(today, "reload")  # a token lives a day: the reload lands in the next day's folder
     compact_logs(store, NOW, min_segments=1)
     assert _count(store, "select count(*) from clicks") == [(1,)]
+
+
+def test_a_merge_that_died_before_its_deletes_is_finished_and_doubles_nothing(store: ObjectStore) -> None:
+    day = NOW - timedelta(days=1)
+    folder = layout.article_segment_key(day, "x").rsplit("/", 1)[0]
+    for hour in range(3):
+        key = _write_articles(store, day, f"h{hour}", [_article(f"a{hour}", day + timedelta(hours=hour))])
+        compact_folder(store, LOG_TABLES["articles"], folder, [key], min_segments=1)
+    with pytest.raises(Killed):
+        merge_closed_days(DiesOnDelete(store), NOW)  # type: ignore[arg-type]
+    assert len(list_segments(store, f"{folder}/")) == 4  # the merged segment and the three it holds
+    assert _count(store, "select count(*) from articles") == [(3,)]
+    merge_closed_days(store, NOW)
+    assert len(list_segments(store, f"{folder}/")) == 1
+    assert _count(store, "select count(*) from articles") == [(3,)]
