@@ -72,6 +72,7 @@ from warehouse.aggregates import (
     read_table_object,
     seq_of_key,
 )
+from warehouse.catalog import held_by_compacted, is_compacted
 from warehouse.damage import describe_error, record_damage
 from warehouse.errors import (
     CorruptObjectError,
@@ -80,7 +81,6 @@ from warehouse.errors import (
     SchemaMismatchError,
     WarehouseError,
 )
-from warehouse.maintenance import is_compacted
 from warehouse.schemas import (
     AGGREGATE_ALIASES_SCHEMA,
     AGGREGATE_LEDGER_SCHEMA,
@@ -409,6 +409,9 @@ def _read_new(store: ObjectStore, log_name: str, now: datetime, done: Mapping[st
     consumed = set(done["consumed"]) if done is not None else set()
     partial = dict(done["partial"]) if done is not None else {}
     listed = list_segments(store, prefix)
+    if done is None:  # a rebuild reads every segment, but not one a compacted segment holds (issue 28)
+        held = held_by_compacted(store, listed)
+        listed = [k for k in listed if k.rsplit("/", 1)[-1] not in held]
     rows: list[dict[str, Any]] = []
     tables: list[pa.Table] = []
     new_partial: dict[str, str] = {}

@@ -118,6 +118,22 @@ def folded_metadata(sources: Iterable[str]) -> dict[bytes, bytes]:
     return {FOLDED_KEY: json.dumps(sorted({k.rsplit("/", 1)[-1] for k in sources})).encode()}
 
 
+def held_by_compacted(store: ObjectStore, keys: Iterable[str]) -> set[str]:
+    """The names of the segments the compacted ones among ``keys`` say they hold (their footers);
+    a footer that cannot be read holds nothing (its rows are read or written again, never lost)."""
+    fs, base = filesystem_of(store)
+    names: set[str] = set()
+    for key in keys:
+        if not is_compacted(key):
+            continue
+        try:
+            raw = (pq.read_metadata(f"{base}/{key}", filesystem=fs).metadata or {}).get(FOLDED_KEY)
+            names.update(str(n) for n in json.loads(raw)) if raw else None
+        except (pa.ArrowException, OSError, ValueError, TypeError):
+            continue
+    return names
+
+
 @dataclass(frozen=True, slots=True)
 class SegmentFile:
     """What a segment's footer says: its rows, what it folded, the range of its offsets (story changes)."""

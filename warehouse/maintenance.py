@@ -19,7 +19,6 @@ compacted only after they consumed it (:func:`rank_consumption`).
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,11 +39,11 @@ from warehouse.aggregates import (
 )
 from warehouse.catalog import (
     COMPACT_PREFIX,
-    FOLDED_KEY,
     LOG_TABLES,
     LogTable,
     filesystem_of,
     folded_metadata,
+    held_by_compacted,
     is_compacted,
 )
 from warehouse.damage import collect_damage, describe_error, record_damage
@@ -161,7 +160,7 @@ def _compact(store: ObjectStore, folder: str, sources: dict[str, pa.Table], comp
     the compacted segments' rows are not read: a source is redundant only when one names it.
     """
     others = sorted(k for k in compacted if k not in sources)
-    held = _folded_names(store, others)
+    held = held_by_compacted(store, others)
     seen = _compacted_identities(store, others, identity) if identity_unique_in_folder else set()
     redundant = [k for k, t in sorted(sources.items())
                  if k.rsplit("/", 1)[-1] in held or (identity and set(_identities(t, identity)) <= seen)]
@@ -201,19 +200,6 @@ def compact_folder(store: ObjectStore, table: LogTable, folder: str, keys: Itera
              list(table.compact_identity), list(table.compact_sort), min_segments, report,
              identity_unique_in_folder=table.name != "story_changes")
     return report
-
-
-def _folded_names(store: ObjectStore, keys: list[str]) -> set[str]:
-    """The names of the segments compacted segments say they hold (their footers)."""
-    fs, base = filesystem_of(store)
-    names: set[str] = set()
-    for key in keys:
-        try:
-            raw = (pq.read_metadata(f"{base}/{key}", filesystem=fs).metadata or {}).get(FOLDED_KEY)
-            names.update(json.loads(raw) if raw else ())
-        except (pa.ArrowException, OSError, ValueError, TypeError):
-            continue  # unreadable: its rows are written again rather than lost
-    return names
 
 
 def _compacted_identities(store: ObjectStore, keys: list[str], identity: list[str]) -> set[tuple[object, ...]]:
@@ -402,7 +388,7 @@ def merge_closed_days(store: ObjectStore, now: datetime, *, max_bytes: int = MER
             if name != "story_changes" and (day is None or day >= today or not all(map(is_compacted, keys))):
                 continue
             compacted = sorted(k for k in keys if is_compacted(k))
-            held = _folded_names(store, compacted)
+            held = held_by_compacted(store, compacted)
             for key in compacted:  # held by a merge that died before deleting it
                 if key.rsplit("/", 1)[-1] in held:
                     store.delete(key)
