@@ -352,7 +352,7 @@ class SnapshotCache:
                 held_pages, pages_ok = self._refresh_pages(old.held_pages, folders, degraded)
             held_stories, stories_ok = self._refresh_stories(old.held_stories, degraded)
             linked = self._answer_listed_stories(old.linked, held_pages, held_stories)
-            degraded.extend(linked.degraded)
+            degraded = _merged([*degraded, *linked.degraded])
             pages = {k: h.page for k, h in held_pages.items() if h.page is not None}
             editions = old.editions if pages.keys() == old.pages.keys() else _editions_body(pages)
             ok = pages_ok and stories_ok
@@ -610,6 +610,16 @@ def _is_newer_fallback(held: CachedPage, candidate: LivePage, found: PointerRead
     live = found.pointer
     return (candidate.pointer is not live and held.version > candidate.pointer.version
             and (live is None or (held.version < live.version and live.was_published(held.version))))
+
+
+def _merged(degraded: list[Degraded]) -> list[Degraded]:
+    """One entry per ``what``: the first one's problem and version, every version passed over."""
+    by_what: dict[str, Degraded] = {}
+    for entry in degraded:
+        first = by_what.get(entry.what)
+        by_what[entry.what] = entry if first is None else dataclasses.replace(
+            first, skipped=(*first.skipped, *entry.skipped))
+    return list(by_what.values())
 
 
 def _answers(stories: CachedStories, story_id: str) -> bool:
