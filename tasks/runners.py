@@ -23,7 +23,9 @@ def exit_with_parent() -> None:
     killed with SIGKILL used to leave them (and multiprocessing's resource tracker) running for
     good. The kernel's parent-death signal is no fit here: it follows the thread that forked the
     worker, and a pool starts workers from whichever thread submits. So a daemon thread watches
-    for this process being handed to another parent instead.
+    for this process being handed to another parent instead. It starts with the pool's
+    initializer, after the worker's start-up (its imports): a worker still starting when the flow
+    dies exits as soon as that is done.
     """
     parent = multiprocessing.parent_process()
     parent_pid = parent.pid if parent is not None and parent.pid is not None else os.getppid()

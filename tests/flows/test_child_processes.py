@@ -122,12 +122,13 @@ def test_a_killed_serve_takes_the_api_server_with_it(tmp_path: Path,
 
 
 POOL_SCRIPT = """
-import sys, time, multiprocessing
+import os, sys, time, multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from tasks.runners import ingest_task_runner
 from tasks.settings import ScaleSettings
 
 def nap(_):
+    open(f"started-{os.getpid()}", "w").close()  # past the initializer: the worker is at work
     time.sleep(600)
 
 if __name__ == "__main__":
@@ -144,7 +145,8 @@ if __name__ == "__main__":
 def test_a_killed_flow_process_takes_its_ingest_workers_with_it(tmp_path: Path,
                                                                killed_after: list[subprocess.Popen[bytes]]) -> None:
     """``NEWSROOM_SCALE_INGEST_PROCESSES``: the fetch fan-out's worker processes (and
-    multiprocessing's resource tracker) go when the flow's process is killed."""
+    multiprocessing's resource tracker) go when the flow's process is killed mid-fetch. (A worker
+    still starting notices once its start-up is done: the initializer runs after it.)"""
     script = tmp_path / "pool.py"
     script.write_text(POOL_SCRIPT)
     marker, env = _marked_env(tmp_path)
@@ -157,7 +159,8 @@ def test_a_killed_flow_process_takes_its_ingest_workers_with_it(tmp_path: Path,
     def workers() -> list[int]:
         return [p for p in descendants(flow.pid) if b"spawn_main" in cmdline(Path(f"/proc/{p}"))]
 
-    _wait(lambda: len(workers()) == 2, 60, "the pool's two workers never started")
+    _wait(lambda: len(workers()) == 2 and len(list(tmp_path.glob("started-*"))) == 2, 60,
+          "the pool's two workers never started")
     flow.kill()
     flow.wait()
     deadline = time.monotonic() + GONE_WITHIN_SECONDS
