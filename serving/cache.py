@@ -103,7 +103,6 @@ class HeldPage:
     the versions passed over. Kept as is while the pointer object is unchanged."""
 
     pointer_etag: str | None
-    pointer: PagePointer | None
     page: CachedPage | None
     problem: str | None = None
     skipped: tuple[SkippedVersion, ...] = ()
@@ -429,7 +428,7 @@ class SnapshotCache:
                            page.version if page else None)
         elif page is not None:
             logger.info("page_loaded edition=%s section=%s version=%d", edition, section, page.version)
-        return HeldPage(found.etag, found.pointer, page, problem, tuple(skipped))
+        return HeldPage(found.etag, page, problem, tuple(skipped))
 
     @staticmethod
     def _cached_page(edition: str, section: str, version: LivePage, held: CachedPage | None) -> CachedPage | None:
