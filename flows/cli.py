@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flows import lifeline
+from flows.prefect_server import stop_process_group
 
 if TYPE_CHECKING:
     from tasks.settings import PipelineSettings
@@ -68,25 +69,17 @@ class ReplayProcess:
         self.banner = line
 
     def stop(self) -> None:
-        _stop_group(self.process)
-
-
-def _stop_group(process: subprocess.Popen[Any]) -> None:
-    """Stop a child started in its own session, and everything it started."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        stop_process_group(self.process)
 
 
 def serve_api(host: str | None, port: int | None) -> subprocess.Popen[bytes]:
-    """``python -m serving`` in its own session; a host or port left None comes from its settings."""
-    cmd = [sys.executable, "-m", "serving", "--log-level", "warning"]
-    cmd += ["--host", host] if host is not None else []
-    cmd += ["--port", str(port)] if port is not None else []
-    return subprocess.Popen(cmd, start_new_session=True)
+    """``python -m serving`` in its own session, tied to this process (:mod:`flows.lifeline`: it goes
+    even if ``newsroom serve`` is killed with SIGKILL, issue 32); a host or port left None comes from
+    its settings. Call it from the main thread (the tie follows the thread that starts the child)."""
+    args = ["--log-level", "warning"]
+    args += ["--host", host] if host is not None else []
+    args += ["--port", str(port)] if port is not None else []
+    return subprocess.Popen(lifeline.command("serving", *args), start_new_session=True)
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -134,10 +127,11 @@ def _batch_demo(args: argparse.Namespace, corpora: list[Path], store_dir: Path, 
     # A SIGTERM (a supervisor, `timeout`, `kill`) stops the demo like Ctrl-C: its children go too.
     signal.signal(signal.SIGTERM, _interrupt)
     _quiet_prefect_defaults()
+    from flows.prefect_server import prefect_api
     from tasks.settings import use_settings
 
-    with use_settings(demo_settings(store_dir)):
-        return _batch_cycles(args, corpora, store_dir, start, step)
+    with use_settings(demo_settings(store_dir)), prefect_api() as ready:
+        return _batch_cycles(args, corpora, store_dir, start, step, ready)
 
 
 def demo_settings(store_dir: Path) -> PipelineSettings:
@@ -148,7 +142,7 @@ def demo_settings(store_dir: Path) -> PipelineSettings:
 
 
 def _batch_cycles(args: argparse.Namespace, corpora: list[Path], store_dir: Path, start: datetime,
-                  step: timedelta) -> int:
+                  step: timedelta, prefect_ready: Callable[[], None]) -> int:
     from flows.cycle import pipeline_cycle
     from flows.demo_pipeline import cycle_counts
     from tasks.registry import import_publishers
@@ -165,6 +159,7 @@ def _batch_cycles(args: argparse.Namespace, corpora: list[Path], store_dir: Path
                                      download_publishers_csv(replay.control_url, csv_path)).registry
         _say(f"[2/4] registered {len(registry.publishers)} publishers, {len(registry.feeds)} feeds")
         _say(f"[3/4] running {args.cycles} pipeline cycles under Prefect, {args.step_minutes} simulated minutes apart")
+        prefect_ready()
         summary: dict[str, Any] = {}
         for i in range(1, args.cycles + 1):
             now = start + step * i
@@ -382,17 +377,21 @@ def cmd_publishers(args: argparse.Namespace) -> int:
 
 def cmd_flow(args: argparse.Namespace) -> int:
     _quiet_prefect_defaults()
-    from flows.cluster import cluster_stories
-    from flows.cycle import pipeline_cycle
-    from flows.ingest import ingest_feeds
-    from flows.rank import rank_and_publish
-    from flows.repair import repair_stories
+    from flows.prefect_server import prefect_api
 
-    flows: dict[str, Callable[..., object]] = {"ingest": ingest_feeds, "cluster": cluster_stories,
-                                               "repair": repair_stories, "rank": rank_and_publish,
-                                               "cycle": pipeline_cycle}
-    flow = flows[args.command]
-    _say(str(flow(now=args.now)))
+    with prefect_api() as ready:  # a temporary server dies with this command, SIGKILL included (issue 32)
+        from flows.cluster import cluster_stories  # imported while the server starts
+        from flows.cycle import pipeline_cycle
+        from flows.ingest import ingest_feeds
+        from flows.rank import rank_and_publish
+        from flows.repair import repair_stories
+
+        flows: dict[str, Callable[..., object]] = {"ingest": ingest_feeds, "cluster": cluster_stories,
+                                                   "repair": repair_stories, "rank": rank_and_publish,
+                                                   "cycle": pipeline_cycle}
+        flow = flows[args.command]
+        ready()
+        _say(str(flow(now=args.now)))
     return 0
 
 
@@ -502,7 +501,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
-        _stop_group(api)
+        stop_process_group(api)
 
 
 def cmd_websub(args: argparse.Namespace) -> int:

@@ -26,7 +26,6 @@ import os
 import secrets
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -40,6 +39,7 @@ from typing import IO, Any
 
 from flows import lifeline
 from flows.errors import ChildFailed
+from flows.prefect_server import free_port, prefect_server_args
 
 CHILD_GRACE_SECONDS = 3.0
 """How long children get to stop on SIGTERM before SIGKILL (the demo's stop stays under 5 s)."""
@@ -63,12 +63,6 @@ def _raise_stop(signum: int, frame: object) -> None:
     for sig in STOP_SIGNALS:  # a second signal must not interrupt the stop that this one starts
         signal.signal(sig, signal.SIG_IGN)
     raise _DemoStopped(signum)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 def _http_status(url: str, timeout: float = 1.0) -> tuple[int, bytes]:
@@ -276,15 +270,6 @@ def _base_env(plan: LiveDemoPlan) -> dict[str, str]:
     return env
 
 
-def _prefect_server_args(port: int) -> list[str]:
-    import importlib.util
-
-    spec = importlib.util.find_spec("prefect")
-    app_dir = Path(spec.origin).parent.parent if spec and spec.origin else Path(".")
-    return ["--app-dir", str(app_dir), "--factory", "prefect.server.api.server:create_app",
-            "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"]
-
-
 class _Events:
     """JSON lines from the pipeline, read without blocking."""
 
@@ -348,7 +333,7 @@ def _run(plan: LiveDemoPlan, display: Display, supervisor: Supervisor) -> int:
                   "PREFECT_UI_ENABLED": str(plan.prefect_ui).lower(), "PREFECT_SERVER_UI_API_URL": prefect_api}
     if not plan.prefect_ui:
         server_env["PREFECT__SERVER_EPHEMERAL"] = "1"  # fewer background services; no UI
-    supervisor.start("prefect-server", "uvicorn", _prefect_server_args(prefect_port), server_env)
+    supervisor.start("prefect-server", "uvicorn", prefect_server_args(prefect_port), server_env)
 
     replay_args = ["--port", "0", "--seed", str(plan.seed), "--start", plan.start.strftime("%Y-%m-%dT%H:%M:%SZ")]
     for corpus in plan.corpora:

@@ -1,10 +1,12 @@
 """Tie a child process's life to its parent's: it dies when the parent dies, however that happens.
 
 ``newsroom demo`` runs the replay site, a temporary Prefect server, the pipeline and the API as
-child processes. Ctrl-C, SIGTERM and SIGHUP reach the demo, which stops them in order; but a demo
-killed with SIGKILL (or by the OOM killer) runs no code at all, and its children used to live on
-holding port 8000 (issue 18). Linux's ``prctl(PR_SET_PDEATHSIG)`` asks the kernel to signal a
-process when the thread that forked it exits, so each child is started through this module:
+child processes; ``newsroom serve`` runs the API, and the flow commands (``newsroom cycle`` ...) a
+temporary Prefect server (:mod:`flows.prefect_server`, issue 32). Ctrl-C, SIGTERM and SIGHUP reach
+the command, which stops them in order; but a command killed with SIGKILL (or by the OOM killer)
+runs no code at all, and its children used to live on holding their ports (issues 18, 32). Linux's
+``prctl(PR_SET_PDEATHSIG)`` asks the kernel to signal a process when the thread that forked it
+exits, so each child is started through this module:
 
     python -m flows.lifeline PARENT_PID -m replay --port 0 ...
 

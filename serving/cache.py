@@ -7,11 +7,12 @@ once, when it is loaded (#20). When the store fails, the last good versions stay
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -19,17 +20,15 @@ from typing import Any
 from serving.errors import PageNotFoundError, StoryMovedError, StoryNotFoundError
 from serving.responses import CachedBody
 from warehouse import layout
-from warehouse.errors import SnapshotNotFoundError
 from warehouse.snapshots import (
     LivePage,
     PagePointer,
+    PointerRead,
+    SkippedVersion,
     dump_snapshot,
     list_page_folders,
-    read_fallback_page,
-    read_fallback_stories,
-    read_live_page,
-    read_live_stories,
-    read_pointer,
+    read_pointer_state,
+    servable_versions,
 )
 from warehouse.store import ObjectStore
 
@@ -74,19 +73,59 @@ class CachedStories:
     articles: Mapping[str, ArticleRef] = field(default_factory=dict)
     problem: str | None = None
     """Why the live snapshot is not the one held (an older valid version stands in), or None."""
+    sha256: str = ""
+    """Of the version's bytes: a pointer moved to the same bytes is not parsed again."""
+    borrowed: Mapping[str, int | None] = field(default_factory=dict)
+    """Stories a live page lists that this version lacks: story id -> the older valid version that
+    answers it, or None when the pages' cards do (``_answer_listed_stories``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Degraded:
-    """Something this replica serves from an older version, or cannot serve (issue 16).
+    """Something this replica serves from an older version, or cannot serve (issues 16, 32).
 
-    ``what`` is ``edition/section`` or ``stories``; ``problem`` a reason without object keys (the
-    log names those); ``serving_version`` the version served instead, or None when none is.
+    ``what`` is ``edition/section``, ``stories`` (the story snapshot), ``stories/{story_id}`` (a
+    story a live page lists) or ``pages`` (the listing); ``problem`` a reason without object keys
+    (the log names those); ``serving_version`` the version served instead, or None when none is.
     """
 
     what: str
     problem: str
     serving_version: int | None
+    skipped: tuple[SkippedVersion, ...] = ()
+    """Every version passed over on the way to the one served, with why."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeldPage:
+    """What one page's pointer gave at the last refresh that read it: the newest version passing
+    the pointer's checks (None when none does), why it is not the live one (None when it is), and
+    the versions passed over. Kept as is while the pointer object is unchanged."""
+
+    pointer_etag: str | None
+    page: CachedPage | None
+    problem: str | None = None
+    skipped: tuple[SkippedVersion, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HeldStories:
+    """What the story snapshot's pointer gave, as :class:`HeldPage` for a page."""
+
+    pointer_etag: str | None
+    stories: CachedStories | None
+    problem: str | None = None
+    skipped: tuple[SkippedVersion, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LinkedStories:
+    """The stories answered for one set of held page versions and one story snapshot (``key``):
+    computed again only when one of them changes."""
+
+    key: tuple[Any, ...]
+    stories: CachedStories | None
+    degraded: tuple[Degraded, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +138,10 @@ class CacheState:
     refreshed_at: float | None = None
     last_refresh_ok: bool = False
     degraded: tuple[Degraded, ...] = ()
+    held_pages: Mapping[tuple[str, str], HeldPage] = field(default_factory=dict)
+    """Per page folder, what its pointer gave (``pages`` holds the versions found)."""
+    held_stories: HeldStories | None = None
+    linked: LinkedStories | None = None
 
 
 def _order_sections(sections: list[str]) -> list[str]:
@@ -159,36 +202,51 @@ def full_coverage(story: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _parse_stories(data: bytes, version: int, pointer_etag: str, problem: str | None = None) -> CachedStories:
-    raw: Any = json.loads(data)
-    stories = raw.get("stories") if isinstance(raw, dict) else None
-    aliases = (raw.get("aliases") or {}) if isinstance(raw, dict) else None
+def _parse_stories(payload: Mapping[str, Any], version: int, pointer_etag: str, problem: str | None = None,
+                   sha256: str = "") -> CachedStories:
+    stories = payload.get("stories")
+    aliases = payload.get("aliases") or {}
     if not isinstance(stories, dict) or not isinstance(aliases, dict):
         raise ValueError("story snapshot: 'stories' and 'aliases' must be objects")
     parsed = {str(k): full_coverage(v) for k, v in stories.items()}
-    articles: dict[str, ArticleRef] = {}
-    for story_id, story in sorted(parsed.items()):
-        for source in story["sources"]:
-            article_id, url = source.get("article_id"), source.get("url")
-            if isinstance(article_id, str) and isinstance(url, str):
-                articles.setdefault(article_id, ArticleRef(article_id, story_id, url))
     return CachedStories(
         version=version,
         pointer_etag=pointer_etag,
         stories=MappingProxyType({k: CachedBody.of(dump_snapshot(v)) for k, v in parsed.items()}),
         aliases=MappingProxyType({str(k): str(v) for k, v in aliases.items()}),
         parsed=MappingProxyType(parsed),
-        articles=MappingProxyType(articles),
+        articles=MappingProxyType(_article_refs(parsed)),
         problem=problem,
+        sha256=sha256,
     )
 
 
-def _parse_page_stories(data: bytes) -> tuple[Mapping[str, Any], ...]:
-    raw: Any = json.loads(data)
-    stories = raw.get("stories") if isinstance(raw, dict) else None
+def _article_refs(parsed: Mapping[str, Mapping[str, Any]],
+                  into: Mapping[str, ArticleRef] | None = None) -> dict[str, ArticleRef]:
+    """Each article of ``parsed`` (Full Coverage stories by id) -> its story and URL, added to ``into``."""
+    articles = dict(into or {})
+    for story_id, story in sorted(parsed.items()):
+        for source in story["sources"]:
+            article_id, url = source.get("article_id"), source.get("url")
+            if isinstance(article_id, str) and isinstance(url, str):
+                articles.setdefault(article_id, ArticleRef(article_id, story_id, url))
+    return articles
+
+
+def _parse_page_stories(payload: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    stories = payload.get("stories")
     if not isinstance(stories, list):
         raise ValueError("page: 'stories' must be a list")
     return tuple(s for s in stories if isinstance(s, dict) and "story_id" in s)
+
+
+def _payload_of(version: LivePage) -> Mapping[str, Any]:
+    if version.payload is not None:
+        return version.payload
+    raw: Any = json.loads(version.data)
+    if not isinstance(raw, dict):
+        raise ValueError("not a JSON object")
+    return raw
 
 
 class SnapshotCache:
@@ -271,150 +329,234 @@ class SnapshotCache:
     def refresh(self) -> bool:
         """Re-read the pointers and download only the versions that changed.
 
-        Any failure of the store (unreachable, a missing or corrupt object) keeps the last good
-        version of whatever could not be read, and is logged as a warning.
+        Every page and the story snapshot is the newest version passing its pointer's checks
+        (``servable_versions``), and every story a served page lists is answered
+        (``_answer_listed_stories``). Any failure of the store keeps the last good version of
+        whatever could not be read, and is logged as a warning.
 
         Returns:
-            True when every pointer and changed version was read cleanly.
+            True when every pointer and changed version was read cleanly (a story answered from an
+            older version, or by none, is still named in ``degraded``).
         """
         with self._refresh_lock:
             old = self._state
             degraded: list[Degraded] = []
             try:
-                live = list_page_folders(self._store)
+                folders = list_page_folders(self._store)
             except Exception as e:  # any store failure: keep serving every page we have
                 logger.warning("refresh_failed what=list_pages error=%s", _describe(e))
-                pages, pages_ok = dict(old.pages), False
+                held_pages, pages_ok = dict(old.held_pages), False
                 degraded.append(Degraded("pages", "store unreachable", None))
             else:
-                pages, pages_ok = self._refresh_pages(old, live, degraded)
-            stories, stories_ok = self._refresh_stories(old.stories, degraded)
-            ok = pages_ok and stories_ok
+                held_pages, pages_ok = self._refresh_pages(old.held_pages, folders, degraded)
+            held_stories, stories_ok = self._refresh_stories(old.held_stories, degraded)
+            linked = self._answer_listed_stories(old.linked, held_pages, held_stories)
+            degraded = _merged([*degraded, *linked.degraded])
+            pages = {k: h.page for k, h in held_pages.items() if h.page is not None}
             editions = old.editions if pages.keys() == old.pages.keys() else _editions_body(pages)
+            ok = pages_ok and stories_ok
             self._state = CacheState(
                 pages=MappingProxyType(pages),
-                stories=stories,
+                stories=linked.stories,
                 editions=editions,
                 refreshed_at=time.time(),
                 last_refresh_ok=ok,
                 degraded=tuple(degraded),
+                held_pages=MappingProxyType(held_pages),
+                held_stories=held_stories,
+                linked=linked,
             )
             return ok
 
+    # -- pages: the newest version passing the pointer's checks ---------------------------------
+
     def _refresh_pages(
-        self, old: CacheState, live: list[tuple[str, str]], degraded: list[Degraded]
-    ) -> tuple[dict[tuple[str, str], CachedPage], bool]:
-        pages: dict[tuple[str, str], CachedPage] = {}
+        self, old: Mapping[tuple[str, str], HeldPage], folders: list[tuple[str, str]], degraded: list[Degraded]
+    ) -> tuple[dict[tuple[str, str], HeldPage], bool]:
+        held: dict[tuple[str, str], HeldPage] = {}
         ok = True
-        for edition, section in live:
-            current = old.pages.get((edition, section))
+        for edition, section in folders:
+            current = old.get((edition, section))
             try:
-                pointer = read_pointer(self._store, edition, section)
-                if pointer is not None and current is not None and current.pointer == pointer:
-                    pages[(edition, section)] = current
-                    continue
-                fetched = read_live_page(self._store, edition, section)
-                parsed = _parse_page_stories(fetched.data)
-            except (SnapshotNotFoundError, ValueError) as e:
-                # A damaged pointer or version (issue 16): keep what we hold, or, on a fresh start,
-                # serve the newest valid version instead of nothing.
-                ok = False
-                reason = e.reason if isinstance(e, SnapshotNotFoundError) else "unreadable version"
-                logger.warning("refresh_failed what=page edition=%s section=%s error=%s", edition, section,
-                               _describe(e))
-                held = current or self._fallback_page(edition, section)
-                if held is not None:
-                    pages[(edition, section)] = held
-                degraded.append(Degraded(f"{edition}/{section}", reason, held.version if held else None))
-                continue
+                entry = self._load_page(edition, section, current)
             except Exception as e:  # the store failed: keep this page's last good version
                 ok = False
                 logger.warning(
                     "refresh_failed what=page edition=%s section=%s error=%s", edition, section, _describe(e)
                 )
                 if current is not None:
-                    pages[(edition, section)] = current
+                    held[(edition, section)] = current
                 degraded.append(Degraded(f"{edition}/{section}", "store unreachable",
-                                         current.version if current else None))
+                                         current.page.version if current and current.page else None))
                 continue
-            pages[(edition, section)] = CachedPage(
-                edition, section, fetched.pointer, CachedBody.compressed(fetched.data), parsed
-            )
-            logger.info(
-                "page_loaded edition=%s section=%s version=%d", edition, section, fetched.pointer.version
-            )
-        return pages, ok
+            held[(edition, section)] = entry
+            if entry.problem is not None:
+                ok = False
+                degraded.append(Degraded(f"{edition}/{section}", entry.problem,
+                                         entry.page.version if entry.page else None, entry.skipped))
+        return held, ok
 
-    def _fallback_page(self, edition: str, section: str) -> CachedPage | None:
-        """The newest valid version of a page whose live one cannot be read, or None."""
+    def _load_page(self, edition: str, section: str, current: HeldPage | None) -> HeldPage:
+        """The newest version of one page that passes its pointer's checks (issue 32).
+
+        Unchanged pointer bytes keep what was found for them: a damaged page is looked at again
+        when its pointer moves (a publish, a rollback, ``newsroom doctor --repair``).
+        """
+        found = read_pointer_state(self._store, layout.page_pointer_key(edition, section))
+        if current is not None and current.pointer_etag == found.etag:
+            return current
+        skipped: list[SkippedVersion] = []
+        page: CachedPage | None = None
+        held = current.page if current else None
+        for candidate in servable_versions(self._store, layout.page_pointer_key(edition, section), found):
+            if isinstance(candidate, SkippedVersion):
+                skipped.append(candidate)
+                continue
+            if held is not None and _is_newer_fallback(held, candidate, found):
+                page = held  # checked when loaded; gone from the store since, or damaged there
+                break
+            page = self._cached_page(edition, section, candidate, held)
+            if page is not None:
+                break
+            skipped.append(SkippedVersion(candidate.pointer.version, "unreadable page"))
+        problem = _why_not_live(found, page.pointer if page else None, skipped)
+        for s in skipped:
+            logger.warning("version_skipped what=page edition=%s section=%s version=%d problem=%s key=%s",
+                           edition, section, s.version, s.problem, layout.page_version_key(edition, section, s.version))
+        if problem is not None:
+            logger.warning("page_fallback edition=%s section=%s problem=%s version=%s", edition, section, problem,
+                           page.version if page else None)
+        elif page is not None:
+            logger.info("page_loaded edition=%s section=%s version=%d", edition, section, page.version)
+        return HeldPage(found.etag, page, problem, tuple(skipped))
+
+    @staticmethod
+    def _cached_page(edition: str, section: str, version: LivePage, held: CachedPage | None) -> CachedPage | None:
+        """``version`` ready to serve (the held one when its bytes are the same), or None when its
+        stories cannot be read."""
+        if held is not None and held.pointer.sha256 == version.pointer.sha256:
+            return dataclasses.replace(held, pointer=version.pointer)
         try:
-            fallback = read_fallback_page(self._store, edition, section)
-            if fallback is None:
-                return None
-            parsed = _parse_page_stories(fallback.data)
-        except Exception as e:  # nothing valid to stand in
-            logger.warning("fallback_failed what=page edition=%s section=%s error=%s", edition, section, _describe(e))
+            parsed = _parse_page_stories(_payload_of(version))
+        except (ValueError, TypeError) as e:
+            logger.warning("page_unreadable edition=%s section=%s version=%d error=%s", edition, section,
+                           version.pointer.version, _describe(e))
             return None
-        logger.warning("page_fallback edition=%s section=%s version=%d", edition, section, fallback.pointer.version)
-        return CachedPage(edition, section, fallback.pointer, CachedBody.compressed(fallback.data), parsed)
+        return CachedPage(edition, section, version.pointer, CachedBody.compressed(version.data), parsed)
 
-    def _refresh_stories(
-        self, current: CachedStories | None, degraded: list[Degraded]
-    ) -> tuple[CachedStories | None, bool]:
-        pointer_key = layout.story_snapshot_pointer_key()
-        pointer_etag: str | None = None
+    # -- the story snapshot ---------------------------------------------------------------------
+
+    def _refresh_stories(self, current: HeldStories | None, degraded: list[Degraded]) -> tuple[HeldStories | None, bool]:
         try:
-            # The pointer object's ETag changes whenever the pointer moves, so a HEAD is enough to
-            # skip an unchanged snapshot without downloading it.
-            pointer_etag = self._store.head(pointer_key)
-            if current is not None and current.pointer_etag == (pointer_etag or ""):
-                if current.problem is not None:
-                    degraded.append(Degraded("stories", current.problem, current.version))
-                return current, current.problem is None
-            if pointer_etag is None:
-                live: LivePage | None = None
-            else:
-                live = read_live_stories(self._store)
-                if current is not None and current.problem is None and current.version == live.pointer.version:
-                    return (
-                        CachedStories(
-                            current.version, pointer_etag, current.stories, current.aliases, current.parsed,
-                            current.articles,
-                        ),
-                        True,
-                    )
-                parsed = _parse_stories(live.data, live.pointer.version, pointer_etag)
-        except (SnapshotNotFoundError, ValueError, TypeError, AttributeError, KeyError) as e:  # damaged (issue 16)
-            reason = e.reason if isinstance(e, SnapshotNotFoundError) else "unreadable version"
-            logger.warning("refresh_failed what=stories error=%s", _describe(e))
-            held = current or self._fallback_stories(pointer_etag or "", reason)
-            degraded.append(Degraded("stories", reason, held.version if held else None))
-            return held, False
+            entry = self._load_stories(current)
         except Exception as e:  # the store failed: keep the last good story snapshot
             logger.warning("refresh_failed what=stories error=%s", _describe(e))
-            degraded.append(Degraded("stories", "store unreachable", current.version if current else None))
+            held = current.stories if current else None
+            degraded.append(Degraded("stories", "store unreachable", held.version if held else None))
             return current, False
-        if live is None:  # no pointer: before the first publish, or lost (then older versions stand in)
-            held = current or self._fallback_stories("", "no live version")
-            if held is None:
-                return None, True
-            degraded.append(Degraded("stories", "no live version", held.version))
-            return held, False
-        logger.info("stories_loaded version=%d stories=%d", parsed.version, len(parsed.stories))
-        return parsed, True
+        if entry.problem is None:
+            return entry, True
+        if entry.stories is None and not entry.skipped and entry.pointer_etag is None:
+            return entry, True  # nothing published yet
+        degraded.append(Degraded("stories", entry.problem, entry.stories.version if entry.stories else None,
+                                 entry.skipped))
+        return entry, False
 
-    def _fallback_stories(self, pointer_etag: str, reason: str) -> CachedStories | None:
-        """The newest valid story snapshot when the live one cannot be read, or None."""
+    def _load_stories(self, current: HeldStories | None) -> HeldStories:
+        """The newest story snapshot that passes its pointer's checks, as :meth:`_load_page`."""
+        pointer_key = layout.story_snapshot_pointer_key()
+        found = read_pointer_state(self._store, pointer_key)
+        if current is not None and current.pointer_etag == found.etag:
+            return current
+        held = current.stories if current else None
+        skipped: list[SkippedVersion] = []
+        stories: CachedStories | None = None
+        problem = _why_not_live(found, None, skipped)
+        for candidate in servable_versions(self._store, pointer_key, found):
+            if isinstance(candidate, SkippedVersion):
+                skipped.append(candidate)
+                continue
+            problem = _why_not_live(found, candidate.pointer, skipped)
+            if held is not None and held.sha256 == candidate.pointer.sha256:
+                stories = dataclasses.replace(held, version=candidate.pointer.version, pointer_etag=found.etag or "",
+                                              problem=problem)
+                break
+            try:
+                stories = _parse_stories(_payload_of(candidate), candidate.pointer.version, found.etag or "", problem,
+                                         candidate.pointer.sha256)
+                break
+            except (ValueError, TypeError, AttributeError, KeyError) as e:
+                logger.warning("stories_unreadable version=%d error=%s", candidate.pointer.version, _describe(e))
+                skipped.append(SkippedVersion(candidate.pointer.version, "unreadable story snapshot"))
+        if stories is None:
+            problem = _why_not_live(found, None, skipped)
+        for s in skipped:
+            logger.warning("version_skipped what=stories version=%d problem=%s key=%s", s.version, s.problem,
+                           layout.story_snapshot_key(s.version))
+        if stories is not None and problem is None:
+            logger.info("stories_loaded version=%d stories=%d", stories.version, len(stories.stories))
+        elif stories is not None:
+            logger.warning("stories_fallback version=%d problem=%s", stories.version, problem)
+        return HeldStories(found.etag, stories, problem, tuple(skipped))
+
+    # -- stories the served pages list ----------------------------------------------------------
+
+    def _answer_listed_stories(self, previous: LinkedStories | None, held_pages: Mapping[tuple[str, str], HeldPage],
+                               held_stories: HeldStories | None) -> LinkedStories:
+        """The stories to answer so that every story a served page lists opens (issue 32;
+        docs/store-faults.md), each from the first of:
+
+        1. the story snapshot held (the live one, or the newest valid one standing in);
+        2. the newest older valid story snapshot that has it (:func:`_find_in_older_snapshots`);
+        3. the cards of the served pages that list it (:func:`_story_from_cards`): the articles
+           they show, marked ``is_partial``.
+
+        Pages are never swapped for older versions here: each stays the newest that passes its
+        pointer's checks. Every story answered by 2 or 3 is a :class:`Degraded`. Computed again
+        only when a held page version or the story snapshot changes.
+        """
+        pages = {k: h.page for k, h in held_pages.items() if h.page is not None}
+        stories = held_stories.stories if held_stories else None
+        key = (stories.version if stories else None, stories.sha256 if stories else None,
+               tuple(sorted((k, p.pointer.sha256) for k, p in pages.items())))
+        if previous is not None and previous.key == key:
+            return previous
+        wanted = {sid for p in pages.values() for sid in _unanswered(p.stories, stories)} if stories else set()
+        if stories is None or not wanted:
+            # With no valid story snapshot at all, its own entry in /healthz says so.
+            return LinkedStories(key, stories)
+        degraded: list[Degraded] = []
         try:
-            fallback = read_fallback_stories(self._store)
-            if fallback is None:
-                return None
-            parsed = _parse_stories(fallback.data, fallback.pointer.version, pointer_etag, problem=reason)
-        except Exception as e:  # nothing valid to stand in
-            logger.warning("fallback_failed what=stories error=%s", _describe(e))
-            return None
-        logger.warning("stories_fallback version=%d", parsed.version)
-        return parsed
+            older, skipped = _find_in_older_snapshots(self._store, stories.version, wanted)
+        except Exception as e:  # the store failed while looking back: the cards answer; look again next time
+            logger.warning("refresh_failed what=older_stories error=%s", _describe(e))
+            older, skipped, key = {}, [], ()
+            degraded.append(Degraded("stories", "store unreachable while looking for stories the pages list",
+                                     stories.version))
+        from_cards: dict[str, tuple[list[str], dict[str, Any]]] = {}
+        for sid in sorted(wanted - older.keys()):
+            where, story = _story_from_cards(sid, pages)
+            try:
+                full_coverage(story)
+            except (ValueError, TypeError, AttributeError, KeyError) as e:  # a card we cannot read either
+                logger.warning("story_unanswered story_id=%s pages=%s error=%s", sid, ",".join(where), _describe(e))
+                degraded.append(Degraded(f"stories/{sid}", f"in no valid story snapshot; listed on {', '.join(where)}",
+                                         None))
+                continue
+            from_cards[sid] = (where, story)
+        for sid, (version, _) in sorted(older.items()):
+            logger.warning("story_from_older_version story_id=%s version=%d", sid, version)
+            degraded.append(Degraded(f"stories/{sid}", "not in the story snapshot served; answered from an older "
+                                     "valid version", version))
+        for sid, (where, _) in from_cards.items():
+            logger.warning("story_from_cards story_id=%s pages=%s", sid, ",".join(where))
+            degraded.append(Degraded(f"stories/{sid}", f"in no valid story snapshot; answered from the cards of "
+                                     f"{', '.join(where)}", None))
+        if skipped:
+            degraded.append(Degraded("stories", "older versions passed over looking for stories the pages list",
+                                     stories.version, tuple(skipped)))
+        answered = _with_answered(stories, older, {sid: story for sid, (_, story) in from_cards.items()})
+        return LinkedStories(key, answered, tuple(degraded))
 
     # -- background refresher -----------------------------------------------------------------
 
@@ -445,3 +587,125 @@ class SnapshotCache:
 
 def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
+
+
+# -- helpers of the page and story loading (issue 32) ------------------------------------------
+
+
+def _why_not_live(found: PointerRead, served: PagePointer | None, skipped: list[SkippedVersion]) -> str | None:
+    """None when ``served`` is the version the pointer names; else why it is not (the pointer's
+    problem, or the live version's, or ``no valid version`` when nothing is served)."""
+    live = found.pointer
+    if served is not None and live is not None and (served.version, served.sha256) == (live.version, live.sha256):
+        return None
+    if found.problem is not None:
+        return found.problem
+    return skipped[0].problem if skipped else "no valid version"
+
+
+def _is_newer_fallback(held: CachedPage, candidate: LivePage, found: PointerRead) -> bool:
+    """Whether the version held, checked when it was loaded, is a better stand-in than the older
+    ``candidate`` found in the store: newer, and one the pointer published below its live version."""
+    live = found.pointer
+    return (candidate.pointer is not live and held.version > candidate.pointer.version
+            and (live is None or (held.version < live.version and live.was_published(held.version))))
+
+
+def _merged(degraded: list[Degraded]) -> list[Degraded]:
+    """One entry per ``what``: the first one's problem and version, every version passed over."""
+    by_what: dict[str, Degraded] = {}
+    for entry in degraded:
+        first = by_what.get(entry.what)
+        by_what[entry.what] = entry if first is None else dataclasses.replace(
+            first, skipped=(*first.skipped, *entry.skipped))
+    return list(by_what.values())
+
+
+def _answers(stories: CachedStories, story_id: str) -> bool:
+    """Whether ``stories`` answers ``story_id``: Full Coverage, or a 301 to its survivor."""
+    return story_id in stories.stories or SnapshotCache._resolve_alias(stories, story_id) is not None
+
+
+def _unanswered(listed: Iterable[Mapping[str, Any]], stories: CachedStories) -> set[str]:
+    """The ids of the ``listed`` story cards that ``stories`` does not answer."""
+    return {str(c["story_id"]) for c in listed if not _answers(stories, str(c["story_id"]))}
+
+
+PAGE_ONLY_FIELDS = ("rank", "score", "score_parts", "representative_choice")
+"""Fields of a story card that describe its place on one page, not the story."""
+
+
+def _with_answered(stories: CachedStories, older: Mapping[str, tuple[int, Mapping[str, Any]]],
+                   from_cards: Mapping[str, Mapping[str, Any]]) -> CachedStories:
+    """``stories`` plus the stories answered from older versions (``story id -> (version, story)``)
+    and from page cards (``story id -> story``)."""
+    if not older and not from_cards:
+        return stories
+    parsed = {**{sid: full_coverage(story) for sid, (_, story) in older.items()},
+              **{sid: full_coverage(story) for sid, story in from_cards.items()}}
+    return dataclasses.replace(
+        stories,
+        stories=MappingProxyType({**stories.stories, **{k: CachedBody.of(dump_snapshot(v)) for k, v in parsed.items()}}),
+        parsed=MappingProxyType({**stories.parsed, **parsed}),
+        articles=MappingProxyType(_article_refs(parsed, stories.articles)),
+        borrowed=MappingProxyType({**{sid: version for sid, (version, _) in older.items()},
+                                   **dict.fromkeys(from_cards, None)}),
+    )
+
+
+def _find_in_older_snapshots(store: ObjectStore, below: int, wanted: Set[str]
+                             ) -> tuple[dict[str, tuple[int, Mapping[str, Any]]], list[SkippedVersion]]:
+    """Each story of ``wanted`` from the newest valid story snapshot below ``below`` holding it
+    (``story id -> (version, story)``), and the versions passed over on the way.
+
+    Reads the snapshot's versions only (``servable_versions``: one listing of its folder, then at
+    most ``FALLBACK_SEARCH_VERSIONS`` versions, newest first), and stops as soon as every wanted
+    story is found. A story whose Full Coverage cannot be built is looked for further back.
+    """
+    pointer_key = layout.story_snapshot_pointer_key()
+    found: dict[str, tuple[int, Mapping[str, Any]]] = {}
+    skipped: list[SkippedVersion] = []
+    remaining = set(wanted)
+    for candidate in servable_versions(store, pointer_key, read_pointer_state(store, pointer_key), below=below):
+        if isinstance(candidate, SkippedVersion):
+            skipped.append(candidate)
+            continue
+        held = _payload_of(candidate).get("stories")
+        held = held if isinstance(held, dict) else {}
+        for sid in sorted(remaining & held.keys()):
+            try:
+                full_coverage(held[sid])
+            except (ValueError, TypeError, AttributeError, KeyError) as e:
+                logger.warning("story_unreadable story_id=%s version=%d error=%s", sid, candidate.pointer.version,
+                               _describe(e))
+                continue
+            found[sid] = (candidate.pointer.version, held[sid])
+            remaining.discard(sid)
+        if not remaining:
+            break
+    return found, skipped
+
+
+def _story_from_cards(story_id: str, pages: Mapping[tuple[str, str], CachedPage]) -> tuple[list[str], dict[str, Any]]:
+    """A story no valid story snapshot holds, as the served pages' cards show it: the first card's
+    fields (pages in order: edition, ``top`` first, section), the articles of every card merged and
+    oldest first, ``editions`` those of the pages listing it, and ``is_partial`` (other articles of
+    the story may exist). Returns the pages listing it (``edition/section``) and the story."""
+    where: list[str] = []
+    cards: list[Mapping[str, Any]] = []
+    for (edition, section), page in sorted(pages.items(), key=lambda kv: (kv[0][0], kv[0][1] != TOP_SECTION,
+                                                                         kv[0][1])):
+        for card in page.stories:
+            if card["story_id"] == story_id:
+                where.append(f"{edition}/{section}")
+                cards.append(card)
+    story = {k: v for k, v in cards[0].items() if k not in PAGE_ONLY_FIELDS}
+    sources: dict[str, Mapping[str, Any]] = {}
+    for card in cards:
+        for source in card.get("sources") or []:
+            if isinstance(source, dict):
+                sources.setdefault(str(source.get("article_id")), source)
+    story["sources"] = sorted(sources.values(), key=lambda s: (str(s.get("first_seen_at")), str(s.get("article_id"))))
+    story["editions"] = sorted({w.split("/", 1)[0] for w in where})
+    story["is_partial"] = True
+    return where, story

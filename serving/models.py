@@ -102,6 +102,11 @@ class FullCoveragePublic(StoryPublic):
     linked: list[LinkedStoryPublic] = Field(
         description="Links to this story in other languages; empty when none are known."
     )
+    is_partial: bool = Field(
+        default=False,
+        description="True when no valid story snapshot holds the story and it is answered from the cards of the "
+        "pages listing it: `sources` are the articles those cards show, not necessarily every one (issue 32).",
+    )
 
 
 class TopicPagePublic(BaseModel):
@@ -202,11 +207,22 @@ class PagePublic(BaseModel):
     stories: list[StoryPublic]
 
 
+class SkippedPublic(BaseModel):
+    version: int = Field(description="A version passed over on the way to the one served.")
+    problem: str = Field(description="Why, e.g. `pointer names a missing version`, `version bytes do not match "
+                                     "the pointer's sha256`, `not JSON (...)`, `lists 3 stories no valid story "
+                                     "snapshot holds`.")
+
+
 class DegradedPublic(BaseModel):
-    what: str = Field(description="The page (`edition/section`), `stories` (the story snapshot) or `pages` (the listing).")
+    what: str = Field(description="The page (`edition/section`), `stories` (the story snapshot), "
+                                  "`stories/{story_id}` (a story a served page lists) or `pages` (the listing).")
     problem: str = Field(description="Why its live version is not served, e.g. `unreadable pointer`, "
-                                     "`pointer names a missing version`, `store unreachable`.")
+                                     "`pointer names a missing version`, `store unreachable`; for a story, where "
+                                     "it is answered from, or that no valid story snapshot holds it.")
     serving_version: int | None = Field(description="The older valid version served instead; null when none is.")
+    skipped: list[SkippedPublic] = Field(default_factory=list,
+                                         description="Every version passed over on the way, newest first.")
 
 
 class HealthPublic(BaseModel):

@@ -26,7 +26,7 @@ from warehouse.catalog import TablePlan, filesystem_of
 from warehouse.checkpoints import WriterCheckpoint
 from warehouse.damage import describe_error, kind_of_key
 from warehouse.errors import CorruptObjectError, ObjectNotFoundError, SnapshotNotFoundError
-from warehouse.snapshots import PagePointer, pointer_from_bytes
+from warehouse.snapshots import PagePointer, pointer_from_bytes, version_problem
 from warehouse.state_blobs import StateBlobError, verify_state
 from warehouse.store import ObjectStore
 from warehouse.tables import parquet_bytes_to_table
@@ -61,14 +61,8 @@ def parse_checkpoint(data: bytes) -> WriterCheckpoint | None:
 
 
 def _version_problem(data: bytes, key: str) -> str | None:
-    try:
-        payload = json.loads(data)
-    except (ValueError, RecursionError) as e:
-        return f"corrupt: {describe_error(e)}"
-    name = key.rsplit("/", 1)[-1]
-    if not isinstance(payload, dict) or payload.get("version") != int(name[1:-5]):
-        return "corrupt: not a JSON snapshot of this version"
-    return None
+    problem = version_problem(key, data)  # the check every reader makes, a replica's included
+    return f"corrupt: {problem}" if problem else None
 
 
 def _robots_problem(data: bytes) -> str | None:

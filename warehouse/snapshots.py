@@ -10,7 +10,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ from warehouse.errors import (
 from warehouse.store import ObjectStore
 
 PAGE_SCHEMA = "newsroom.page/1"
+POOL_SCHEMA = "newsroom.pool/1"
 STORIES_SCHEMA = "newsroom.stories/1"
 
 
@@ -54,10 +55,12 @@ class PagePointer:
 
 @dataclass(frozen=True, slots=True)
 class LivePage:
-    """The bytes of a live page version, exactly as published (the ETag is their sha256)."""
+    """The bytes of a live page version, exactly as published (the ETag is their sha256), and, when
+    the reader checked them (:func:`servable_versions`), the parsed payload."""
 
     pointer: PagePointer
     data: bytes
+    payload: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +84,8 @@ _PUT_ATTEMPTS = 5
 _VERSION_ATTEMPTS = 64
 _RETRY_PAUSE_SECONDS = 0.05
 FALLBACK_SEARCH_VERSIONS = 20
-"""Most versions, newest first, read to find the newest valid one when the live one is damaged."""
+"""Most older versions, newest first, read to find the newest valid one when the live one is
+damaged (and, by a replica, to find a story its live pages list; docs/store-faults.md)."""
 
 
 def dump_snapshot(payload: Mapping[str, Any]) -> bytes:
@@ -95,18 +99,28 @@ def dump_snapshot(payload: Mapping[str, Any]) -> bytes:
 
 
 def pointer_from_bytes(data: bytes, key: str) -> PagePointer:
+    """The pointer stored at ``key``. It must name a version of its own folder (``v{version}.json``
+    beside it): a pointer naming another page's version would pass that version's sha256 check and
+    serve one page's stories under another's name.
+
+    Raises:
+        SnapshotNotFoundError: The bytes are not such a pointer.
+    """
     try:
         raw = json.loads(data)
         version = int(raw["version"])
         rolled_back_from = raw.get("rolled_back_from")
-        return PagePointer(
+        pointer = PagePointer(
             version, str(raw["key"]), str(raw["sha256"]), str(raw["published_at"]),
             high_water=max(version, int(raw.get("high_water") or 0)),
             rolled_back_from=int(rolled_back_from) if rolled_back_from is not None else None,
             orphans=tuple(sorted(int(v) for v in raw.get("orphans") or ())),
         )
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise SnapshotNotFoundError("unreadable pointer", key=key) from e
+    if version < 1 or pointer.key != f"{key.rsplit('/', 1)[0]}/v{version}.json":
+        raise SnapshotNotFoundError("unreadable pointer: it names no version of its own page", key=key)
+    return pointer
 
 
 def _read_pointer_at(store: ObjectStore, pointer_key: str) -> tuple[PagePointer, str] | None:
@@ -117,6 +131,10 @@ def _read_pointer_at(store: ObjectStore, pointer_key: str) -> tuple[PagePointer,
     return pointer_from_bytes(obj.data, pointer_key), obj.etag
 
 
+MISSING_VERSION = "pointer names a missing version"
+SHA256_MISMATCH = "version bytes do not match the pointer's sha256"
+
+
 def _read_live_at(store: ObjectStore, pointer_key: str) -> LivePage:
     found = _read_pointer_at(store, pointer_key)
     if found is None:
@@ -125,9 +143,9 @@ def _read_live_at(store: ObjectStore, pointer_key: str) -> LivePage:
     try:
         data = store.get(pointer.key).data
     except ObjectNotFoundError as e:
-        raise SnapshotNotFoundError("pointer names a missing version", key=pointer.key) from e
+        raise SnapshotNotFoundError(MISSING_VERSION, key=pointer.key) from e
     if hashlib.sha256(data).hexdigest() != pointer.sha256:
-        raise SnapshotNotFoundError("version bytes do not match the pointer's sha256", key=pointer.key)
+        raise SnapshotNotFoundError(SHA256_MISMATCH, key=pointer.key)
     return LivePage(pointer, data)
 
 
@@ -244,10 +262,67 @@ def _version_of_name(name: str) -> int | None:
     return None
 
 
+def _short(value: Any) -> str:
+    """A value from a damaged object, cut short for a message."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _version_payload(key: str, data: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """``(payload, None)`` when ``data`` is a valid snapshot to hold at the version key ``key``,
+    else ``(None, why)``; see :func:`version_problem`."""
+    parts = key.split("/")
+    number = _version_of_name(parts[-1])
+    try:
+        payload = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        return None, f"not JSON ({describe_error(e, 120)})"
+    if not isinstance(payload, dict):
+        return None, "not a JSON object"
+    if number is None or payload.get("version") != number:
+        return None, f"names version {_short(payload.get('version'))}, not {number}"
+    if len(parts) == 3 and parts[1] == layout.STORIES_PAGE:
+        if payload.get("schema") != STORIES_SCHEMA:
+            return None, f"not a story snapshot (schema {_short(payload.get('schema'))})"
+        stories, aliases = payload.get("stories"), payload.get("aliases", {})
+        if not isinstance(stories, dict) or not all(isinstance(v, dict) for v in stories.values()):
+            return None, "its 'stories' are not an object of stories"
+        if not isinstance(aliases, dict):
+            return None, "its 'aliases' are not an object"
+        return payload, None
+    if len(parts) != 4:
+        return None, "not a page version"
+    edition, section = parts[1], parts[2]
+    schema = POOL_SCHEMA if section == layout.POOL_SECTION else PAGE_SCHEMA
+    if payload.get("schema") != schema:
+        return None, f"not a {'pool' if schema == POOL_SCHEMA else 'page'} (schema {_short(payload.get('schema'))})"
+    if payload.get("edition") != edition or payload.get("section") != section:
+        return None, (f"a version of {_short(payload.get('edition'))}/{_short(payload.get('section'))}, "
+                      f"not of {edition}/{section}")
+    stories = payload.get("stories")
+    if not isinstance(stories, list) or not all(isinstance(s, dict) and isinstance(s.get("story_id"), str)
+                                                for s in stories):
+        return None, "its 'stories' are not a list of stories"
+    return payload, None
+
+
+def version_problem(key: str, data: bytes) -> str | None:
+    """Why ``data`` is not a valid snapshot to hold at the version key ``key``; None when it is.
+
+    Valid: a JSON object naming its own version number, with its folder's schema (a page, a pool,
+    the story snapshot), a page's (or pool's) edition and section those of its folder, and its
+    stories in its kind's shape (a list of story objects with a ``story_id``; the story
+    snapshot's: an object of story objects, beside an ``aliases`` object). Every reader checks a
+    version this way; the live one must also match its pointer's sha256, which an older version
+    has no record of.
+    """
+    return _version_payload(key, data)[1]
+
+
 def _newest_valid_version(store: ObjectStore, version_key: Callable[[int], str], *, at_most: int | None = None,
                           skip: Iterable[int] = ()) -> tuple[int, str, bytes, dict[str, Any]] | None:
-    """The newest stored version (at most ``at_most``, not in ``skip``) that is a JSON object naming
-    its own number: ``(version, key, bytes, payload)``, or None among the newest
+    """The newest stored version (at most ``at_most``, not in ``skip``) that passes
+    :func:`version_problem`: ``(version, key, bytes, payload)``, or None among the newest
     :data:`FALLBACK_SEARCH_VERSIONS` candidates. Unreadable ones on the way are recorded."""
     skipped = set(skip)
     candidates = sorted((v for v in _stored_versions(store, version_key)
@@ -258,10 +333,10 @@ def _newest_valid_version(store: ObjectStore, version_key: Callable[[int], str],
             data = store.get(key).data
         except ObjectNotFoundError:
             continue
-        payload = _payload_or_none(data)
-        if payload is not None and payload.get("version") == version:
+        payload, problem = _version_payload(key, data)
+        if payload is not None:
             return version, key, data, payload
-        record_damage(key, "corrupt: not a JSON snapshot of this version", "skipped")
+        record_damage(key, f"corrupt: {problem}", "skipped")
     return None
 
 
@@ -273,36 +348,101 @@ def _payload_or_none(data: bytes) -> dict[str, Any] | None:
     return payload if isinstance(payload, dict) else None
 
 
-def _fallback_at(store: ObjectStore, pointer_key: str, version_key: Callable[[int], str]) -> LivePage | None:
-    try:
-        found = _read_pointer_at(store, pointer_key)
-    except SnapshotNotFoundError:
-        found = None  # unreadable: any stored version may be the newest published one
-    pointer = found[0] if found else None
-    newest = _newest_valid_version(store, version_key, at_most=pointer.version if pointer else None,
-                                   skip=pointer.orphans if pointer else ())
-    if newest is None:
-        return None
-    version, key, data, payload = newest
-    return LivePage(PagePointer(version, key, hashlib.sha256(data).hexdigest(), str(payload.get("as_of") or ""),
-                                high_water=version), data)
+@dataclass(frozen=True, slots=True)
+class PointerRead:
+    """A pointer as a reader found it: the pointer (None when missing or unreadable), the ETag of
+    its object (None when there is none), and why it names no version to trust (None when it does)."""
+
+    pointer: PagePointer | None
+    etag: str | None
+    problem: str | None
 
 
-def read_fallback_page(store: ObjectStore, edition: str, section: str) -> LivePage | None:
-    """The page's newest valid version, for when its live one cannot be read (issue 16).
+@dataclass(frozen=True, slots=True)
+class SkippedVersion:
+    """A version a reader passed over on its way to one it could use: its number and why."""
 
-    With a readable pointer: the newest valid version at or below the one it names, never one it
-    lists as an orphan (so a rollback is honoured); with a missing or unreadable pointer, the
-    newest valid version stored. The returned pointer is made up from that version; None when no
-    version is readable.
+    version: int
+    problem: str
+
+
+def read_pointer_state(store: ObjectStore, pointer_key: str) -> PointerRead:
+    """The pointer at ``pointer_key``; a missing or unreadable one is described, not raised.
+
+    Raises:
+        WarehouseError: The store failed (anything but a missing object).
     """
-    return _fallback_at(store, layout.page_pointer_key(edition, section),
-                        lambda v: layout.page_version_key(edition, section, v))
+    try:
+        obj = store.get(pointer_key)
+    except ObjectNotFoundError:
+        return PointerRead(None, None, "no live version")
+    try:
+        return PointerRead(pointer_from_bytes(obj.data, pointer_key), obj.etag, None)
+    except SnapshotNotFoundError as e:
+        return PointerRead(None, obj.etag, e.reason)
 
 
-def read_fallback_stories(store: ObjectStore) -> LivePage | None:
-    """The story snapshot's newest valid version, as :func:`read_fallback_page` finds a page's."""
-    return _fallback_at(store, layout.story_snapshot_pointer_key(), layout.story_snapshot_key)
+def servable_versions(store: ObjectStore, pointer_key: str, found: PointerRead, *,
+                      below: int | None = None) -> Iterator[LivePage | SkippedVersion]:
+    """The versions a reader may serve for a pointer, newest first, each checked: the first
+    :class:`LivePage` yielded is the one to serve, each :class:`SkippedVersion` one passed over.
+
+    First the live version, which must be stored, match the pointer's sha256 and pass
+    :func:`version_problem`; then older ones, which must pass :func:`version_problem`: with a
+    readable pointer, only versions below the live one that it published (never an orphan, never
+    one a rollback left above it); without one, every stored version. It lists the page's own
+    folder once and reads at most :data:`FALLBACK_SEARCH_VERSIONS` older versions (a version
+    pruned since the listing is passed over unnamed). The pointer of an older version is made up
+    from it (its own sha256, ``as_of`` as ``published_at``).
+
+    Args:
+        found: The pointer, as :func:`read_pointer_state` read it.
+        below: Only versions below this one, not the live one (a reader looking further back).
+
+    Raises:
+        WarehouseError: The store failed.
+    """
+    pointer = found.pointer
+    ceiling = below - 1 if below is not None else None
+    if pointer is not None:
+        if below is None:
+            live = _checked_live(store, pointer)
+            yield live
+            if isinstance(live, LivePage):
+                return
+        ceiling = min(pointer.version - 1, ceiling if ceiling is not None else pointer.version)
+    folder = pointer_key.rsplit("/", 1)[0]
+
+    def version_key(version: int) -> str:
+        return f"{folder}/v{version}.json"
+
+    candidates = sorted((v for v in _stored_versions(store, version_key)
+                         if (ceiling is None or v <= ceiling) and (pointer is None or pointer.was_published(v))),
+                        reverse=True)
+    for version in candidates[:FALLBACK_SEARCH_VERSIONS]:
+        key = version_key(version)
+        try:
+            data = store.get(key).data
+        except ObjectNotFoundError:
+            continue
+        payload, problem = _version_payload(key, data)
+        if payload is None:
+            yield SkippedVersion(version, problem or "unreadable")
+            continue
+        yield LivePage(PagePointer(version, key, hashlib.sha256(data).hexdigest(), str(payload.get("as_of") or ""),
+                                   high_water=version), data, payload)
+
+
+def _checked_live(store: ObjectStore, pointer: PagePointer) -> LivePage | SkippedVersion:
+    try:
+        data = store.get(pointer.key).data
+    except ObjectNotFoundError:
+        return SkippedVersion(pointer.version, MISSING_VERSION)
+    if hashlib.sha256(data).hexdigest() != pointer.sha256:
+        return SkippedVersion(pointer.version, SHA256_MISMATCH)
+    payload, problem = _version_payload(pointer.key, data)
+    return LivePage(pointer, data, payload) if payload is not None else SkippedVersion(pointer.version,
+                                                                                     problem or "unreadable")
 
 
 def _stale_reason(payload: Mapping[str, Any], live: Mapping[str, Any]) -> str | None:

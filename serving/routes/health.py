@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from serving.deps import CacheDep
-from serving.models import DegradedPublic, HealthPublic
+from serving.models import DegradedPublic, HealthPublic, SkippedPublic
 
 router = APIRouter(tags=["health"])
 
@@ -19,13 +19,16 @@ router = APIRouter(tags=["health"])
 )
 def healthz(cache: CacheDep, response: Response) -> HealthPublic:
     """200 while any page can be served, ``degraded`` naming what is served from an older valid
-    version or not at all; 503 when no page can be (issue 16), so a load balancer skips this replica.
+    version or not at all (a page, the story snapshot, a story a page lists: issue 32), with every
+    version passed over and why; 503 when no page can be (issue 16), so a load balancer skips this
+    replica.
 
     One damaged page does not fail the check: every replica reads the same store, so taking them
     all out would turn one bad page into an outage.
     """
     state = cache.state
-    degraded = [DegradedPublic(what=d.what, problem=d.problem, serving_version=d.serving_version)
+    degraded = [DegradedPublic(what=d.what, problem=d.problem, serving_version=d.serving_version,
+                               skipped=[SkippedPublic(version=s.version, problem=s.problem) for s in d.skipped])
                 for d in state.degraded]
     if not state.pages:
         response.status_code = 503

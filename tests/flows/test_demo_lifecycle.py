@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from corpus_paths import CORPUS
+from processes import alive, answers, cmdline, free_port, marked, port_bindable, ppid
 
 REPO = Path(__file__).resolve().parents[2]
 NEWSROOM = [sys.executable, "-m", "flows.cli"]
@@ -41,22 +42,17 @@ def test_a_busy_port_fails_before_any_work(tmp_path: Path) -> None:
     assert not (tmp_path / "store").exists()
 
 
-def _alive(pid: int) -> bool:
-    """Running (a zombie waiting for its parent to reap it has stopped running)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_the_batch_demo_takes_the_replay_site_with_it(tmp_path: Path, sig: signal.Signals) -> None:
+    """And its temporary Prefect server, and anything else it started (issue 32)."""
+    marker = f"batch-demo-{uuid.uuid4().hex}"
+    env = {key: value for key, value in _env().items() if key != "PREFECT_API_URL"}
     demo = subprocess.Popen(
         [*NEWSROOM, "demo", "--cycles", "30", "--limit", "60", "--no-serve", "--store", str(tmp_path / "store"),
          "--corpus", str(CORPUS / "clustering" / "ecbplus-dev.jsonl")],
-        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=tmp_path, env={**env, "NEWSROOM_TEST_RUN": marker}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
     )
     assert demo.stdout is not None
     try:
@@ -67,51 +63,27 @@ def test_the_batch_demo_takes_the_replay_site_with_it(tmp_path: Path, sig: signa
             lines.append(line)
         # The replay site's pid: the only child process whose command line runs `-m replay`.
         replay_pid = next(int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
-                          and b"replay" in _cmdline(p) and int(p.name) != demo.pid and _ppid(p) == demo.pid)
+                          and b"replay" in cmdline(p) and int(p.name) != demo.pid and ppid(p) == demo.pid)
         demo.send_signal(sig)
         demo.wait(timeout=60)
         deadline = time.monotonic() + 30
-        while _alive(replay_pid) and time.monotonic() < deadline:
+        while alive(replay_pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(replay_pid), "the replay site outlived the demo"
+        assert not alive(replay_pid), "the replay site outlived the demo"
+        while marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not marked(marker), [cmdline(Path(f"/proc/{pid}")) for pid in marked(marker)]
     finally:
         if demo.poll() is None:
             demo.kill()
             demo.wait()
-
-
-def _cmdline(proc: Path) -> bytes:
-    try:
-        return (proc / "cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def _ppid(proc: Path) -> int:
-    try:
-        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return -1
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
-            conn.sendall(b"GET /healthz HTTP/1.0\r\nHost: x\r\n\r\n")
-            return conn.recv(12).startswith(b"HTTP/1.")
-    except OSError:
-        return False
+        for pid in marked(marker):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.slow
 def test_serve_listens_where_the_settings_say_and_stops_on_sigterm(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     # The port comes from the settings file, as for any deployment; no --port is passed.
     (tmp_path / ".env").write_text(f"NEWSROOM_SERVING_PORT={port}\nNEWSROOM_SERVING_HMAC_KEY={'s' * 40}\n"
                                    f"NEWSROOM_WAREHOUSE_ROOT={tmp_path / 'store'}\n")
@@ -119,18 +91,18 @@ def test_serve_listens_where_the_settings_say_and_stops_on_sigterm(tmp_path: Pat
                              stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while not _answers(port):
+        while not answers(port):
             assert serve.poll() is None and time.monotonic() < deadline, "serve never answered"
             time.sleep(0.2)
-        server_pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(p) == serve.pid]
+        server_pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and ppid(p) == serve.pid]
         assert server_pids
         serve.send_signal(signal.SIGTERM)
         assert serve.wait(timeout=30) == 0
         deadline = time.monotonic() + 15
-        while any(_alive(pid) for pid in server_pids) and time.monotonic() < deadline:
+        while any(alive(pid) for pid in server_pids) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not any(_alive(pid) for pid in server_pids), "the API server outlived `newsroom serve`"
-        assert not _answers(port)
+        assert not any(alive(pid) for pid in server_pids), "the API server outlived `newsroom serve`"
+        assert not answers(port)
     finally:
         if serve.poll() is None:
             serve.kill()
@@ -154,39 +126,13 @@ def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("prefect-home")
 
 
-def _marked(marker: str) -> list[int]:
-    """Every running process whose environment carries ``marker`` (a child keeps it, re-parented or not)."""
-    found = []
-    needle = marker.encode()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            environ = (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ and _alive(int(proc.name)):
-            found.append(int(proc.name))
-    return found
-
-
-def _port_bindable(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.parametrize("sig", SIGNALS, ids=[s.name for s in SIGNALS])
 @pytest.mark.parametrize("phase", list(PHASES))
 def test_no_process_of_the_live_demo_outlives_it(tmp_path: Path, prefect_home: Path, phase: str,
                                                   sig: signal.Signals) -> None:
-    port = _free_port()
+    port = free_port()
     marker = f"NEWSROOM_TEST_RUN=demo-{uuid.uuid4().hex}"
     env = {**_env(), "PREFECT_HOME": str(prefect_home), marker.split("=")[0]: marker.split("=")[1]}
     demo = subprocess.Popen(
@@ -208,7 +154,7 @@ def test_no_process_of_the_live_demo_outlives_it(tmp_path: Path, prefect_home: P
         if phase == "serving":
             status = _http_status(f"http://127.0.0.1:{port}/v1/editions/en-US/top")
             assert status == 200, output.decode(errors="replace")
-        running = _marked(marker)
+        running = marked(marker)
         assert len(running) >= 5, running  # the demo, the Prefect server, the replay site, the pipeline, the API
 
         sent = time.monotonic()
@@ -216,22 +162,22 @@ def test_no_process_of_the_live_demo_outlives_it(tmp_path: Path, prefect_home: P
         demo.wait(timeout=120)
         exited = time.monotonic() - sent
         deadline = time.monotonic() + 60
-        while _marked(marker) and time.monotonic() < deadline:
+        while marked(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
         all_gone = time.monotonic() - sent
-        left = _marked(marker)
+        left = marked(marker)
         print(f"stop-time phase={phase} signal={sig.name} demo_exit_s={exited:.2f} all_gone_s={all_gone:.2f}")
-        assert not left, [_cmdline(Path(f"/proc/{pid}")) for pid in left]
+        assert not left, [cmdline(Path(f"/proc/{pid}")) for pid in left]
         # A process on its way out has no readable environment any more but may still be closing
         # its sockets: the port is polled too.
-        while not _port_bindable(port) and time.monotonic() < deadline:
+        while not port_bindable(port) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _port_bindable(port), "the API port is still held"
+        assert port_bindable(port), "the API port is still held"
         if sig != signal.SIGKILL:
             assert demo.returncode == 0
             assert b"stopped every process" in output + (demo.stdout.read() or b"")
     finally:
-        for pid in _marked(marker):
+        for pid in marked(marker):
             os.kill(pid, signal.SIGKILL)
         if demo.poll() is None:
             demo.kill()

@@ -174,8 +174,13 @@ def test_a_new_version_is_served_after_a_refresh(client: TestClient, store: Obje
     assert new.content == store.get(layout.page_version_key("en-US", "top", 2)).data
     assert new.json()["version"] == 2
     assert client.get("/v1/stories/0196f1c2a3b40001").json()["title"] == "Sea wall plan wins final approval"
-    assert client.get("/v1/stories/0196f1c2a3b40003").status_code == 404
-    assert client.get("/healthz").json() == {"status": "ok", "pages": 4, "stories_version": 2, "degraded": []}
+    assert client.get("/v1/stories/0196f1c2a3b40005").status_code == 404  # on no live page any more
+    # en-GB/top still lists story 3, which the new snapshot lacks: answered from version 1, and named
+    assert client.get("/v1/stories/0196f1c2a3b40003").status_code == 200
+    health = client.get("/healthz").json()
+    assert (health["status"], health["stories_version"]) == ("degraded", 2)
+    assert health["degraded"] == [{"what": "stories/0196f1c2a3b40003", "serving_version": 1, "skipped": [],
+                                   "problem": "not in the story snapshot served; answered from an older valid version"}]
 
 
 def test_refresh_downloads_only_versions_whose_pointer_moved(client: TestClient, flaky: FlakyStore) -> None:

@@ -8,6 +8,7 @@ cycles, then two article segments no writer has read yet); each test damages a c
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -34,7 +35,7 @@ from tasks.health import check_health
 from warehouse import layout
 from warehouse.checkpoints import WriterCheckpoint
 from warehouse.schemas import ARTICLES_SCHEMA, STORY_CHANGES_SCHEMA
-from warehouse.snapshots import read_live_page, read_live_stories
+from warehouse.snapshots import list_live_pages, read_live_page, read_live_stories, read_pointer
 from warehouse.store import ObjectStore
 from warehouse.tables import read_segment, read_segments
 
@@ -217,3 +218,112 @@ def test_a_skipped_article_segment_is_clustered_once_repaired(pipeline_world: Wo
     changed = set(read_segments(store, store.list(layout.STORY_CHANGES_PREFIX), STORY_CHANGES_SCHEMA)
                   .column("article_id").to_pylist())
     assert articles and articles <= changed
+
+
+# -- what a replica serves (issue 32) ---------------------------------------------------------------
+
+REPLICA_FAULTS = ("page_bytes_edited", "live_page_deleted", "pointer_garbled", "story_snapshot_deleted")
+MISSING = "pointer names a missing version"
+SHA = "version bytes do not match the pointer's sha256"
+
+
+def _damage_for_a_replica(store: ObjectStore, built: Built, fault: str) -> None:
+    if fault == "page_bytes_edited":  # still a valid page of the right edition: only the sha256 tells
+        page = json.loads(store.get(built.keys["page_version"]).data)
+        page["stories"] = page["stories"][1:]
+        store.put(built.keys["page_version"], json.dumps(page).encode())
+    elif fault == "live_page_deleted":
+        store.delete(built.keys["page_version"])
+    elif fault == "pointer_garbled":
+        store.put(built.keys["pointer"], b"\x00\x01 not a pointer")
+    else:
+        store.delete(built.keys["story_snapshot"])
+
+
+def _live_versions(store: ObjectStore) -> dict[str, int]:
+    """Per page, the version its pointer names."""
+    return {f"{e}/{s}": pointer.version for e, s in list_live_pages(store)
+            if (pointer := read_pointer(store, e, s)) is not None}
+
+
+def _stories_held(store: ObjectStore) -> set[str]:
+    """Every story id (or merged id) a readable story snapshot holds."""
+    held: set[str] = set()
+    for key in store.list(f"{layout.PAGES_PREFIX}{layout.STORIES_PAGE}/"):
+        try:
+            payload = json.loads(store.get(key).data)
+        except ValueError:
+            continue
+        if not key.endswith("latest.json") and isinstance(payload.get("stories"), dict):
+            held |= set(payload["stories"]) | set(payload.get("aliases") or {})
+    return held
+
+
+def _replica_answers(store: ObjectStore) -> tuple[dict[str, Any], dict[str, int], dict[str, bool]]:
+    """A fresh replica's ``/healthz``, the version it serves of each page, and, for every story a
+    served page lists, whether it is answered partially (from the cards); each must open (200, or
+    301 to its survivor)."""
+    with TestClient(create_app(store, SERVING)) as client:
+        served, partial = {}, {}
+        for entry in client.get("/v1/editions").json():
+            for section in entry["sections"]:
+                page = client.get(f"/v1/editions/{entry['edition']}/{section}")
+                assert page.status_code == 200
+                served[f"{entry['edition']}/{section}"] = page.json()["version"]
+                for story in page.json()["stories"]:
+                    answer = client.get(f"/v1/stories/{story['story_id']}", follow_redirects=False)
+                    assert answer.status_code in (200, 301), (entry["edition"], section, story["story_id"])
+                    partial[story["story_id"]] = answer.status_code == 200 and answer.json().get("is_partial", False)
+        health = client.get("/healthz")
+        assert health.status_code == 200
+        return health.json(), served, partial
+
+
+@pytest.mark.parametrize("fault", REPLICA_FAULTS)
+def test_a_replica_serves_the_newest_valid_version_of_every_page_and_story(pipeline_world: World, fault: str) -> None:
+    store, built = pipeline_world.copy(), pipeline_world.built
+    page = f"{built.edition}/top"
+    live = _live_versions(store)
+    live_page = live[page]
+    live_stories = read_live_stories(store).pointer.version
+    _damage_for_a_replica(store, built, fault)
+
+    health, served, partial = _replica_answers(store)
+    newest_valid = dict(live, **{page: live_page - 1}) if fault in ("page_bytes_edited", "live_page_deleted") else live
+    assert served == newest_valid
+    assert health["status"] == "degraded"
+    named = {d["what"]: d for d in health["degraded"]}
+    if fault == "page_bytes_edited":
+        assert served[page] == live_page - 1
+        assert named[page]["skipped"] == [{"version": live_page, "problem": SHA}]
+    elif fault == "live_page_deleted":
+        assert served[page] == live_page - 1
+        assert named[page]["skipped"] == [{"version": live_page, "problem": MISSING}]
+    elif fault == "pointer_garbled":
+        assert served[page] == live_page and named[page]["problem"] == "unreadable pointer"
+    else:
+        assert health["stories_version"] == live_stories - 1
+        assert named["stories"]["skipped"] == [{"version": live_stories, "problem": MISSING}]
+        lost = set(partial) - _stories_held(store)  # listed stories only the deleted snapshot held
+        assert lost and {sid for sid, is_partial in partial.items() if is_partial} == lost
+        assert {w.removeprefix("stories/") for w in named if w.startswith("stories/")} == lost
+    if fault != "story_snapshot_deleted":
+        assert not any(partial.values())
+
+
+def test_after_the_doctor_rolls_back_the_story_snapshot_every_listed_story_opens(pipeline_world: World) -> None:
+    """A torn live story snapshot, repaired by ``newsroom doctor --repair`` (the pointer goes back one
+    version): a fresh replica serves the live pages, every story they list opens, and ``/healthz``
+    names each one the rolled-back snapshot lacks."""
+    store, built = pipeline_world.copy(), pipeline_world.built
+    live_stories = read_live_stories(store).pointer.version
+    inject(store, built.keys["story_snapshot"], "corrupt")
+    assert all(e.repaired for e in run_doctor(store, AFTER, repair=True))
+    assert read_live_stories(store).pointer.version == live_stories - 1
+
+    health, served, partial = _replica_answers(store)
+    assert served == _live_versions(store)
+    lacking = {sid for sid in partial if sid not in json.loads(read_live_stories(store).data)["stories"]}
+    assert lacking, "the rolled-back snapshot holds every live story: the case tests nothing"
+    assert health["status"] == "degraded"
+    assert {d["what"] for d in health["degraded"]} == {f"stories/{sid}" for sid in lacking}
