@@ -13,8 +13,8 @@ import pytest
 from loopback import serve
 
 from tasks.http import fetch_url, make_client
+from tasks.ingest.article import PageError, build_article_row
 from tasks.ingest.commit import commit_ingest
-from tasks.ingest.pages import PageError, build_article_row
 from tasks.ingest.plan import FeedJob, plan_due_feeds
 from tasks.ingest.poll import poll_shard
 from tasks.registry import import_publishers
