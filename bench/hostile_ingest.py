@@ -59,8 +59,11 @@ def _child(args: argparse.Namespace) -> int:
     from tasks.settings import IngestSettings
     from warehouse.store import LocalStore
 
+    # Generous timeouts: on a loaded shared machine a page read can stall for seconds, and a host whose
+    # pages time out is skipped for the rest of the run, which would make the runs store different sets.
     settings = IngestSettings(  # type: ignore[call-arg]
-        allow_private_addresses=True, host_rate_per_second=50.0, host_burst=50.0, article_workers=args.workers)
+        allow_private_addresses=True, host_rate_per_second=50.0, host_burst=50.0, article_workers=args.workers,
+        read_timeout_seconds=60.0, total_timeout_seconds=180.0, slow_response_seconds=60.0)
     now = datetime.fromisoformat(args.now)
     store = LocalStore(Path(args.store))
     import_publishers(store, Path(args.publishers))

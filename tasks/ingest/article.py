@@ -34,6 +34,9 @@ ERROR_MAX_CHARS = 500
 """An error message quoting a page (a value in a ValueError) is cut to this: it is logged and reported."""
 NO_RESPONSE_KINDS = frozenset({"timeout", "connect", "protocol", "dns", "host_backoff"})
 """Failures with no HTTP response: the host's rate backs off, and a page failing so is retried."""
+MAX_CATEGORIES = 64
+"""An item's categories kept in its row: each is capped by the feed parser, their number here (a feed
+can list thousands on one item, and the row is stored)."""
 BUDGET_KINDS = frozenset({"time_budget", "memory_budget", "worker_lost", "worker_start"})
 """Page errors of the per-article budget (:class:`tasks.errors.ArticleBudgetError`)."""
 RETRIED_KINDS = frozenset({"worker_start"})
@@ -105,7 +108,7 @@ def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: st
         publisher_id=job.publisher_id, language=features.language, region=job.region, title=features.title,
         snippet=snippet_from_text(body, page.description or item.summary, SNIPPET_MAX_CHARS, title=title),
         image_url=page.image_url or item.image_url, author=page.author or item.author,
-        section=page.section or job.section_hint or None, categories=tuple(item.categories),
+        section=page.section or job.section_hint or None, categories=tuple(item.categories[:MAX_CATEGORIES]),
         is_opinion=bool(page.is_opinion), published_at=published_at, first_seen_at=features.first_seen_at,
         simhash=features.simhash, minhash=tuple(features.minhash), terms=tuple(features.terms),
         term_weights=tuple(features.term_weights), entities=tuple(features.entities),

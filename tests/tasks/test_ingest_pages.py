@@ -153,6 +153,16 @@ def test_build_article_row_caps_the_title(html: str, feed_title: str) -> None:
     assert 0 < len(row.title) <= TITLE_MAX_CHARS
 
 
+def test_build_article_row_keeps_at_most_max_categories() -> None:
+    from tasks.ingest.article import MAX_CATEGORIES
+
+    job = FeedJob("f", "https://x.example/feed", "p", "en", "US", "", FeedState("f"))
+    categories = tuple(f"tag {i}" for i in range(10_000))
+    item = FeedItem("g", "https://x.example/a", "Budget", "", None, None, categories, None, None, None)
+    row = build_article_row(job, item, b"<p>Budget</p>", "https://x.example/a", NOW, embed=False)
+    assert row.categories == categories[:MAX_CATEGORIES]
+
+
 def test_build_article_row_uses_the_http_charset() -> None:
     job = FeedJob("f", "https://x.example/feed", "p", "ru", "RU", "", FeedState("f"))
     item = FeedItem("g", "https://x.example/a", "", "", None, None, (), None, None, None)
