@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import resource
+import signal
 import subprocess
 import sys
 import threading
@@ -152,6 +153,8 @@ class _Worker:
             OSError: The process could not be started, or it exited before it was ready.
             TimeoutError: It was not ready within ``timeout`` seconds.
         """
+        if self._process is not None and self._process.poll() is not None:
+            self.stop(kill=True)  # died while idle (the OOM killer, a signal): not the next article's doing
         if self._process is None:
             self.start()
         if self._ready:
@@ -313,6 +316,9 @@ def serve_articles(work: str, read_fd: str, write_fd: str, memory_bytes: str, em
     """An article worker: warm up, say ready, then answer requests until told to stop (None) or the
     parent goes away. Each answer is ``("done", what work returned)``, or ``("memory_budget", None)``
     after which the worker exits (its heap may be in any state)."""
+    # Ctrl-C reaches the whole process group: the parent stops its workers itself (at exit, or when the
+    # pipe closes), and an interrupted worker would fail the article it holds as worker_lost.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     module, _, function = work.partition(":")
     article_or_error: Callable[[ArticleRequest], object] = getattr(importlib.import_module(module), function)
     requests = Connection(int(read_fd), writable=False)

@@ -84,6 +84,19 @@ def test_an_article_past_its_budget_fails_alone_and_the_next_one_is_built(
         pool.close()
 
 
+def test_a_worker_that_died_while_idle_is_started_again_without_failing_the_next_article(site: ReplaySite) -> None:
+    pool = _pool()
+    try:
+        assert isinstance(pool.build(_request(site, "first")), ArticleRow)
+        (slot,) = pool._slots
+        assert slot._process is not None
+        slot._process.kill()  # as the OOM killer would, between two articles
+        slot._process.wait()
+        assert isinstance(pool.build(_request(site, "next")), ArticleRow)
+    finally:
+        pool.close()
+
+
 def test_a_page_past_its_budget_is_a_named_page_error_and_the_run_goes_on(site: ReplaySite) -> None:
     """Through ``fetch_article``: the page is fetched, its row overruns, the page error names the kind
     (not retried: the page would do it again), and the next page of the run is stored."""
