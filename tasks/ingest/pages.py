@@ -50,26 +50,36 @@ def fetch_article(job: FeedJob, item: FeedItem, client: httpx.Client, robots: Ro
     """Fetch one item's page (robots.txt checked on every hop) and build its row; never raises for
     what the publisher sends. With ``workers``, the row is built in one of them, under its budget;
     without, in this thread (the caps on every text still hold)."""
+    return fetch_article_timed(job, item, client, robots, settings, now, workers)[0]
+
+
+def fetch_article_timed(job: FeedJob, item: FeedItem, client: httpx.Client, robots: RobotsCache,
+                        settings: IngestSettings, now: datetime,
+                        workers: ArticleWorkers | None = None) -> tuple[ArticleRow | PageError, float | None]:
+    """:func:`fetch_article`, and the seconds the page's host took to answer (None when it did not):
+    the host's rate is adapted on that alone, not on the row's build or the wait for a worker."""
     url = item.link or ""
+    answered: float | None = None
     try:
         # Every hop, redirects included, matched as sent: robots patterns are percent-encoded (RFC 9309 §2.2.2).
         fetched = fetch_url(client, url, settings, max_bytes=settings.max_page_bytes, allow=robots.check)
+        answered = fetched.elapsed_ms / 1000
         if not 200 <= fetched.status < 300:
             raise FetchError("http_status", f"HTTP {fetched.status}", url=url, status=fetched.status)
         request = ArticleRequest(job, item, fetched.body, fetched.final_url, now, settings.embeddings,
                                  charset_from_content_type(fetched.headers.get("content-type")))
         del fetched  # the body travels in the request only
         if workers is None:
-            return article_or_error(request)
+            return article_or_error(request), answered
         outcome = workers.build(request)
         assert isinstance(outcome, ArticleRow | PageError), type(outcome)  # what article_or_error returns
-        return outcome
+        return outcome, answered
     except FetchError as e:
         status = None if e.kind in NO_RESPONSE_KINDS else e.status or 200
-        return PageError(job.feed_id, item.guid, url, e.kind, str(e), status)
+        return PageError(job.feed_id, item.guid, url, e.kind, str(e), status), answered
     except ArticleBudgetError as e:
         log.warning("page_over_budget url=%s kind=%s", url, e.kind)
-        return PageError(job.feed_id, item.guid, url, e.kind, str(e), 200)
+        return PageError(job.feed_id, item.guid, url, e.kind, str(e), 200), answered
     except Exception as e:  # noqa: BLE001 - per-item boundary: one strange page never fails the run
         log.exception("page_fetch_crashed url=%s", url)
-        return PageError(job.feed_id, item.guid, url, "internal", f"{type(e).__name__}: {e}", 200)
+        return PageError(job.feed_id, item.guid, url, "internal", f"{type(e).__name__}: {e}", 200), answered
