@@ -32,7 +32,7 @@ def ingest_feeds(now: str | None = None, shards: int = 4) -> dict[str, Any]:
                                   robots_cache=[robots_for_shard(robots, jobs) for jobs in plan]) if plan else []
     results = [f.result() for f in futures]
     summary = commit_ingest_task(store, results, at)
-    brief = {k: v for k, v in summary.items() if k not in ("failures", "lag_seconds_by_tier")}
+    brief = {k: v for k, v in summary.items() if k not in ("failures", "lag_seconds_by_tier", "over_budget")}
     logger.info("ingest_done now=%s %s", at.isoformat(), " ".join(f"{k}={v}" for k, v in brief.items()))
     publish_artifact("ingest-summary", ingest_markdown(summary, at.isoformat()), "ingest run summary")
     return summary

@@ -1,6 +1,6 @@
 """The section classifier's model, read once from package data, and the one function that applies it.
 
-``guess_sections`` is what ingest calls for every new article (``tasks.ingest.pages.build_article_row``,
+``guess_sections`` is what ingest calls for every new article (``tasks.ingest.article.build_article_row``,
 stored as ``articles.section_guess``) and what ``newsroom classify-sections`` calls for every input
 line, so the command scores exactly the pipeline's code path (issue 21). The model is trained by
 ``scripts/train_section_model.py``; ``transforms.sections`` holds the pure arithmetic and this

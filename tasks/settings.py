@@ -61,6 +61,23 @@ class IngestSettings(BaseSettings):
     max_redirects: int = Field(5, ge=0, le=20, description="Redirects followed per request, each re-checked.")
     max_workers: int = Field(16, ge=1, le=256, description="Threads fetching feeds and pages in one ingest run.")
     max_items_per_feed: int = Field(100, ge=1, description="New items taken from one feed per poll.")
+    article_workers: int = Field(
+        1, ge=0, le=64,
+        description="Worker processes that extract, sign and embed fetched pages, each article under the time and "
+        "memory budget below (README, 'Hostile pages'). 0: in the polling threads, with the caps on every text "
+        "but no budget.",
+    )
+    article_seconds: float = Field(
+        20.0, gt=0,
+        description="Time budget of one article's extraction, features and embedding in a worker; past it the "
+        "worker is stopped and the article is recorded as a 'time_budget' page error.",
+    )
+    article_memory_mb: int = Field(
+        512, ge=64,
+        description="Memory budget (address space, MB) of one article's extraction, features and embedding in a "
+        "worker, beyond what the worker held before it; past it the article is recorded as a 'memory_budget' "
+        "page error.",
+    )
     tier1_min_interval_seconds: int = Field(60, gt=0, description="Shortest poll interval for a tier-1 publisher's feed.")
     min_interval_seconds: int = Field(300, gt=0, description="Shortest poll interval for other publishers' feeds.")
     max_interval_seconds: int = Field(3600, gt=0, description="Longest poll interval for a healthy feed.")

@@ -34,6 +34,9 @@ SECTION_ALIASES = {
 }
 
 _SLUG = re.compile(r"[^a-z0-9]+")
+SECTION_HINT_MAX_CHARS = 100
+"""A longer hint or category names no section; it is not matched (issue 32: every text a regular
+expression sees is capped)."""
 GENERIC_HINTS = frozenset({"top", "top-stories", "news", "home", "latest", "general", "headlines", "all",
                            "opinion", "local", "lifestyle"})
 """Hints that name no topic section (opinion is a label on the article, local a region)."""
@@ -45,7 +48,7 @@ def canonical_section(raw: str | None) -> str | None:
     >>> canonical_section("Sport"), canonical_section("Science & Tech"), canonical_section("Opinion")
     ('sports', 'technology', None)
     """
-    if not raw:
+    if not raw or len(raw) > SECTION_HINT_MAX_CHARS:
         return None
     slug = _SLUG.sub("-", raw.lower()).strip("-")
     slug = SECTION_ALIASES.get(slug, slug)

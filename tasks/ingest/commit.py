@@ -20,6 +20,7 @@ from tasks.identity import (
     mark_pending,
     roll_forward_pending,
 )
+from tasks.ingest.article import BUDGET_KINDS
 from tasks.ingest.plan import load_feed_states
 from tasks.ingest.poll import ShardResult
 from tasks.ingest.robots import save_robots_cache
@@ -111,6 +112,11 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
     for s in shards:
         for e in s.page_errors:
             errors[f"page_{e.error_kind}"] += 1
+    # Pages whose own work went past the per-article budget are named in the summary, not only counted
+    # (issue 32); log/fetches has every page error with its URL.
+    over_budget = sorted(({"feed_id": e.feed_id, "url": e.url, "kind": e.error_kind, "error": e.error}
+                          for s in shards for e in s.page_errors if e.error_kind in BUDGET_KINDS),
+                         key=lambda f: (f["feed_id"], f["url"]))
     return {
         "feeds_polled": len(reports),
         "not_modified": sum(1 for r in reports if r.status == 304),
@@ -126,6 +132,7 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
         "robots_fetched": len(robots_fetched),
         "websub": subscriptions,
         "lag_seconds_by_tier": discovery_lag_by_tier(store, rows),
+        "over_budget": over_budget,
         "failures": [
             {"feed_id": r.feed_id, "url": r.url, "status": r.status, "kind": r.error_kind or r.warning_kind,
              "error": r.error or r.warning, "is_error": r.error_kind is not None,

@@ -74,3 +74,17 @@ def test_mutual_best_pairs_do_not_depend_on_the_chunk_size() -> None:
     sims = left @ right.T
     for i, j in whole:  # each pair is the row's best and the column's best
         assert sims[i].argmax() == j and sims[:, j].argmax() == i and sims[i, j] >= 0.3
+
+
+def test_the_encoder_is_never_given_more_than_its_caps() -> None:
+    """A 1 MB title or lede without a space once cost 44 s and 6 GB (issue 32): the text is cut to
+    EMBED_TEXT_MAX_CHARS and each word to EMBED_WORD_MAX_CHARS, whatever the caller passes."""
+    from transforms.embedding import EMBED_TEXT_MAX_CHARS, EMBED_WORD_MAX_CHARS
+
+    text = embedding_text("Quake " + "T" * 1_000_000, "lede " * 100 + "x" * 1_000_000, "en")
+    assert len(text) <= EMBED_TEXT_MAX_CHARS and max(len(w.rstrip(".")) for w in text.split()) <= EMBED_WORD_MAX_CHARS
+    assert text.startswith("Quake " + "T" * EMBED_WORD_MAX_CHARS + ". lede lede")
+    cjk = embedding_text("台风" * 10_000, "台风来袭" * 10_000, "zh")
+    assert len(cjk) <= EMBED_TEXT_MAX_CHARS
+    long, capped = embed_texts(["word " * 100_000, ("word " * 100_000)[:EMBED_TEXT_MAX_CHARS]])
+    assert np.array_equal(long, capped)
