@@ -5,7 +5,8 @@ affinity adds, each in [0, 1]: a followed topic (1), a followed source (1), the 
 topic weight and source weight (relative to their strongest), and the overlap of the story's
 title terms with the reader's interest vector (half weight). Hidden stories, stories whose every
 source is hidden, and stories already read (unless updated since) are dropped. No topic appears
-more than ``max_run`` times in a row.
+more than ``max_run`` times in a row. A section filter (``only``) ranks the stories of one section
+as if the pool held only them.
 
 This lives in ``serving`` because it runs on every For-you request and ``serving`` must not
 import ``transforms``. Story titles are split into terms by ``warehouse.profiles.title_terms``, the
@@ -53,6 +54,7 @@ class Candidate:
     terms: frozenset[str]
     updated_at: float
     story: Mapping[str, Any]
+    sorted_publishers: tuple[str, ...] = ()
 
 
 class Pick(NamedTuple):
@@ -87,6 +89,7 @@ def candidate_of(story: Mapping[str, Any]) -> Candidate:
         terms=frozenset(title_terms(str(story.get("title") or ""))),
         updated_at=_epoch(story.get("updated_at")),
         story=story,
+        sorted_publishers=tuple(sorted({str(s["publisher_id"]) for s in sources})),
     )
 
 
@@ -149,7 +152,17 @@ class CandidatePool:
         topic_ids: dict[str, int] = {}
         self.run_topic = np.asarray([topic_ids.setdefault(c.topic, len(topic_ids)) for c in self.candidates],
                                     dtype=np.int64)
+        self.run_topics = self.run_topic.tolist()
         self.source_count = np.bincount(self.publishers.rows, minlength=n)
+        self._sections: dict[str, np.ndarray] = {}
+
+    def in_section(self, section: str) -> np.ndarray:
+        """Which candidates list ``section`` among their sections (a boolean mask, memoised per pool)."""
+        found = self._sections.get(section)
+        if found is None:
+            found = np.asarray([section in (c.story.get("sections") or ()) for c in self.candidates], dtype=bool)
+            self._sections[section] = found  # a race computes the same mask twice: harmless
+        return found
 
     def __len__(self) -> int:
         return self.n
@@ -178,7 +191,8 @@ def _relative(weights: Mapping[str, float]) -> dict[str, float]:
 
 
 def _limit_runs(order: list[int], topics: list[int], max_run: int) -> list[int]:
-    """Reorder greedily so that no topic appears more than ``max_run`` times in a row.
+    """Reorder greedily so that no topic appears more than ``max_run`` times in a row. A section filter (``only``) ranks the stories of one section
+as if the pool held only them.
 
     One pass: a pick that would extend a full run waits in ``deferred`` and goes in as soon as
     the run is broken, so the result stays as close to score order as the rule allows.
@@ -214,6 +228,9 @@ class Ranking:
     profile: Profile
     order: tuple[int, ...]
     scores: np.ndarray
+    topic_w: Mapping[str, float]
+    source_w: Mapping[str, float]
+    """The reader's relative topic and source weights, worked out once for every reason."""
 
     def __len__(self) -> int:
         return len(self.order)
@@ -221,7 +238,11 @@ class Ranking:
     def pick(self, i: int) -> Pick:
         """Pool candidate ``i`` with this reader's score and reason."""
         c = self.pool.candidates[i]
-        return Pick(c, float(self.scores[i]), reason_for(c, self.profile))
+        return Pick(c, float(self.scores[i]), _reason(c, self.profile, self.topic_w, self.source_w))
+
+    def reason(self, i: int) -> str:
+        """Why pool candidate ``i`` is in this reader's For you."""
+        return _reason(self.pool.candidates[i], self.profile, self.topic_w, self.source_w)
 
     def picks(self, start: int = 0, stop: int | None = None) -> list[Pick]:
         return [self.pick(i) for i in self.order[start:stop]]
@@ -229,17 +250,22 @@ class Ranking:
 
 def reason_for(c: Candidate, profile: Profile) -> str:
     """Why ``c`` is in this reader's For you, in the order the re-rank weighs things."""
-    topic_w = _relative(profile.topic_weights)
+    return _reason(c, profile, _relative(profile.topic_weights), _relative(profile.source_weights))
+
+
+def _reason(c: Candidate, profile: Profile, topic_w: Mapping[str, float], source_w: Mapping[str, float]) -> str:
     for t, label in zip(c.topics, c.topic_labels, strict=True):
         if t in profile.followed_topics:
             return f"Because you follow {label}"
-    for p in sorted(c.publisher_ids):
-        if p in profile.followed_sources:
-            return f"Because you follow {c.publisher_names[p]}"
+    if profile.followed_sources:
+        for p in c.sorted_publishers or sorted(c.publisher_ids):
+            if p in profile.followed_sources:
+                return f"Because you follow {c.publisher_names[p]}"
     for t, label in zip(c.topics, c.topic_labels, strict=True):
         if topic_w.get(t, 0.0) >= 0.5:
             return f"Because you read about {label}"
-    source_w = _relative(profile.source_weights)
+    if not source_w:
+        return TOP_STORIES_REASON
     strong = [p for p in c.publisher_ids if source_w.get(p, 0.0) >= 0.5]
     if strong:
         best = max(strong, key=lambda p: (source_w[p], p))
@@ -247,12 +273,24 @@ def reason_for(c: Candidate, profile: Profile) -> str:
     return TOP_STORIES_REASON
 
 
-def rank_for_you(pool: CandidatePool, profile: Profile, *, max_run: int = MAX_RUN) -> Ranking:
-    """The pool ordered for ``profile``. Deterministic for equal inputs; vectorised over the pool."""
+def rank_for_you(
+    pool: CandidatePool, profile: Profile, *, max_run: int = MAX_RUN, only: np.ndarray | None = None
+) -> Ranking:
+    """The pool ordered for ``profile``. Deterministic for equal inputs; vectorised over the pool.
+
+    Args:
+        pool: The edition's candidates.
+        profile: The reader's profile.
+        max_run: Most stories of one topic in a row.
+        only: A boolean mask over the pool (a section filter): the other candidates are left out
+            before ranking, so the run limit applies among the ones shown.
+    """
     n = pool.n
+    topic_w = _relative(profile.topic_weights)
+    source_w = _relative(profile.source_weights)
     if n == 0:
-        return Ranking(pool, profile, (), np.zeros(0))
-    topic_vec = pool.topics.vector(_relative(profile.topic_weights))
+        return Ranking(pool, profile, (), np.zeros(0), topic_w, source_w)
+    topic_vec = pool.topics.vector(topic_w)
     topic_vec += pool.topics.vector(dict.fromkeys(profile.followed_topics, 1.0))
     affinity = pool.topics.per_story_sum(topic_vec, n)
     if profile.followed_sources:
@@ -260,13 +298,13 @@ def rank_for_you(pool: CandidatePool, profile: Profile, *, max_run: int = MAX_RU
             pool.publishers.vector(dict.fromkeys(profile.followed_sources, 1.0)), n
         )
     if profile.source_weights:
-        affinity += pool.publishers.per_story_max(pool.publishers.vector(_relative(profile.source_weights)), n)
+        affinity += pool.publishers.per_story_max(pool.publishers.vector(source_w), n)
     if profile.term_weights:
         overlap = pool.terms.per_story_sum(pool.terms.vector(_relative(profile.term_weights)), n)
         affinity += TERM_WEIGHT * np.minimum(overlap, 1.0)
     scores = pool.importance * (1.0 + affinity)
 
-    keep = np.ones(n, dtype=bool)
+    keep = np.ones(n, dtype=bool) if only is None else only.copy()
     for sid in profile.hidden_stories:
         i = pool.index.get(sid)
         if i is not None:
@@ -281,8 +319,8 @@ def rank_for_you(pool: CandidatePool, profile: Profile, *, max_run: int = MAX_RU
 
     kept = np.flatnonzero(keep)
     ranked = kept[np.lexsort((pool.id_rank[kept], -scores[kept]))]
-    order = _limit_runs(ranked.tolist(), pool.run_topic.tolist(), max_run)
-    return Ranking(pool, profile, tuple(order), scores)
+    order = _limit_runs(ranked.tolist(), pool.run_topics, max_run)
+    return Ranking(pool, profile, tuple(order), scores, topic_w, source_w)
 
 
 def rerank_for_you(pool: CandidatePool, profile: Profile, *, max_run: int = MAX_RUN) -> list[Pick]:

@@ -211,24 +211,34 @@ def test_two_folds_at_once_count_each_click_once(
 
 
 def test_a_follow_made_through_one_app_is_seen_by_another(profiles_at: str, tmp_path: Path) -> None:
-    """Two app instances (two replicas) over one profile store and one HMAC key."""
+    """Two app instances (two replicas) over one profile store and one HMAC key.
+
+    Each replica keeps the profiles it read in memory (issue 29): its own writes show on its next
+    request, another replica's within its next poll of the store (1 s here; the bound is 5 s).
+    """
     store = LocalStore(tmp_path / "store")
     publish_fixture(store)
     with TestClient(create_app(store, settings_at(profiles_at, tmp_path))) as a, \
             TestClient(create_app(store, settings_at(profiles_at, tmp_path))) as b:
         dana = sign_in(a, "dana")  # a session is a signed token: any replica with the key accepts it
+        b.app.state.profiles.poll()  # type: ignore[attr-defined]  # as b's poller does when it starts
         before = b.get("/v1/feed", headers=dana).json()
         assert before["mode"] == "top_stories"
+        assert b.app.state.profiles.stats()["held"] == 1  # type: ignore[attr-defined]  # b keeps dana's profile
 
         assert a.put("/v1/me/follows/topic/technology", headers=dana).status_code == 200
+        assert a.get("/v1/feed", headers=dana).json()["mode"] == "for_you"  # a: on its next request
+        assert _eventually(lambda: b.get("/v1/feed", headers=dana).json()["mode"] == "for_you", seconds=5)
         after = b.get("/v1/feed", headers=dana).json()
-        assert after["mode"] == "for_you"
         order = [s["story_id"] for s in after["stories"]]
         assert order.index(TECH_STORY) < [s["story_id"] for s in before["stories"]].index(TECH_STORY)
         assert after["stories"][order.index(TECH_STORY)]["reason"] == "Because you follow Technology"
 
         assert b.post("/v1/me/hide", json={"story": TECH_STORY}, headers=dana).status_code == 200
-        assert TECH_STORY not in {s["story_id"] for s in a.get("/v1/feed", headers=dana).json()["stories"]}
+        assert TECH_STORY not in {s["story_id"] for s in b.get("/v1/feed", headers=dana).json()["stories"]}
+        assert _eventually(
+            lambda: TECH_STORY not in {s["story_id"] for s in a.get("/v1/feed", headers=dana).json()["stories"]},
+            seconds=5)
         assert a.get("/v1/me", headers=dana).json()["follows"]["topic"] == ["technology"]
 
 
