@@ -32,9 +32,10 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import islice
 from typing import Any, Literal
 
 from serving.cache import CachedPage, CacheState, SnapshotCache
@@ -48,6 +49,8 @@ logger = logging.getLogger(__name__)
 
 FeedMode = Literal["for_you", "top_stories", "top_stories_fallback"]
 CARD_SOURCES = 4
+CARDS_MADE_AHEAD = 60
+"""Cards made with the pool, off the event loop: the best-scored stories open most readers' pages."""
 _SOURCES, _REASON = 0, 1
 
 
@@ -204,6 +207,9 @@ class PoolCache:
             state = self._cache.state
             key, top_version, pages = _pool_key(self._cache, edition)
             pool = Pool(key, top_version, build_pool(p.stories for p in pages), self._signer)
+            now = time.time()
+            for i in range(min(CARDS_MADE_AHEAD, len(pool.candidates))):
+                pool.card(i, now)
             with self._lock:
                 self._pools[edition] = (state, pool)
             return pool
@@ -266,16 +272,17 @@ def build_feed(
         offset, shown = at.offset, at.shown
     candidates = pool.candidates
     only = candidates.in_section(section) if section is not None else None
+    order: Iterator[int]
     if profile is None or profile.is_empty:
-        order: tuple[int, ...] | list[int] = (range(len(candidates)) if only is None  # type: ignore[assignment]
-                                              else only.nonzero()[0].tolist())
+        order = iter(range(len(candidates)) if only is None else only.nonzero()[0].tolist())
         ranking = None
     else:
         ranking = rank_for_you(candidates, profile, only=only)
-        order = ranking.order
+        order = ranking.iter_order()
     if shown is None:  # a cursor from before shown-sets: it paged this order by offset
-        shown = frozenset(order[:offset])
-    remaining = [i for i in order if i not in shown] if shown else list(order)
+        shown = frozenset(islice(order, offset))
+    # The first limit + 1 stories not shown yet: the page, and whether there is a next one.
+    remaining = list(islice((i for i in order if i not in shown), limit + 1))
     chunk_ids = remaining[:limit]
     hidden = profile.hidden_sources if profile is not None else frozenset()
     now = time.time()

@@ -6,7 +6,8 @@ topic weight and source weight (relative to their strongest), and the overlap of
 title terms with the reader's interest vector (half weight). Hidden stories, stories whose every
 source is hidden, and stories already read (unless updated since) are dropped. No topic appears
 more than ``max_run`` times in a row. A section filter (``only``) ranks the stories of one section
-as if the pool held only them.
+as if the pool held only them. The order is made lazily (``Ranking.iter_order``): a page needs its
+first stories, so only the best scores are sorted unless paging goes past them.
 
 This lives in ``serving`` because it runs on every For-you request and ``serving`` must not
 import ``transforms``. Story titles are split into terms by ``warehouse.profiles.title_terms``, the
@@ -16,6 +17,7 @@ one function the profiles flow keys the interest vector with.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -190,50 +192,89 @@ def _relative(weights: Mapping[str, float]) -> dict[str, float]:
     return {k: v / top for k, v in weights.items() if v > 0}
 
 
-def _limit_runs(order: list[int], topics: list[int], max_run: int) -> list[int]:
-    """Reorder greedily so that no topic appears more than ``max_run`` times in a row. A section filter (``only``) ranks the stories of one section
-as if the pool held only them.
+def _limit_runs(order: Iterable[int], topics: list[int], max_run: int) -> list[int]:
+    """Reorder greedily so that no topic appears more than ``max_run`` times in a row."""
+    return list(_runs_limited(order, topics, max_run))
+
+
+def _runs_limited(order: Iterable[int], topics: list[int], max_run: int) -> Iterator[int]:
+    """``_limit_runs`` as it goes: each pick is yielded as soon as it is placed.
 
     One pass: a pick that would extend a full run waits in ``deferred`` and goes in as soon as
-    the run is broken, so the result stays as close to score order as the rule allows.
+    the run is broken, so the result stays as close to score order as the rule allows. What has
+    been yielded never depends on the input not yet read, so a page can stop reading early.
     """
-    out: list[int] = []
-    deferred: list[int] = []
+    deferred: deque[int] = deque()
     last, run = -1, 0
-
-    def take(i: int) -> None:
-        nonlocal last, run
-        out.append(i)
-        t = topics[i]
-        run = run + 1 if t == last else 1
-        last = t
-
     for i in order:
         while deferred and not (run >= max_run and topics[deferred[0]] == last):
-            take(deferred.pop(0))
+            j = deferred.popleft()
+            run, last = (run + 1 if topics[j] == last else 1), topics[j]
+            yield j
         if run >= max_run and topics[i] == last:
             deferred.append(i)
         else:
-            take(i)
+            run, last = (run + 1 if topics[i] == last else 1), topics[i]
+            yield i
     while deferred:  # only one topic is left: nothing can break the run
-        take(deferred.pop(0))
-    return out
+        j = deferred.popleft()
+        run, last = (run + 1 if topics[j] == last else 1), topics[j]
+        yield j
 
 
-@dataclass(frozen=True, slots=True)
+SORTED_FIRST = 128
+"""How many of the best scores are sorted first; the rest only when paging reads past them."""
+
+
+def _by_score(kept: np.ndarray, scores: np.ndarray, id_rank: np.ndarray) -> Iterator[int]:
+    """``kept`` by score, best first, ties by story id: the best ``SORTED_FIRST`` (and every tie with
+    the last of them) sorted at once, the rest only if asked for."""
+    def ordered(ix: np.ndarray) -> list[int]:
+        return ix[np.lexsort((id_rank[ix], -scores[ix]))].tolist()  # type: ignore[no-any-return]
+
+    if len(kept) <= 2 * SORTED_FIRST:
+        yield from ordered(kept)
+        return
+    values = scores[kept]
+    cut = np.partition(values, len(values) - SORTED_FIRST)[len(values) - SORTED_FIRST]
+    best = values >= cut  # every score above the cut and every tie at it: nothing below can come first
+    yield from ordered(kept[best])
+    yield from ordered(kept[~best])
+
+
 class Ranking:
-    """A reader's order over a pool. Reasons are worded only for the picks a page shows."""
+    """A reader's order over a pool, made as it is read. Reasons are worded only for the picks a page shows."""
 
-    pool: CandidatePool
-    profile: Profile
-    order: tuple[int, ...]
-    scores: np.ndarray
-    topic_w: Mapping[str, float]
-    source_w: Mapping[str, float]
-    """The reader's relative topic and source weights, worked out once for every reason."""
+    __slots__ = ("pool", "profile", "scores", "topic_w", "source_w", "_kept", "_max_run", "_order")
+
+    def __init__(self, pool: CandidatePool, profile: Profile, scores: np.ndarray, kept: np.ndarray, max_run: int,
+                 topic_w: Mapping[str, float], source_w: Mapping[str, float]) -> None:
+        self.pool = pool
+        self.profile = profile
+        self.scores = scores
+        self.topic_w = topic_w
+        """The reader's relative topic weights, worked out once for every reason (and ``source_w``)."""
+        self.source_w = source_w
+        self._kept = kept
+        self._max_run = max_run
+        self._order: tuple[int, ...] | None = None
+
+    def iter_order(self) -> Iterator[int]:
+        """Pool positions, best first: a page reads what it needs and stops."""
+        if self._order is not None:
+            return iter(self._order)
+        return _runs_limited(_by_score(self._kept, self.scores, self.pool.id_rank), self.pool.run_topics,
+                             self._max_run)
+
+    @property
+    def order(self) -> tuple[int, ...]:
+        """The whole order."""
+        if self._order is None:
+            self._order = tuple(self.iter_order())
+        return self._order
 
     def __len__(self) -> int:
-        return len(self.order)
+        return len(self._kept)
 
     def pick(self, i: int) -> Pick:
         """Pool candidate ``i`` with this reader's score and reason."""
@@ -289,7 +330,7 @@ def rank_for_you(
     topic_w = _relative(profile.topic_weights)
     source_w = _relative(profile.source_weights)
     if n == 0:
-        return Ranking(pool, profile, (), np.zeros(0), topic_w, source_w)
+        return Ranking(pool, profile, np.zeros(0), np.zeros(0, dtype=np.int64), max_run, topic_w, source_w)
     topic_vec = pool.topics.vector(topic_w)
     topic_vec += pool.topics.vector(dict.fromkeys(profile.followed_topics, 1.0))
     affinity = pool.topics.per_story_sum(topic_vec, n)
@@ -317,10 +358,7 @@ def rank_for_you(
         if i is not None and pool.updated_at[i] <= read_at:
             keep[i] = False
 
-    kept = np.flatnonzero(keep)
-    ranked = kept[np.lexsort((pool.id_rank[kept], -scores[kept]))]
-    order = _limit_runs(ranked.tolist(), pool.run_topics, max_run)
-    return Ranking(pool, profile, tuple(order), scores, topic_w, source_w)
+    return Ranking(pool, profile, scores, np.flatnonzero(keep), max_run, topic_w, source_w)
 
 
 def rerank_for_you(pool: CandidatePool, profile: Profile, *, max_run: int = MAX_RUN) -> list[Pick]:

@@ -135,6 +135,36 @@ def test_only_the_strongest_terms_enter_the_profile(profiles_at: str, profiles: 
     assert profile.source_weights == {"tech-dispatch": 2.0}
 
 
+def test_changed_since_names_every_reader_written_after_the_mark(profiles_at: str, profiles: ProfileStore) -> None:
+    """What replicas poll (issue 29): every write and every fold moves the reader's version."""
+    profiles.follow("r0", "topic", "world")  # before the mark: never listed
+    start = profiles.changed_since(None)
+    assert start.changed == ()
+    profiles.follow("r1", "topic", "world")
+    profiles.hide("r2", "story", WORLD_STORY)
+    profiles.record_read("r3", WORLD_STORY, 1.0)
+    profiles.unfollow("r4", "topic", "never-followed")  # a no-op still counts: harmless
+    fold = open_fold_store(profiles_at)
+    try:
+        with fold.transaction() as tx:
+            tx.replace_weights("r5", [("topic", "technology", 1.0, 1.0)])
+    finally:
+        fold.close()
+    changes = profiles.changed_since(start.mark)
+    latest = dict(changes.changed)
+    assert set(latest) == {"r1", "r2", "r3", "r4", "r5"}
+    for reader, version in latest.items():
+        assert profiles.load(reader).version == version  # a load reads the version with the rows
+    assert profiles.load("nobody").version == 0
+
+    profiles.follow("r1", "source", "tech-dispatch")
+    again = profiles.changed_since(changes.mark)
+    assert "r1" in dict(again.changed) and dict(again.changed)["r1"] != latest["r1"]
+    assert "r0" not in dict(again.changed)
+    if not profiles_at.startswith("postgresql://"):  # PostgreSQL may list a recent change again: harmless
+        assert profiles.changed_since(again.mark).changed == ()
+
+
 # -- the profiles fold ---------------------------------------------------------------------------------
 
 
