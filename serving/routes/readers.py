@@ -11,11 +11,14 @@ from starlette.concurrency import run_in_threadpool
 from serving.cursors import MAX_FEED_CURSOR_CHARS
 from serving.deps import (
     NAME_PATTERN,
+    RETRY_AFTER_SECONDS,
+    InFlightLimit,
     PersonalSlot,
     ProfilesDep,
     SessionDep,
     SignerDep,
 )
+from serving.errors import OverloadedError
 from serving.feed import PoolCache, build_feed, feed_mode, load_profile
 from serving.models import ErrorPublic, FeedPublic, HideRequest, ProfilePublic, SessionPublic, SessionRequest
 from serving.profile_cache import ProfileCache
@@ -119,7 +122,6 @@ def hide(_slot: PersonalSlot, session: SessionDep, profiles: ProfilesDep, body: 
 )
 async def get_feed(
     request: Request,
-    _slot: PersonalSlot,
     session: SessionDep,
     edition: Annotated[str, Query(pattern=NAME_PATTERN, description="`{language}-{REGION}`.")] = "en-US",
     section: Annotated[
@@ -134,18 +136,25 @@ async def get_feed(
 ) -> Response:
     # On the event loop: with the pool built and the profile in the replica's cache, a request
     # touches no store and needs no thread. Building a pool or reading a profile from the store
-    # goes to the thread pool.
-    pools: PoolCache = request.app.state.pools
-    profiles: ProfileCache = request.app.state.profiles
-    pool = pools.current(edition)
-    if pool is None:
-        pool = await run_in_threadpool(pools.pool, edition)
-    profile = profiles.cached(session.reader_hash)
-    if profile is not None:
-        mode = feed_mode(profile)
-    else:
-        profile, mode = await run_in_threadpool(load_profile, profiles, session.reader_hash)
-    body = build_feed(pool=pool, profile=profile, mode=mode, edition=edition, section=section, cursor=cursor,
-                      limit=limit)
+    # goes to the thread pool. The personal slot is held here, not through PersonalSlot: a
+    # generator dependency costs FastAPI an exit stack on every request (issue 29).
+    slots: InFlightLimit = request.app.state.personal_limit
+    if not slots.try_acquire():
+        raise OverloadedError(RETRY_AFTER_SECONDS)
+    try:
+        pools: PoolCache = request.app.state.pools
+        profiles: ProfileCache = request.app.state.profiles
+        pool = pools.current(edition)
+        if pool is None:
+            pool = await run_in_threadpool(pools.pool, edition)
+        profile = profiles.cached(session.reader_hash)
+        if profile is not None:
+            mode = feed_mode(profile)
+        else:
+            profile, mode = await run_in_threadpool(load_profile, profiles, session.reader_hash)
+        body = build_feed(pool=pool, profile=profile, mode=mode, edition=edition, section=section, cursor=cursor,
+                          limit=limit)
+    finally:
+        slots.release()
     # The bytes as built: FeedPublic documents them (a test holds them to it); no re-validation.
     return Response(body, media_type="application/json", headers=PRIVATE_HEADERS)
