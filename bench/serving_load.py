@@ -19,7 +19,9 @@ alternating rounds so every way sees the same machine state:
 
 Each way reports requests, p50/p99 and req/s; the summary adds For you's rate against the edition
 page's, PostgreSQL's against SQLite's, and each against the baseline. Also times the For-you re-rank
-of a 1,000-story pool in process.
+of a 1,000-story pool in process. ``--pool-stories 1000`` publishes a page per section beside the
+front page, so For you ranks and pages a pool of the seeds' size (by default its pool is the
+front page's 30 stories, as before issue 29).
 
 ``--no-profile-cache``: this code's servers read every profile from the store (profile cache off),
 to see a request that misses the cache.
@@ -120,7 +122,9 @@ def serve(root: Path, port: int, profiles_url: str | None = None, code: str | No
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
-def prepare(root: Path) -> bytes:
+def prepare(root: Path, pool_stories: int = 30) -> bytes:
+    """The front page (30 stories) and, past 30 ``pool_stories``, a page per section holding the rest:
+    For you's pool is every story of the edition's pages. Returns the front page's bytes."""
     from warehouse import layout
     from warehouse.snapshots import PAGE_SCHEMA, publish_page
     from warehouse.store import LocalStore
@@ -128,11 +132,17 @@ def prepare(root: Path) -> bytes:
     store = LocalStore(root / "store")
     now = datetime.now(UTC).replace(microsecond=0)
     rng = random.Random(7)
-    stories = [make_story(i, now, rng) for i in range(30)]
-    payload = {"schema": PAGE_SCHEMA, "edition": "en-US", "section": "top", "version": 0, "as_of": _iso(now),
-               "stories": stories}
-    result = publish_page(store, "en-US", "top", payload, now=now, validate=lambda new, prev: None)
-    data = store.get(layout.page_version_key("en-US", "top", result.version)).data
+    stories = [make_story(i, now, rng) for i in range(max(30, pool_stories))]
+    pages = {"top": stories[:30]}
+    if pool_stories > 30:
+        pages.update({section: [s for s in stories if section in s["sections"]] for section in SECTIONS})
+    for section, page in pages.items():
+        payload = {"schema": PAGE_SCHEMA, "edition": "en-US", "section": section, "version": 0, "as_of": _iso(now),
+                   "stories": page}
+        result = publish_page(store, "en-US", section, payload, now=now, validate=lambda new, prev: None)
+        if section == "top":
+            top_version = result.version
+    data = store.get(layout.page_version_key("en-US", "top", top_version)).data
     (root / "static").mkdir()
     (root / "static" / "en-US-top.json").write_bytes(data)
     return data
@@ -339,7 +349,7 @@ def page_rounds(args: argparse.Namespace) -> dict[str, Any]:
         args.readers = min(args.readers, 50)
     with tempfile.TemporaryDirectory(prefix="newsroom-bench-") as tmp, contextlib.ExitStack() as stack:
         root = Path(tmp)
-        data = prepare(root)
+        data = prepare(root, args.pool_stories)
         profile_dbs: dict[str, str | None] = {"sqlite": None}
         names: list[str] = []
         if not args.no_for_you:
@@ -404,7 +414,8 @@ def page_rounds(args: argparse.Namespace) -> dict[str, Any]:
                     advance(1)
 
     summary: dict[str, Any] = {"page_bytes": len(data), "connections": args.connections,
-                               "rounds": args.rounds, "seconds_per_round": args.seconds}
+                               "rounds": args.rounds, "seconds_per_round": args.seconds,
+                               "pool_stories": max(30, args.pool_stories)}
     for name in ("api_edition_page", "api_edition_page_compressed", "static_same_bytes"):
         summary[name] = _summary(results[name]["lat"], results[name]["rps"], results[name]["bytes"])
     summary["api_edition_page_compressed"]["coding"] = "br"
@@ -507,6 +518,8 @@ def main() -> None:
     parser.add_argument("--max-requests", type=int, default=200_000, help="cap per round")
     parser.add_argument("--readers", type=int, default=200, help="seeded profiles for the For-you rounds")
     parser.add_argument("--no-postgres", action="store_true", help="For you on SQLite only")
+    parser.add_argument("--pool-stories", type=int, default=30,
+                        help="stories in For you's pool: past 30, section pages hold the rest (the seeds' pools: 1,000)")
     parser.add_argument("--baseline-rev", default=None, metavar="REV",
                         help="also serve the code of this git revision, in the same rounds")
     parser.add_argument("--no-profile-cache", action="store_true",
