@@ -69,9 +69,9 @@ class Card:
     """A story's card as JSON bytes with gaps for what a request fills in.
 
     ``parts[0] gap parts[1] gap ...``, each gap being the reason or the sources list (``gaps``),
-    in the order the card's keys have them. ``sources`` is every source's JSON with its click link;
-    ``shown`` the sources list a reader who hides none of ``publishers`` sees, and ``fixed`` the
-    parts with that list already in, so such a reader's card is ``fixed[0] reason fixed[1] ...``.
+    in the order the card's keys have them. ``sources`` is every source's JSON with its click link.
+    ``fixed`` is ``parts`` with the sources list a reader who hides none of ``publishers`` sees
+    already in, so that reader's card is ``fixed[0] reason fixed[1] ...``.
     """
 
     parts: tuple[bytes, ...]
@@ -129,7 +129,7 @@ def card_of(candidate: Candidate, position: int, signer: Signer, now: float) -> 
          _dumps(dict(s, click_url=_click_url(signer, s, candidate.story_id, position, now))).encode())
         for s in story.get("sources") or []
     )
-    shown = _sources_json([json for _, json in sources])
+    shown = _sources_json([data for _, data in sources])
     fixed = [parts[0]]
     for gap, part in zip(gaps, parts[1:], strict=True):
         if gap == _SOURCES:
@@ -239,7 +239,7 @@ def _render_card(card: Card, reason: bytes, hidden: frozenset[str], out: list[by
             out += (reason, part)
         return
     # The reader hides one of this story's sources: its sources list is made for them.
-    shown = _sources_json([json for publisher, json in card.sources if publisher not in hidden])
+    shown = _sources_json([data for publisher, data in card.sources if publisher not in hidden])
     out.append(card.parts[0])
     for gap, part in zip(card.gaps, card.parts[1:], strict=True):
         out += (reason if gap == _REASON else shown, part)
