@@ -26,6 +26,10 @@ front page's 30 stories, as before issue 29).
 ``--no-profile-cache``: this code's servers read every profile from the store (profile cache off),
 to see a request that misses the cache.
 
+``--cpu-per-request``: only the app's own CPU time per request, called in process through ASGI (no
+sockets, no client, CPU time rather than wall time, so other work on a shared machine barely moves
+it): the edition page and For you on SQLite, this code and, with ``--baseline-rev``, that revision.
+
 ``--profile-reads``: only the profile store itself, no HTTP: the same seeded profiles in SQLite
 and PostgreSQL, then ``ProfileStore.load`` (what a For-you request that misses the cache reads)
 from one thread, in alternating rounds; gives reads/s and the client's CPU ms per read for each,
@@ -510,6 +514,88 @@ def bench_profile_reads(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def asgi_cpu(root: Path, code: str | None, rounds: int, requests: int) -> dict[str, float]:
+    """CPU microseconds per request of the app called in process (no sockets, no client): the
+    edition page and signed-in readers' For you, in alternating rounds; the best round of each.
+
+    Runs in a child process (``--asgi-cpu``), so ``code`` (another revision's packages) can be the
+    one imported. CPU time, not wall time: other work on the machine barely moves it.
+    """
+    if code is not None:
+        sys.path.insert(0, code)
+    import asyncio
+
+    from serving.app import create_app
+    from serving.settings import ServingSettings
+    from warehouse.store import LocalStore
+
+    app = create_app(LocalStore(root / "store"), ServingSettings(  # type: ignore[arg-type]
+        refresh_seconds=3600, profiles_path=str(root / "profiles.sqlite3"), hmac_key=HMAC_KEY,
+        personal_max_in_flight=256))
+    names = [f"reader{i:04d}" for i in range(200)]
+    tokens = [app.state.signer.issue_session(name)[0] for name in names]
+
+    def scope(path: str, query: bytes = b"", token: str | None = None) -> dict[str, Any]:
+        headers = [(b"host", b"127.0.0.1")] + ([(b"authorization", f"Bearer {token}".encode())] if token else [])
+        return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+                "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": query, "root_path": "",
+                "headers": headers, "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+
+    async def call(request: dict[str, Any]) -> None:
+        status: list[int] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+
+        await app(request, receive, send)
+        assert status == [200], status
+
+    async def run() -> dict[str, float]:
+        page = [scope(PAGE_PATH)]
+        feed = [scope("/v1/feed", b"edition=en-US&limit=20", token) for token in tokens]
+        best = {"api_edition_page": float("inf"), "for_you_sqlite": float("inf")}
+        async with app.router.lifespan_context(app):
+            await asyncio.sleep(0.5)  # the profile cache's first poll
+            for requests_of in (page, feed, feed):  # warm up: pool, cards, profiles
+                for k in range(len(requests_of) * 2):
+                    await call(requests_of[k % len(requests_of)])
+            for _ in range(rounds):
+                for name, requests_of in (("api_edition_page", page), ("for_you_sqlite", feed)):
+                    started = time.process_time()
+                    for k in range(requests):
+                        await call(requests_of[k % len(requests_of)])
+                    best[name] = min(best[name], (time.process_time() - started) / requests * 1e6)
+        return {name: round(us, 1) for name, us in best.items()}
+
+    return asyncio.run(run())
+
+
+def bench_asgi_cpu(args: argparse.Namespace) -> dict[str, Any]:
+    """``asgi_cpu`` for this code and, with ``--baseline-rev``, for that revision, over one store."""
+    with tempfile.TemporaryDirectory(prefix="newsroom-bench-") as tmp:
+        root = Path(tmp)
+        prepare(root, args.pool_stories)
+        names = seed_profiles(str(root / "profiles.sqlite3"), 200)
+        assert names[0] == "reader0000"
+        codes: dict[str, str | None] = {"this": None}
+        out: dict[str, Any] = {"pool_stories": max(30, args.pool_stories), "rounds": args.rounds}
+        if args.baseline_rev:
+            out["baseline_commit"] = export_revision(args.baseline_rev, root / "baseline")
+            codes["baseline"] = str(root / "baseline")
+        for name, code in codes.items():
+            cmd = [sys.executable, __file__, "--asgi-cpu", str(root), "--rounds", str(args.rounds)]
+            cmd += ["--serve-code", code] if code else []
+            env = dict(os.environ, PYTHONPATH=code) if code else None
+            child = subprocess.run(cmd, cwd=code or REPO, env=env, check=True, capture_output=True, text=True)
+            out[name] = json.loads(child.stdout)
+            out[name]["for_you_vs_page_cpu"] = round(out[name]["api_edition_page"] / out[name]["for_you_sqlite"], 3)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each round")
@@ -527,6 +613,9 @@ def main() -> None:
     parser.add_argument("--profile-reads", action="store_true",
                         help="only ProfileStore.load per second, SQLite against PostgreSQL (no HTTP)")
     parser.add_argument("--no-for-you", action="store_true", help="skip the For-you rounds on the profile stores")
+    parser.add_argument("--cpu-per-request", action="store_true",
+                        help="only the app's CPU per request, called in process: edition page and For you (SQLite)")
+    parser.add_argument("--asgi-cpu", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="2 rounds of 1 s, For you on SQLite only, 50 readers")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     parser.add_argument("--serve", nargs=2, metavar=("ROOT", "PORT"), help=argparse.SUPPRESS)
@@ -537,6 +626,12 @@ def main() -> None:
     if args.serve:
         serve(Path(args.serve[0]), int(args.serve[1]), args.serve_profiles_url, args.serve_code,
               profile_cache=not args.serve_no_profile_cache)
+        return
+    if args.asgi_cpu:
+        print(json.dumps(asgi_cpu(Path(args.asgi_cpu), args.serve_code, args.rounds, 2000)))
+        return
+    if args.cpu_per_request:
+        print(json.dumps(bench_asgi_cpu(args), indent=2))
         return
     if args.profile_reads:
         with tempfile.TemporaryDirectory(prefix="newsroom-bench-") as tmp:

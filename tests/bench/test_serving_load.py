@@ -52,3 +52,16 @@ def test_profile_reads_bench_measures_postgres_own_cpu() -> None:
     )
     summary = json.loads(out.stdout)
     assert summary["postgres"]["reads"] > 0 and summary["postgres"]["server_cpu_ms_per_read"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_cpu_per_request_bench_runs_this_code_and_a_revision() -> None:
+    out = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "serving_load.py"), "--cpu-per-request", "--rounds", "1",
+         "--baseline-rev", "HEAD"],
+        capture_output=True, text=True, timeout=300, check=True,
+    )
+    summary = json.loads(out.stdout)
+    for code in ("this", "baseline"):
+        assert summary[code]["api_edition_page"] > 0 and summary[code]["for_you_sqlite"] > 0
