@@ -27,6 +27,7 @@ from tasks.profiles import fold_clicks
 from warehouse import layout
 from warehouse.errors import ProfileDbError
 from warehouse.profile_db import (
+    TOUCH_PROFILE_POSTGRES,
     Migration,
     connect_postgres,
     migrate_profiles,
@@ -393,6 +394,31 @@ def test_a_migration_edited_after_it_was_applied_is_refused(postgres_url: str) -
         assert migrate_profiles(conn, [first, later]) == []
     finally:
         conn.close()
+
+
+@pytest.mark.integration
+def test_a_write_that_commits_after_a_later_one_is_still_listed(postgres_url: str) -> None:
+    """Transactions commit out of order: a poll must not step past one still open (migration 0002)."""
+    import psycopg
+
+    store = PostgresProfileStore(postgres_url)
+    try:
+        mark = store.changed_since(None).mark  # also migrates
+        slow = psycopg.connect(postgres_url)  # a transaction: begun first, committed last
+        try:
+            slow.execute("insert into follows values ('late', 'topic', 'world', 0)")
+            slow.execute(TOUCH_PROFILE_POSTGRES, {"r": "late"})  # its id is the smaller one
+            store.follow("early", "topic", "world")  # begun and committed after it
+            first = store.changed_since(mark)
+            assert dict(first.changed).keys() == {"early"}
+            slow.commit()
+        finally:
+            slow.close()
+        second = store.changed_since(first.mark)
+        assert "late" in dict(second.changed)  # a mark at the highest version seen would have missed it
+        assert store.load("late").version == dict(second.changed)["late"]
+    finally:
+        store.close()
 
 
 @pytest.mark.slow
