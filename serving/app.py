@@ -16,6 +16,7 @@ from serving.deps import InFlightLimit
 from serving.feed import PoolCache
 from serving.handlers import install_error_handlers
 from serving.head import HeadAsGetMiddleware
+from serving.profile_cache import ProfileCache
 from serving.profiles import ProfileStore, SqliteProfileStore
 from serving.routes import api_router
 from serving.routes.reader import STATIC_DIR
@@ -65,7 +66,8 @@ def create_app(
             warehouse settings name.
         settings: Serving settings; None reads them from the environment.
         profiles: The reader profile store; None opens the one the settings name (PostgreSQL at
-            ``settings.profiles_url``, else SQLite at ``settings.profiles_path``).
+            ``settings.profiles_url``, else SQLite at ``settings.profiles_path``). Either way the
+            app reads it through a ``ProfileCache`` (``settings.profile_cache_size`` profiles).
         click_log: Where clicks go; None buffers them and writes a segment to ``store`` every
             ``settings.click_flush_seconds``.
 
@@ -83,7 +85,9 @@ def create_app(
         session_ttl_seconds=settings.session_ttl_seconds,
     )
     owns_profiles = profiles is None
-    profiles = profiles if profiles is not None else open_profile_store(settings)
+    store_of_profiles = profiles if profiles is not None else open_profile_store(settings)
+    cached_profiles = ProfileCache(store_of_profiles, size=settings.profile_cache_size,
+                                   poll_seconds=settings.profile_cache_poll_seconds)
     owns_clicks = click_log is None
     clicks: ClickLog = click_log if click_log is not None else BufferedClickLog(
         store, flush_seconds=settings.click_flush_seconds, max_buffered=settings.click_buffer_max)
@@ -98,16 +102,18 @@ def create_app(
             state.stories.version if state.stories else None,
         )
         cache.start(settings.refresh_seconds)
+        cached_profiles.start()
         if isinstance(clicks, BufferedClickLog):
             clicks.start()
         try:
             yield
         finally:
             await asyncio.to_thread(cache.stop)
+            await asyncio.to_thread(cached_profiles.stop)
             if owns_clicks:  # SIGTERM: the buffered clicks are written before the process exits
                 await asyncio.to_thread(clicks.close)
             if owns_profiles:
-                profiles.close()
+                store_of_profiles.close()
 
     app = FastAPI(
         title="newsroom",
@@ -118,9 +124,9 @@ def create_app(
     app.state.cache = cache
     app.state.settings = settings
     app.state.signer = signer
-    app.state.profiles = profiles
+    app.state.profiles = cached_profiles
     app.state.click_log = clicks
-    app.state.pools = PoolCache(cache)
+    app.state.pools = PoolCache(cache, signer)
     app.state.topics = TopicPages(cache)
     app.state.personal_limit = InFlightLimit(settings.personal_max_in_flight)
     install_error_handlers(app)

@@ -44,6 +44,18 @@ class ServingSettings(BaseSettings):
         description="Most PostgreSQL connections one replica holds (replicas x this must fit the server's "
         "max_connections).",
     )
+    profile_cache_size: int = Field(
+        default=10_000, ge=0, le=10_000_000,
+        description="Reader profiles each replica keeps in memory (least recently used out; about 40 KB for a "
+        "profile at its limits); a For-you request for a reader held there reads nothing from the profile "
+        "store. 0 turns the cache off.",
+    )
+    profile_cache_poll_seconds: float = Field(
+        default=1.0, gt=0, le=60,
+        description="Seconds between a replica's questions to the profile store about which readers changed "
+        "elsewhere (other replicas, the profiles fold): such a change shapes its For you within about this. "
+        "After three intervals without an answer the replica reads every profile from the store.",
+    )
     click_flush_seconds: float = Field(
         default=5.0, gt=0, le=300,
         description="Each replica buffers clicks in memory and writes them as one segment per this many "

@@ -6,18 +6,22 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
 from serving.cursors import MAX_FEED_CURSOR_CHARS
 from serving.deps import (
     NAME_PATTERN,
-    CacheDep,
+    RETRY_AFTER_SECONDS,
+    InFlightLimit,
     PersonalSlot,
     ProfilesDep,
     SessionDep,
     SignerDep,
 )
-from serving.feed import PoolCache, build_feed
+from serving.errors import OverloadedError
+from serving.feed import PoolCache, build_feed, feed_mode, load_profile
 from serving.models import ErrorPublic, FeedPublic, HideRequest, ProfilePublic, SessionPublic, SessionRequest
+from serving.profile_cache import ProfileCache
 from serving.profiles import ProfileStore
 from serving.signing import Session
 
@@ -116,22 +120,41 @@ def hide(_slot: PersonalSlot, session: SessionDep, profiles: ProfilesDep, body: 
     },
     summary="For you: the edition's stories re-ranked for the signed-in reader",
 )
-def get_feed(
+async def get_feed(
     request: Request,
-    _slot: PersonalSlot,
     session: SessionDep,
-    cache: CacheDep,
-    profiles: ProfilesDep,
-    signer: SignerDep,
     edition: Annotated[str, Query(pattern=NAME_PATTERN, description="`{language}-{REGION}`.")] = "en-US",
+    section: Annotated[
+        str | None,
+        Query(pattern=NAME_PATTERN, description="Only stories in this section (a slug such as `technology`), "
+              "ranked for the reader; its own cursor. No story in it: an empty page."),
+    ] = None,
     cursor: Annotated[
         str | None, Query(max_length=MAX_FEED_CURSOR_CHARS, description="`next_cursor` of the previous page.")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=50)] = 20,
 ) -> Response:
-    pools: PoolCache = request.app.state.pools
-    feed = build_feed(
-        cache=cache, pools=pools, profiles=profiles, signer=signer, session=session,
-        edition=edition, cursor=cursor, limit=limit,
-    )
-    return private_json(feed)
+    # On the event loop: with the pool built and the profile in the replica's cache, a request
+    # touches no store and needs no thread. Building a pool or reading a profile from the store
+    # goes to the thread pool. The personal slot is held here, not through PersonalSlot: a
+    # generator dependency costs FastAPI an exit stack on every request (issue 29).
+    slots: InFlightLimit = request.app.state.personal_limit
+    if not slots.try_acquire():
+        raise OverloadedError(RETRY_AFTER_SECONDS)
+    try:
+        pools: PoolCache = request.app.state.pools
+        profiles: ProfileCache = request.app.state.profiles
+        pool = pools.current(edition)
+        if pool is None:
+            pool = await run_in_threadpool(pools.pool, edition)
+        profile = profiles.cached(session.reader_hash)
+        if profile is not None:
+            mode = feed_mode(profile)
+        else:
+            profile, mode = await run_in_threadpool(load_profile, profiles, session.reader_hash)
+        body = build_feed(pool=pool, profile=profile, mode=mode, edition=edition, section=section, cursor=cursor,
+                          limit=limit)
+    finally:
+        slots.release()
+    # The bytes as built: FeedPublic documents them (a test holds them to it); no re-validation.
+    return Response(body, media_type="application/json", headers=PRIVATE_HEADERS)
