@@ -272,7 +272,7 @@ def _read_segment(store: ObjectStore, key: str, schema: pa.Schema, columns: list
         counter.add(what, len(data))
     wanted = pa.schema([schema.field(c) for c in (columns or schema.names)])
     try:
-        parquet = pq.ParquetFile(io.BytesIO(data))
+        parquet = pq.ParquetFile(io.BytesIO(data), pre_buffer=False)
         present = [c for c in wanted.names if c in parquet.schema_arrow.names]
         table = parquet.read(columns=present, use_threads=False)
         table = pa.table({f.name: table.column(f.name) if f.name in present else pa.nulls(table.num_rows, f.type)

@@ -210,7 +210,8 @@ def _compacted_identities(store: ObjectStore, keys: list[str], identity: list[st
     seen: set[tuple[object, ...]] = set()
     for key in keys:
         try:
-            table = pq.read_table(f"{base}/{key}", filesystem=fs, columns=identity, use_threads=False)
+            with fs.open_input_file(f"{base}/{key}") as handle:  # on this thread (warehouse.tables)
+                table = pq.ParquetFile(handle, pre_buffer=False).read(columns=identity, use_threads=False)
         except (pa.ArrowException, OSError) as e:
             if store.head(key) is not None:
                 record_damage(key, f"corrupt: unreadable Parquet: {describe_error(e)}", "skipped")
