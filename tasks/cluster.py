@@ -72,6 +72,7 @@ from warehouse.tables import (
     read_segment,
     read_segments,
     rows_to_table,
+    stored_segment,
     write_segment,
 )
 
@@ -169,12 +170,8 @@ def rebuild_checkpoint(store: ObjectStore, language: str) -> WriterCheckpoint | 
     """
     end, named, newest_first = 0, None, -1
     for key in list_segments(store, f"{layout.STORY_CHANGES_PREFIX}language={language}/"):
-        try:
-            table = parquet_bytes_to_table(store.get(key).data, key)
-        except ObjectNotFoundError:
-            continue
-        except CorruptObjectError as e:
-            record_damage(key, f"corrupt: {e.reason}", "skipped while rebuilding the checkpoint")
+        table = stored_segment(store, key, "skipped while rebuilding the checkpoint")
+        if table is None:
             continue
         offsets = [o for o in table.column("offset").to_pylist() if o is not None]
         if offsets:

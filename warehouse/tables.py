@@ -84,6 +84,18 @@ def parquet_bytes_to_table(data: bytes, key: str | None = None) -> pa.Table:
         raise CorruptObjectError(f"unreadable Parquet: {describe_error(e)}", key=key) from e
 
 
+def stored_segment(store: ObjectStore, key: str, action: str) -> pa.Table | None:
+    """A stored segment's table as written (its own columns); None when it is gone since listed,
+    or unreadable, which is recorded with ``action`` (what the reader does instead)."""
+    try:
+        return parquet_bytes_to_table(store.get(key).data, key)
+    except ObjectNotFoundError:
+        return None
+    except CorruptObjectError as e:
+        record_damage(key, f"corrupt: {e.reason}", action)
+        return None
+
+
 def rows_to_table(rows: Iterable[dict[str, object]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist(list(rows), schema=schema)
 
