@@ -21,7 +21,13 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from transforms.embedding import EMBEDDING_DIM, EMBEDDING_MODEL, embed_articles
+from transforms.embedding import (
+    EMBEDDING_DIM,
+    EMBEDDING_MODEL,
+    EMBEDDING_MODEL_ID,
+    EMBEDDING_PACKAGE_VERSION,
+    embed_articles,
+)
 from transforms.sections import SectionModel, classify_embeddings, section_model_from_dict
 
 log = logging.getLogger(__name__)
@@ -38,9 +44,11 @@ def load_section_model() -> SectionModel:
     """
     data = json.loads(resources.files("tasks").joinpath(MODEL_RESOURCE).read_text(encoding="utf-8"))
     model = section_model_from_dict(data)
-    if model.embedding_model != EMBEDDING_MODEL or model.dim != EMBEDDING_DIM:
-        raise ValueError(f"section model {model.version} was fitted on {model.embedding_model} ({model.dim} dims), "
-                         f"ingest embeds with {EMBEDDING_MODEL} ({EMBEDDING_DIM} dims)")
+    # The package release too: the weights mean something only for the vectors they were fitted on (issue 33).
+    package_version = data["embedding"].get("package_version")
+    if model.embedding_model != EMBEDDING_MODEL or model.dim != EMBEDDING_DIM or package_version != EMBEDDING_PACKAGE_VERSION:
+        raise ValueError(f"section model {model.version} was fitted on {model.embedding_model} {package_version} "
+                         f"({model.dim} dims), ingest embeds with {EMBEDDING_MODEL_ID} ({EMBEDDING_DIM} dims)")
     log.info("section_model_loaded version=%s classes=%d min_probability=%.2f", model.version,
              len(model.classes), model.min_probability)
     return model

@@ -18,6 +18,7 @@ them; merges and splits live in :mod:`transforms.clustering.edits`, the checkpoi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -54,6 +55,7 @@ from transforms.clustering.story import (
     trim_members,
 )
 from transforms.clustering.term_index import TermIndex
+from transforms.embedding import EMBEDDING_MODEL_ID, LEGACY_EMBEDDING_MODEL_ID
 from transforms.features import ArticleFeatures
 from transforms.signatures import SIGNATURE_VERSION, estimate_jaccard
 
@@ -78,7 +80,16 @@ class LanguageClusterer:
         decayed_ms: Stream time of the last expiry (and IDF decay), or None.
         journal: What the writer's last commit stored of it (see
             :mod:`transforms.clustering.columns`), or None if it was never stored as columns.
+        embedding_model: The model of the embeddings it holds and compares
+            (:data:`transforms.embedding.EMBEDDING_MODEL_ID`); an article embedded by another is
+            placed as one without an embedding (issue 33).
+        foreign_embeddings: Articles whose embedding was left out for that since this object was
+            built (for the run's summary; not in the checkpoint).
     """
+
+    # Class-level too: a writer pickled by a release before these existed loads with them.
+    embedding_model: str = EMBEDDING_MODEL_ID
+    foreign_embeddings: int = 0
 
     def __init__(self, language: str, params: ClusterParams | None = None) -> None:
         self.language = language
@@ -91,6 +102,8 @@ class LanguageClusterer:
         self.clock_ms: int | None = None
         self.decayed_ms: int | None = None
         self.journal: Journal | None = None
+        self.embedding_model = EMBEDDING_MODEL_ID
+        self.foreign_embeddings = 0
 
     # ---------------------------------------------------------------- the decision
 
@@ -130,6 +143,10 @@ class LanguageClusterer:
         if self.decayed_ms is None or self.clock_ms - self.decayed_ms >= EXPIRY_EVERY_MS:
             self.expire(datetime.fromtimestamp(self.clock_ms / 1000, tz=UTC))
 
+        if features.embedding is not None and (features.embedding_model or LEGACY_EMBEDDING_MODEL_ID) != self.embedding_model:
+            # Another model's vector means nothing next to this one's: scored as without one.
+            features = replace(features, embedding=None, embedding_model=None)
+            self.foreign_embeddings += 1
         if lsh_keys is not None:
             self.copies.know_keys(features.minhash, lsh_keys)
         if features.article_id in self.story_of_member:
