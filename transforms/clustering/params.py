@@ -41,6 +41,11 @@ class ClusterParams:
             acronyms, numbers) of two stories of different languages for them to be linked.
         link_embedding_threshold: Least cosine of the mean sentence embeddings of two stories of
             different languages, each the other's best match, for them to be linked.
+        link_token_weight: Weight of the IDF-weighted cosine of two stories' language-neutral
+            tokens (names, acronyms, numbers) added to their embeddings' cosine, the score a
+            cross-language link is chosen and decided on (issue 33).
+        link_score_threshold: Least such score for a link: a pair whose cosine alone is below it
+            needs shared names or numbers to make it up.
         link_min_shared: Least number of shared language-neutral tokens for a link.
         link_same_language_threshold: If set, stories of one language are also linked at this
             cosine (a merge the online pass missed); off by default, it did not help on dev.
@@ -87,6 +92,8 @@ class ClusterParams:
     lsh_rows: int = LSH_ROWS
     link_threshold: float = 0.15
     link_embedding_threshold: float = 0.5
+    link_token_weight: float = 0.5
+    link_score_threshold: float = 0.55
     link_min_shared: int = 2
     link_same_language_threshold: float | None = None
     member_weight: float = 0.0
@@ -107,7 +114,7 @@ class ClusterParams:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
-        for name in ("norm_tolerance", "entity_bonus", "year_conflict_penalty", "date_conflict_penalty", "time_penalty_per_hour",
+        for name in ("link_token_weight", "link_score_threshold", "norm_tolerance", "entity_bonus", "year_conflict_penalty", "date_conflict_penalty", "time_penalty_per_hour",
                      "idf_prior_docs", "embedding_weight", "headline_embedding_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
