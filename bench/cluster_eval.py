@@ -55,7 +55,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -91,7 +91,8 @@ LINKS_BEFORE = {"link_token_weight": 0.0, "link_score_threshold": 0.5}
 SPLIT_SALT = "issue-33"
 TUNED: dict[str, dict[str, tuple[float, ...]]] = {
     "ecbplus": {"join_threshold": (0.25, 0.30, 0.35), "date_conflict_penalty": (0.2, 0.3, 0.4)},
-    "ecbplus-timed": {"join_threshold": (0.25, 0.30, 0.35), "time_penalty_per_hour": (0.001, 0.002, 0.004)},
+    "ecbplus-timed": {"join_threshold": (0.25, 0.30, 0.35), "merge_low_threshold": (0.15, 0.2, 0.3),
+                      "merge_embedding_threshold": (0.7, 0.75, 0.8)},
     "gnews2014": {"headline_embedding_weight": (1.0, 1.5, 2.0), "headline_embedding_offset": (0.25, 0.30, 0.35)},
     "mmds": {"link_token_weight": (0.0, 0.25, 0.5, 1.0), "link_score_threshold": (0.5, 0.55, 0.6)},
 }
@@ -183,9 +184,10 @@ def story_half(event: str, salt: str = SPLIT_SALT) -> int:
     return int.from_bytes(hashlib.blake2b(f"{salt}:{event}".encode(), digest_size=4).digest(), "big") % 2
 
 
-def _partition(features: list[ArticleFeatures], params: ClusterParams, linked: bool) -> dict[str, str]:
+def _partition(features: list[ArticleFeatures], params: ClusterParams, linked: bool,
+               repair: RepairParams | None = None) -> dict[str, str]:
     """Article id → story (or linked group), by the code ``cluster-eval`` runs."""
-    assignments = cluster_and_repair(features, params, RepairParams())
+    assignments = cluster_and_repair(features, params, repair or RepairParams())
     story = {a.article_id: a.story_id for a in assignments}
     if not linked:
         return story
@@ -207,14 +209,16 @@ def split_tune(name: str, features: list[ArticleFeatures], gold: dict[str, str],
     grid_axes = TUNED[name]
     names = sorted(grid_axes)
     points = [dict(zip(names, values, strict=True)) for values in itertools.product(*(grid_axes[n] for n in names))]
-    shipped = ClusterParams()
+    shipped, shipped_repair = ClusterParams(), RepairParams()
+    repair_fields = {f.name for f in fields(RepairParams)}
     halves = {h: [f for f in features if story_half(groups[f.article_id]) == h] for h in (0, 1)}
     scores: dict[tuple[int, int], ClusterScore] = {}
     for h, part in halves.items():
         part_gold = {f.article_id: gold[f.article_id] for f in part}
         for i, point in enumerate([{}, *points]):
-            params = replace(shipped, **point)
-            scores[(h, i)] = score_partition(part_gold, _partition(part, params, name == "mmds"))
+            params = replace(shipped, **{k: v for k, v in point.items() if k not in repair_fields})
+            repair = replace(shipped_repair, **{k: v for k, v in point.items() if k in repair_fields})
+            scores[(h, i)] = score_partition(part_gold, _partition(part, params, name == "mmds", repair))
     out = []
     for tuned_on in (0, 1):
         other = 1 - tuned_on
