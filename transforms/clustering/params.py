@@ -92,8 +92,6 @@ class ClusterParams:
     lsh_rows: int = LSH_ROWS
     link_threshold: float = 0.15
     link_embedding_threshold: float = 0.5
-    link_token_weight: float = 0.5
-    link_score_threshold: float = 0.55
     link_min_shared: int = 2
     link_same_language_threshold: float | None = None
     member_weight: float = 0.0
@@ -107,6 +105,10 @@ class ClusterParams:
     embedding_offset: float = 0.6
     headline_embedding_weight: float = 1.5
     headline_embedding_offset: float = 0.3
+    # Fields added later go last: a pickled writer of an earlier release (the A/B benches) reads
+    # its parameters back by position.
+    link_token_weight: float = 0.5
+    link_score_threshold: float = 0.55
 
     def __post_init__(self) -> None:
         for name in ("join_threshold", "copy_jaccard", "copy_chain_jaccard", "centroid_min_weight", "link_threshold",

@@ -83,8 +83,6 @@ class RepairParams:
     lookback_hours: float = 6.0
     cooldown_minutes: float = 30.0
     merge_threshold: float = 0.30
-    merge_low_threshold: float | None = 0.15
-    merge_embedding_threshold: float = 0.75
     merge_min_shared_entities: int = 1
     merge_gap_hours: float = 6.0
     split_margin: float = 0.05
@@ -93,6 +91,8 @@ class RepairParams:
     split_min_sources: int = 4
     max_split_members: int = 200
     adopt: bool = True
+    merge_low_threshold: float | None = 0.15
+    merge_embedding_threshold: float = 0.75
 
     def __post_init__(self) -> None:
         if self.merge_low_threshold is not None and not 0.0 <= self.merge_low_threshold <= 1.0:
