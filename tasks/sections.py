@@ -121,6 +121,8 @@ def teach_sections(store: ObjectStore, rows: Sequence[ArticleRow], now: datetime
         (:func:`store_taught_sections`).
     """
     model = load_section_model()
+    if not rows:  # nothing to guess or teach: the state is not read
+        return [], TaughtSections(empty_learned(model, EMBEDDING_MODEL_ID), None, [], now.isoformat())
     learned, etag = load_learned_sections(store)
     run = now.isoformat()
     guesses = guess_and_learn(_teach_items(rows, run not in learned.folded_runs), model, learned)
