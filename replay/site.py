@@ -548,7 +548,7 @@ class ReplaySite:
         for p in self._publishers:
             writer.writerow([p.publisher_id, p.name, p.domain, p.base_url, p.region, p.language, p.tier,
                              p.authority, str(p.paywalled).lower(), str(p.opted_out).lower(), p.rss_url,
-                             p.section])
+                             p.section or ""])
         return out.getvalue()
 
     def _schedule_json(self) -> list[dict[str, object]]:

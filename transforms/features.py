@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from newsroom.times import parse_iso_datetime
+from transforms.embedding import EMBEDDING_MODEL_ID, LEGACY_EMBEDDING_MODEL_ID
 from transforms.signatures import (
     SIGNATURE_VERSION,
     copy_shingles,
@@ -136,6 +137,9 @@ class ArticleFeatures:
     entities: tuple[str, ...]
     embedding: tuple[float, ...] | None
     signature_version: str
+    embedding_model: str | None = EMBEDDING_MODEL_ID
+    """The model ``embedding`` was made by (``transforms.embedding.EMBEDDING_MODEL_ID``); features
+    built in this process carry this release's, a stored row the one it names (issue 33)."""
 
 
 # Arrow types of features_to_row's columns, for the warehouse schema (names only: no pyarrow here).
@@ -334,6 +338,7 @@ def features_from_text(
     first_seen_at: datetime,
     publisher_id: str | None = None,
     embedding: Sequence[float] | None = None,
+    embedding_model: str = EMBEDDING_MODEL_ID,
 ) -> ArticleFeatures:
     """Compute everything newsroom keeps about an article from its text, in memory.
 
@@ -358,6 +363,7 @@ def features_from_text(
         first_seen_at: When newsroom first saw the article; must be timezone-aware.
         publisher_id: Publisher, if known.
         embedding: A sentence embedding computed by the caller, if any.
+        embedding_model: The model that made it (this release's by default).
 
     Returns:
         The article's features.
@@ -391,6 +397,7 @@ def features_from_text(
         entities=entities,
         embedding=None if embedding is None else tuple(float(v) for v in embedding),
         signature_version=SIGNATURE_VERSION,
+        embedding_model=None if embedding is None else embedding_model,
     )
 
 
@@ -409,6 +416,7 @@ def features_to_row(features: ArticleFeatures) -> dict[str, object]:
         "entities": list(features.entities),
         "embedding": None if features.embedding is None else list(features.embedding),
         "signature_version": features.signature_version,
+        "embedding_model": None if features.embedding is None else features.embedding_model,
     }
 
 
@@ -444,4 +452,6 @@ def features_from_row(row: Mapping[str, object]) -> ArticleFeatures:
         entities=tuple(str(e) for e in row["entities"]),  # type: ignore[attr-defined]
         embedding=None if embedding is None else tuple(float(v) for v in embedding),  # type: ignore[attr-defined]
         signature_version=version,
+        # A row written before the id was stored names none: the legacy model (issue 33).
+        embedding_model=None if embedding is None else str(row.get("embedding_model") or LEGACY_EMBEDDING_MODEL_ID),
     )

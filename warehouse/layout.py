@@ -215,6 +215,8 @@ page's, but it is not a page and serving must not list it (issue 5)."""
 EVENTS_PREFIX = "log/events/"
 FEED_BOOSTS_KEY = "state/boosts/feeds.json"
 """``{publisher_id: until ISO instant}``: publishers whose feeds ingest should poll faster (issue 5)."""
+LEARNED_SECTIONS_KEY = "state/sections/learned.json"
+"""What the articles whose feed names their section taught the section classifier, per language (issue 33)."""
 
 
 def event_key(kind: str, event_id: str) -> str:

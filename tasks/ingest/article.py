@@ -114,7 +114,7 @@ def build_article_row(job: FeedJob, item: FeedItem, html: bytes, fetched_url: st
         term_weights=tuple(features.term_weights), entities=tuple(features.entities),
         embedding=None if features.embedding is None else tuple(features.embedding),
         signature_version=features.signature_version, implausible_published_at=implausible_published_at,
-        section_guess=section_guess,
+        section_guess=section_guess, embedding_model=None if features.embedding is None else features.embedding_model,
     )
 
 

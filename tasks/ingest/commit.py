@@ -26,6 +26,7 @@ from tasks.ingest.poll import ShardResult
 from tasks.ingest.robots import save_robots_cache
 from tasks.politeness import host_of_url
 from tasks.registry import load_registry
+from tasks.sections import store_taught_sections, teach_sections
 from tasks.settings import IngestSettings, WebSubSettings, get_ingest_settings, get_websub_settings
 from tasks.websub import SubscriptionTarget, delete_push_markers, maintain_subscriptions, retire_subscriptions
 from transforms.records import ArticleRow
@@ -72,6 +73,8 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
             articles.setdefault((row.article_id, row.content_hash), row)
     identity = assign_identities(store, list(articles.values()), now)
     rows = sorted(identity.rows, key=lambda r: (r.first_seen_at, r.article_id))
+    # Sections: guessed with what the articles naming theirs taught, then those folded in (issue 33).
+    rows, taught = teach_sections(store, rows, now)
     written = False
     if rows:
         table = rows_to_table([row.to_row() for row in rows], ARTICLES_SCHEMA)
@@ -82,6 +85,8 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
     commit_identities(store, identity, now)
     if rows:
         clear_pending(store)
+    # After the rows: a crash before this only loses what they taught (a rerun folds them again).
+    sections_taught = store_taught_sections(store, taught)
     states, etag = load_feed_states(store)
     for shard in shards:
         for state in shard.states:
@@ -125,6 +130,7 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
         "identity": identity.counts,
         "rolled_forward": rolled_forward,
         "segment_written": written,
+        "sections_taught": len(taught.rows) if sections_taught else 0,
         "errors": dict(sorted(errors.items())),
         "warnings": dict(sorted(warnings.items())),
         "parked": sum(1 for r in reports if r.is_parked),
