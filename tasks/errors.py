@@ -27,6 +27,11 @@ class FetchError(NewsroomError):
         self.retry_after = retry_after
 
 
+class QueryTimeoutError(NewsroomError):
+    """A query of ``newsroom sql`` ran past its time limit (``NEWSROOM_WAREHOUSE_SQL_TIMEOUT_SECONDS``)
+    and was stopped."""
+
+
 ArticleBudgetKind = Literal["time_budget", "memory_budget", "worker_lost", "worker_start"]
 
 
