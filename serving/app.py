@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from serving.atom import AtomFeeds
 from serving.cache import SnapshotCache
 from serving.clicks import BufferedClickLog, ClickLog
 from serving.deps import InFlightLimit
@@ -20,6 +21,7 @@ from serving.profile_cache import ProfileCache
 from serving.profiles import ProfileStore, SqliteProfileStore
 from serving.routes import api_router
 from serving.routes.reader import STATIC_DIR
+from serving.search import SearchService
 from serving.settings import ServingSettings, get_settings
 from serving.signing import Signer
 from serving.topics import TopicPages
@@ -78,6 +80,7 @@ def create_app(
     settings = settings or get_settings()
     store = store if store is not None else _open_default_store()
     cache = SnapshotCache(store)
+    search = SearchService(store)
     secret = settings.hmac_key.get_secret_value() if settings.hmac_key is not None else None
     signer = Signer.from_secret(
         secret,
@@ -95,6 +98,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await asyncio.to_thread(cache.refresh)
+        await asyncio.to_thread(search.refresh)
         state = cache.state
         logger.info(
             "serving_started pages=%d stories_version=%s",
@@ -102,6 +106,7 @@ def create_app(
             state.stories.version if state.stories else None,
         )
         cache.start(settings.refresh_seconds)
+        search.start(settings.refresh_seconds)
         cached_profiles.start()
         if isinstance(clicks, BufferedClickLog):
             clicks.start()
@@ -109,6 +114,7 @@ def create_app(
             yield
         finally:
             await asyncio.to_thread(cache.stop)
+            await asyncio.to_thread(search.close)
             await asyncio.to_thread(cached_profiles.stop)
             if owns_clicks:  # SIGTERM: the buffered clicks are written before the process exits
                 await asyncio.to_thread(clicks.close)
@@ -128,6 +134,8 @@ def create_app(
     app.state.click_log = clicks
     app.state.pools = PoolCache(cache, signer)
     app.state.topics = TopicPages(cache)
+    app.state.search = search
+    app.state.atom = AtomFeeds()
     app.state.personal_limit = InFlightLimit(settings.personal_max_in_flight)
     install_error_handlers(app)
     app.include_router(api_router)

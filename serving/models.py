@@ -118,6 +118,33 @@ class TopicPagePublic(BaseModel):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at the end.")
 
 
+class SearchCardPublic(StoryPublic):
+    has_coverage: bool = Field(description="Its Full Coverage opens (`GET /v1/stories/{id}`): some edition lists "
+                                           "it. A story no page lists is found by search all the same, with its "
+                                           "representative article.")
+
+
+class FacetValuePublic(BaseModel):
+    value: str
+    count: int
+    label: str | None = Field(default=None, description="A display name (publishers).")
+
+
+class SearchPagePublic(BaseModel):
+    query: str = Field(description="The query as understood, in its one spelling.")
+    edition: str | None
+    section: str | None
+    since: str | None
+    version: int = Field(description="The search index version that answered.")
+    as_of: str = Field(description="When that version was built.")
+    total: int = Field(description="Stories matching, with the filters.")
+    stories: list[SearchCardPublic] = Field(description="Best first: relevance (BM25), then the most recently updated.")
+    facets: dict[str, list[FacetValuePublic]] = Field(
+        description="`section` (counted without the section filter), `publisher` and `language`: the values "
+                    "among the matches and how many stories have each.")
+    next_offset: int | None = Field(description="Pass as `offset` for the next page; null at the end.")
+
+
 class VersionPublic(BaseModel):
     edition: str
     section: str
