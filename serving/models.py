@@ -192,11 +192,19 @@ class SessionPublic(BaseModel):
 
 class ProfilePublic(BaseModel):
     reader: str
-    follows: dict[str, list[str]] = Field(description="`topic` and `source` ids followed.")
+    follows: dict[str, list[str]] = Field(description="`topic` and `source` ids followed, and `keyword`: the "
+                                                      "queries followed, each in its one spelling.")
+    breaking_alerts: bool = Field(default=False, description="Opted in to Breaking alerts on the live stream.")
     hides: dict[str, list[str]] = Field(description="`source` and `story` ids hidden.")
     topic_weights: dict[str, float] = Field(description="Decayed topic weights from clicks, strongest first.")
     source_weights: dict[str, float]
     reads: int = Field(description="Stories read (the last 200 are kept).")
+
+
+class KeywordRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=800, description="A search query (the language of `GET /v1/search`).")
 
 
 class HideRequest(BaseModel):
