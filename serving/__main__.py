@@ -15,6 +15,8 @@ from serving.settings import ServingSettings, get_settings
 from warehouse.settings import WarehouseSettings, check_settings, describe_settings_error
 from warehouse.store import check_store_settings
 
+SHUTDOWN_GRACE_SECONDS = 5
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m serving", description=__doc__.splitlines()[0])
@@ -32,9 +34,12 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as e:
         sys.stderr.write(f"newsroom serve: {e}\n")
         raise SystemExit(2) from None
+    # Live streams never end on their own: on SIGTERM uvicorn waits this long for open responses,
+    # then closes them (readers reconnect elsewhere) and runs the shutdown that writes the clicks.
     uvicorn.run("serving.app:create_app", factory=True, log_level=args.log_level,
                 host=settings.host if args.host is None else args.host,
-                port=settings.port if args.port is None else args.port)
+                port=settings.port if args.port is None else args.port,
+                timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)
 
 
 if __name__ == "__main__":

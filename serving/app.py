@@ -17,6 +17,7 @@ from serving.deps import InFlightLimit
 from serving.feed import PoolCache
 from serving.handlers import install_error_handlers
 from serving.head import HeadAsGetMiddleware
+from serving.live import LiveHub
 from serving.profile_cache import ProfileCache
 from serving.profiles import ProfileStore, SqliteProfileStore
 from serving.routes import api_router
@@ -91,6 +92,8 @@ def create_app(
     store_of_profiles = profiles if profiles is not None else open_profile_store(settings)
     cached_profiles = ProfileCache(store_of_profiles, size=settings.profile_cache_size,
                                    poll_seconds=settings.profile_cache_poll_seconds)
+    live = LiveHub(store, cache, search, cached_profiles, max_connections=settings.live_max_connections,
+                   poll_seconds=settings.live_poll_seconds)
     owns_clicks = click_log is None
     clicks: ClickLog = click_log if click_log is not None else BufferedClickLog(
         store, flush_seconds=settings.click_flush_seconds, max_buffered=settings.click_buffer_max)
@@ -108,11 +111,13 @@ def create_app(
         cache.start(settings.refresh_seconds)
         search.start(settings.refresh_seconds)
         cached_profiles.start()
+        live.start()
         if isinstance(clicks, BufferedClickLog):
             clicks.start()
         try:
             yield
         finally:
+            await asyncio.to_thread(live.stop)
             await asyncio.to_thread(cache.stop)
             await asyncio.to_thread(search.close)
             await asyncio.to_thread(cached_profiles.stop)
@@ -136,6 +141,7 @@ def create_app(
     app.state.topics = TopicPages(cache)
     app.state.search = search
     app.state.atom = AtomFeeds()
+    app.state.live = live
     app.state.personal_limit = InFlightLimit(settings.personal_max_in_flight)
     install_error_handlers(app)
     app.include_router(api_router)
