@@ -142,6 +142,7 @@ def create_app(
     app.state.search = search
     app.state.atom = AtomFeeds()
     app.state.live = live
+    app.state.store = store
     app.state.personal_limit = InFlightLimit(settings.personal_max_in_flight)
     install_error_handlers(app)
     app.include_router(api_router)

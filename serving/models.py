@@ -207,6 +207,36 @@ class KeywordRequest(BaseModel):
     query: str = Field(min_length=1, max_length=800, description="A search query (the language of `GET /v1/search`).")
 
 
+class SubscriptionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(min_length=1, max_length=4096, description="A site's or a feed's address (http or https).")
+
+
+class PendingItemPublic(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    title: str | None = None
+    link: str | None = None
+
+
+class SubscriptionPublic(BaseModel):
+    feed_id: str
+    feed_url: str = Field(description="The feed found (the address itself, or one its page names).")
+    site_url: str
+    title: str
+    created_at: int = Field(description="Unix seconds.")
+    status: str = Field(description="`pending` (waiting for an operator; polled by ingest), `accepted` (in the "
+                                    "registry: read like any other source) or `failing` (ingest's last poll failed).")
+    polled_at: str | None = Field(default=None, description="When ingest last polled it.")
+    error: str | None = Field(default=None, description="What went wrong at that poll.")
+    items: list[PendingItemPublic] = Field(default_factory=list, description="Its latest items at that poll.")
+
+
+class SubscriptionListPublic(BaseModel):
+    sources: list[SubscriptionPublic]
+
+
 class HideRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
