@@ -134,14 +134,16 @@ class SearchPagePublic(BaseModel):
     query: str = Field(description="The query as understood, in its one spelling.")
     edition: str | None
     section: str | None
+    publisher: str | None
+    language: str | None
     since: str | None
     version: int = Field(description="The search index version that answered.")
     as_of: str = Field(description="When that version was built.")
     total: int = Field(description="Stories matching, with the filters.")
     stories: list[SearchCardPublic] = Field(description="Best first: relevance (BM25), then the most recently updated.")
     facets: dict[str, list[FacetValuePublic]] = Field(
-        description="`section` (counted without the section filter), `publisher` and `language`: the values "
-                    "among the matches and how many stories have each.")
+        description="`section`, `publisher` and `language`: the values among the matches and how many stories "
+                    "have each, each counted with the other filters but not its own.")
     next_offset: int | None = Field(description="Pass as `offset` for the next page; null at the end.")
 
 
@@ -252,7 +254,7 @@ class HideRequest(BaseModel):
 
 class ClickTokenRequest(BaseModel):
     article_id: str = Field(min_length=1, max_length=200)
-    surface: Literal["top", "section", "topic", "story", "for_you"] = "top"
+    surface: Literal["top", "section", "topic", "story", "for_you", "search"] = "top"
     position: int = Field(default=0, ge=0, le=10_000)
 
 

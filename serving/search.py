@@ -166,17 +166,19 @@ class SearchService:
     # -- answers -----------------------------------------------------------------------------
 
     def answer(self, query: SearchQuery, *, edition: str | None, section: str | None, since: str | None,
-               limit: int, offset: int) -> CachedBody:
+               limit: int, offset: int, publisher: str | None = None, language: str | None = None) -> CachedBody:
         """The shared answer to one search, as JSON bytes (memoised per index version)."""
         held = self.index()
-        key = (held.version, query.text, edition, section, since, limit, offset)
+        key = (held.version, query.text, edition, section, publisher, language, since, limit, offset)
         with self._lock:
             found = self._memo.get(key)
             if found is not None:
                 self._memo.move_to_end(key)
                 return found
-        result = held.index.search(query, edition=edition, section=section, since=since, limit=limit, offset=offset)
-        body = CachedBody.of(dump_snapshot(_payload(result, query, held, edition, section, since, limit, offset)))
+        result = held.index.search(query, edition=edition, section=section, publisher=publisher, language=language,
+                                   since=since, limit=limit, offset=offset)
+        filters = {"edition": edition, "section": section, "publisher": publisher, "language": language, "since": since}
+        body = CachedBody.of(dump_snapshot(_payload(result, query, held, filters, limit, offset)))
         with self._lock:
             if self._held is held:
                 self._memo[key] = body
@@ -220,14 +222,12 @@ class SearchService:
             index.close()
 
 
-def _payload(result: SearchResult, query: SearchQuery, held: HeldIndex, edition: str | None, section: str | None,
-             since: str | None, limit: int, offset: int) -> dict[str, Any]:
+def _payload(result: SearchResult, query: SearchQuery, held: HeldIndex, filters: Mapping[str, str | None],
+             limit: int, offset: int) -> dict[str, Any]:
     more = offset + limit < result.total
     return {
         "query": query.text,
-        "edition": edition,
-        "section": section,
-        "since": since,
+        **filters,
         "version": held.version,
         "as_of": held.as_of,
         "total": result.total,

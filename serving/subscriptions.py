@@ -115,9 +115,9 @@ def list_subscriptions(store: ObjectStore, profiles: ProfileStore, reader_hash: 
     out = []
     for subscription in profiles.subscriptions(reader_hash):
         poll = _read_poll(store, subscription.feed_id)
-        status = "pending"
-        if poll is not None:
-            status = str(poll.get("status") or "pending")
+        status = "pending"  # polled fine ("ok") or not yet: still waiting for an operator
+        if poll is not None and poll.get("status") in ("accepted", "failing"):
+            status = str(poll["status"])
         out.append(_public(subscription, status, poll))
     return out
 

@@ -482,15 +482,17 @@ class SearchIndex:
         return tuple(FacetValue(key, count, labels.get(key)) for key, count in buckets)
 
     def search(self, query: SearchQuery, *, edition: str | None = None, section: str | None = None,
-               since: str | None = None, limit: int = 20, offset: int = 0, facets: bool = True,
+               publisher: str | None = None, language: str | None = None, since: str | None = None,
+               limit: int = 20, offset: int = 0, facets: bool = True,
                only: Iterable[str] | None = None) -> SearchResult:
         """Stories matching ``query``, best first (BM25, then the most recently updated, then id).
 
         Args:
             edition: Only stories of this edition (those its pages list, and for a story no page
                 lists, the editions of its language).
-            section: Only stories in this section. The section facet is counted without it, so a
-                reader sees what the other sections hold.
+            section, publisher, language: Only stories with this value of that facet. Each facet is
+                counted with the other facets' filters and not its own, so a reader sees what the
+                other values hold.
             since: Only stories updated at or after this ISO instant.
             only: Only these story ids (the live stream's new stories).
         """
@@ -505,15 +507,15 @@ class SearchIndex:
             if not ids:
                 return SearchResult(0, (), {})
             filters.append(tantivy.Query.term_set_query(self._schema, "story_id", ids))
+        chosen = {"section": section, "publisher": publisher, "language": language}
+        facet_filters = {name: tantivy.Query.term_query(self._schema, name, value)
+                         for name, value in chosen.items() if value is not None}
         found: dict[str, tuple[FacetValue, ...]] = {}
         if facets:
-            found["section"] = self._facet(self._query(query, filters), "section")
-        if section is not None:
-            filters.append(tantivy.Query.term_query(self._schema, "section", section))
-        full = self._query(query, filters)
-        if facets:
-            found["publisher"] = self._facet(full, "publisher")
-            found["language"] = self._facet(full, "language")
+            for name in FACETS:
+                others = [f for other, f in facet_filters.items() if other != name]
+                found[name] = self._facet(self._query(query, [*filters, *others]), name)
+        full = self._query(query, [*filters, *facet_filters.values()])
         # Equal scores are ordered by update time, then id: read a little past the page for them.
         result = self._searcher.search(full, limit=offset + limit + 20, count=True)
         rows = []

@@ -32,6 +32,8 @@ _ERRORS: dict[int | str, dict[str, object]] = {
 QueryParam = Annotated[str, Query(min_length=1, max_length=4 * MAX_QUERY_CHARS, description=QUERY_DESCRIPTION)]
 EditionParam = Annotated[str | None, Query(pattern=NAME_PATTERN, description="Only stories of this edition.")]
 SectionParam = Annotated[str | None, Query(pattern=NAME_PATTERN, description="Only stories in this section.")]
+PublisherParam = Annotated[str | None, Query(pattern=NAME_PATTERN, description="Only stories this publisher covered.")]
+LanguageParam = Annotated[str | None, Query(pattern=r"^[a-z]{2,3}$", description="Only stories in this language.")]
 
 
 def _instant(since: datetime | None) -> str | None:
@@ -48,14 +50,16 @@ def search(
     q: QueryParam,
     edition: EditionParam = None,
     section: SectionParam = None,
+    publisher: PublisherParam = None,
+    language: LanguageParam = None,
     since: Annotated[datetime | None, Query(description="Only stories updated at or after this instant "
                                                         "(ISO 8601; UTC when no offset is given).")] = None,
     limit: Annotated[int, Query(ge=1, le=50)] = 20,
     offset: Annotated[int, Query(ge=0, le=500, description="`next_offset` of the previous page.")] = 0,
 ) -> Response:
     service: SearchService = request.app.state.search
-    body = service.answer(parse_query(q), edition=edition, section=section, since=_instant(since), limit=limit,
-                          offset=offset)
+    body = service.answer(parse_query(q), edition=edition, section=section, publisher=publisher, language=language,
+                          since=_instant(since), limit=limit, offset=offset)
     return shared_response(request, body)
 
 
