@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -79,11 +79,10 @@ def _editions_by_language(publishers: pl.DataFrame) -> dict[str, list[str]]:
     return out
 
 
-def search_documents(view: AggregateView, snapshot: Mapping[str, Any], now: datetime,
-                     settings: RankSettings) -> list[SearchDocument]:
-    """The live window as search documents (see the module docstring), listed stories first."""
-    stories: Mapping[str, Mapping[str, Any]] = snapshot.get("stories") or {}
-    view.members.prefetch(stories)
+def snapshot_documents(stories: Mapping[str, Mapping[str, Any]],
+                       entities_of: Callable[[str], tuple[str, ...]]) -> list[SearchDocument]:
+    """The story snapshot's stories as search documents (every headline, publisher, section and
+    edition listing it; ``entities_of`` gives a story's named entities)."""
     docs: list[SearchDocument] = []
     for sid, story in sorted(stories.items()):
         sources = story.get("sources") or []
@@ -94,8 +93,17 @@ def search_documents(view: AggregateView, snapshot: Mapping[str, Any], now: date
         docs.append(SearchDocument(
             story_id=sid, language=str(story.get("language") or ""), updated_at=str(story.get("updated_at") or ""),
             title=title, headlines=headlines, snippet=str(story.get("snippet") or ""), publishers=publishers,
-            entities=_entities(view.members[sid]), sections=tuple(story.get("sections") or ()),
+            entities=entities_of(sid), sections=tuple(story.get("sections") or ()),
             editions=tuple(story.get("editions") or ()), card=_card_of_snapshot_story(story)))
+    return docs
+
+
+def search_documents(view: AggregateView, snapshot: Mapping[str, Any], now: datetime,
+                     settings: RankSettings) -> list[SearchDocument]:
+    """The live window as search documents (see the module docstring), listed stories first."""
+    stories: Mapping[str, Mapping[str, Any]] = snapshot.get("stories") or {}
+    view.members.prefetch(stories)
+    docs = snapshot_documents(stories, lambda sid: _entities(view.members[sid]))
     room = settings.search_max_stories - len(docs)
     if room <= 0:
         return docs[:settings.search_max_stories]

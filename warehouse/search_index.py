@@ -232,8 +232,7 @@ def parse_query(raw: str) -> SearchQuery:
             groups.append([phrase])
         joining = False
     if not groups:
-        raise SearchQueryError("the query names nothing to look for" if excluded or items
-                               else "the query is empty")
+        raise SearchQueryError("the query names nothing to look for" if raw.strip() else "the query is empty")
     if sum(len(g) for g in groups) + len(excluded) > MAX_QUERY_TERMS:
         raise SearchQueryError(f"the query has more than {MAX_QUERY_TERMS} words and phrases")
     return SearchQuery(tuple(tuple(dict.fromkeys(g)) for g in groups), tuple(dict.fromkeys(excluded)))
