@@ -754,10 +754,11 @@
     form.id = "source-form";
     const input = el("input");
     input.id = "source-url";
-    input.type = "url";
+    input.type = "text";
+    input.inputMode = "url";
     input.required = true;
     input.maxLength = 2048;
-    input.placeholder = "https://";
+    input.placeholder = t("source_url_example");
     input.setAttribute("aria-label", t("source_url"));
     const suggest = el("button", "primary", t("suggest_source"));
     suggest.type = "submit";
