@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from types import FrameType
+from typing import Any
 
 import uvicorn
 from pydantic import ValidationError
@@ -16,6 +18,26 @@ from warehouse.settings import WarehouseSettings, check_settings, describe_setti
 from warehouse.store import check_store_settings
 
 SHUTDOWN_GRACE_SECONDS = 5
+"""On SIGTERM uvicorn waits this long for responses in flight, then closes what is left, and then runs
+the shutdown that writes the buffered clicks."""
+
+
+class LiveServer(uvicorn.Server):
+    """uvicorn's server, ending the app's live streams as soon as it is told to stop (issue 30).
+
+    A live stream never ends on its own, and uvicorn waits for open responses before it shuts down:
+    without this, every stop would wait out the grace period and then cancel the streams.
+    """
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        app: Any = getattr(self.config, "loaded_app", None)
+        for _ in range(8):  # through uvicorn's middleware to the FastAPI app
+            hub = getattr(getattr(app, "state", None), "live", None)
+            if hub is not None:
+                hub.close_streams()
+                break
+            app = getattr(app, "app", None)
+        super().handle_exit(sig, frame)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -34,12 +56,11 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as e:
         sys.stderr.write(f"newsroom serve: {e}\n")
         raise SystemExit(2) from None
-    # Live streams never end on their own: on SIGTERM uvicorn waits this long for open responses,
-    # then closes them (readers reconnect elsewhere) and runs the shutdown that writes the clicks.
-    uvicorn.run("serving.app:create_app", factory=True, log_level=args.log_level,
-                host=settings.host if args.host is None else args.host,
-                port=settings.port if args.port is None else args.port,
-                timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)
+    config = uvicorn.Config("serving.app:create_app", factory=True, log_level=args.log_level,
+                            host=settings.host if args.host is None else args.host,
+                            port=settings.port if args.port is None else args.port,
+                            timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)
+    LiveServer(config).run()
 
 
 if __name__ == "__main__":

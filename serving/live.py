@@ -448,8 +448,16 @@ class LiveHub:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self.close_streams()
+
+    def close_streams(self) -> None:
+        """End every stream now (each reader reconnects, to another replica when this one is going):
+        the server's stop signal calls this, so its grace period is not spent waiting on streams."""
         for connection in self._snapshot():
-            connection.loop.call_soon_threadsafe(connection._put, None)
+            try:
+                connection.loop.call_soon_threadsafe(connection._put, None)
+            except RuntimeError:  # its loop is closed already
+                continue
 
 
 async def stream(hub: LiveHub, connection: LiveConnection, cursor: Cursor, first: list[LiveEvent],
