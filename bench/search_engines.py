@@ -19,13 +19,16 @@ engine alone. For each:
   that story in the top 3 (the rate and the mean reciprocal rank, MRR), and the same for its
   first three words (harder: many stories share them; ranking decides).
 
+``--store DIR`` scores the live index a pipeline published instead (``newsroom demo --no-serve``
+over the dev corpora, say): every story it holds, its own headline as the query, per language.
+
 Corpora: ``ecbplus-dev`` and ``gnews2014-dev`` (English) and ``mmds-dev`` (English, Malay, Chinese)
 from ``$NEWSROOM_CORPUS_DIR/clustering``; the scale runs recombine their headlines and snippets into
 ``--stories`` synthetic stories (seeded).
 
     .venv/bin/python bench/search_engines.py                     # quality on the dev corpora, then 10,000 and 50,000 stories
     .venv/bin/python bench/search_engines.py --stories 1000 --queries 200   # quick
-    .venv/bin/python bench/search_engines.py --engines fts5      # without tantivy installed
+    .venv/bin/python bench/search_engines.py --store var/demo/store   # the index the pipeline published
 """
 
 from __future__ import annotations
@@ -481,6 +484,36 @@ def scale(engine: Engine, docs: Sequence[SearchDocument], queries: int, seed: in
             "p99_ms": round(percentile(times, 0.99) * 1e3, 3), "mean_ms": round(statistics.fmean(times) * 1e3, 3)}
 
 
+def score_store(root: Path) -> dict[str, Any]:
+    """Own-headline retrieval over the live index of a store, per language of the story."""
+    import tantivy
+
+    from warehouse.snapshots import read_search_pointer
+    from warehouse.store import LocalStore
+
+    store = LocalStore(root)
+    found = read_search_pointer(store)
+    if found is None:
+        raise SystemExit(f"no search index published in {root}")
+    index = SearchIndex.from_bytes(store.get(found[0].key).data)
+    searcher = index._searcher
+    every = searcher.search(tantivy.Query.all_query(), limit=max(1, index.documents), count=False)
+    cards = [json.loads(bytes(searcher.doc(a)["card"][0])) for _, a in every.hits]
+    ranks: dict[str, list[int | None]] = defaultdict(list)
+    for card in cards:
+        query = headline_query(str(card.get("title") or ""))
+        if query is None:
+            continue
+        hits = [h.story_id for h in index.search(query, limit=20, facets=False).hits]
+        ranks[str(card.get("language"))].append(hits.index(card["story_id"]) + 1 if card["story_id"] in hits else None)
+    out: dict[str, Any] = {"index_version": found[0].version, "stories": len(cards)}
+    for language, rs in sorted(ranks.items()):
+        out[language] = {"queries": len(rs), "top3": sum(1 for r in rs if r is not None and r <= 3),
+                         "mrr": round(sum(1 / r for r in rs if r) / len(rs), 4)}
+    index.close()
+    return out
+
+
 def engines(names: Iterable[str]) -> list[Engine]:
     out: list[Engine] = []
     for name in names:
@@ -495,7 +528,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="one JSON object instead of lines")
+    parser.add_argument("--store", type=Path, default=None, help="score the live index of this local store instead")
     args = parser.parse_args(argv)
+    if args.store is not None:
+        print(json.dumps(score_store(args.store), indent=1))
+        return 0
     chosen = engines(n.strip() for n in args.engines.split(",") if n.strip())
     report: dict[str, Any] = {"machine": f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
                               "quality": {}, "scale": {}}
