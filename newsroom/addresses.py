@@ -12,22 +12,13 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Iterable
-from typing import Literal
+
+from newsroom.errors import AddressRefusedError
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
-
-
-class AddressRefusedError(Exception):
-    """A host that may not be fetched: it does not resolve (``dns``) or an address is refused
-    (``blocked_address``)."""
-
-    def __init__(self, kind: Literal["dns", "blocked_address"], message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
 
 
 def is_public_address(address: str) -> bool:
