@@ -15,10 +15,14 @@ the pages' cache headers and an ETag, and a CDN can keep them.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from serving.errors import SearchUnavailableError
@@ -60,8 +64,9 @@ class LoadedVersion:
 class SearchService:
     """The live search index of this replica (see the module docstring)."""
 
-    def __init__(self, store: ObjectStore) -> None:
+    def __init__(self, store: ObjectStore, folder: str | None = None) -> None:
         self._store = store
+        self._folder = folder or tempfile.mkdtemp(prefix="replica-", dir=_process_folder())
         self._held: HeldIndex | None = None
         self._retired: list[SearchIndex] = []
         self._memo: OrderedDict[tuple[object, ...], CachedBody] = OrderedDict()
@@ -115,7 +120,7 @@ class SearchService:
                                                None if candidate.pointer is found.pointer else "an older version")
                         return self._held.problem is None
                     try:
-                        index = SearchIndex.from_bytes(candidate.data)
+                        index = SearchIndex.from_bytes(candidate.data, self._folder)
                     except SearchIndexError as e:
                         skipped.append(SkippedVersion(version, str(e)))
                         continue
@@ -220,6 +225,24 @@ class SearchService:
             held, retired, self._held, self._retired = self._held, self._retired, None, []
         for index in [*retired, *([held.index] if held is not None else [])]:
             index.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+FOLDER_PREFIX = "newsroom-search-"
+
+
+def _process_folder() -> str:
+    """This process's folder for unpacked index versions, ``<tmp>/newsroom-search-<pid>`` (one
+    subfolder per app in it); the folders of processes that are gone (killed before they could
+    clean up) are deleted first."""
+    base = Path(tempfile.gettempdir())
+    for old in base.glob(f"{FOLDER_PREFIX}[0-9]*"):
+        pid = old.name[len(FOLDER_PREFIX):]
+        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    folder = base / f"{FOLDER_PREFIX}{os.getpid()}"
+    folder.mkdir(exist_ok=True)
+    return str(folder)
 
 
 def _payload(result: SearchResult, query: SearchQuery, held: HeldIndex, filters: Mapping[str, str | None],
