@@ -41,6 +41,7 @@ import random
 import sqlite3
 import statistics
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -92,11 +93,14 @@ class Tantivy:
 
     name = "tantivy"
 
+    def __init__(self) -> None:
+        self._unpacked = tempfile.TemporaryDirectory(prefix="bench-search-")  # removed with the engine
+
     def build(self, docs: Sequence[SearchDocument]) -> bytes:
         return build_search_index(docs, {"as_of": "bench"})
 
     def load(self, data: bytes) -> Callable[[SearchQuery, str | None], list[str]]:
-        index = SearchIndex.from_bytes(data)
+        index = SearchIndex.from_bytes(data, self._unpacked.name)
 
         def search(query: SearchQuery, edition: str | None) -> list[str]:
             return [h.story_id for h in index.search(query, edition=edition, limit=20).hits]
