@@ -60,7 +60,13 @@ def main(argv: list[str] | None = None) -> None:
                             host=settings.host if args.host is None else args.host,
                             port=settings.port if args.port is None else args.port,
                             timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)
-    LiveServer(config).run()
+    server = LiveServer(config)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if not server.started:  # as uvicorn.run: a server that could not start (a port taken) exits non-zero
+        raise SystemExit(3)
 
 
 if __name__ == "__main__":

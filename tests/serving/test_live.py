@@ -225,3 +225,42 @@ def test_streams_are_capped_per_replica_and_send_heartbeats(tmp_path: Path) -> N
         assert httpx.get(f"{replica.url}/v1/me/live", timeout=5).status_code == 401
     finally:
         replica.stop()
+
+
+def test_newsroom_serve_ends_open_streams_when_told_to_stop(tmp_path: Path) -> None:
+    """SIGTERM with a live stream open: the stream ends at once (the reader reconnects elsewhere) and
+    the server exits well inside its grace period, instead of waiting it out for the stream."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    store = LocalStore(tmp_path / "store")
+    publish_fixture(store)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, NEWSROOM_WAREHOUSE_ROOT=str(tmp_path / "store"), NEWSROOM_SERVING_HMAC_KEY=HMAC_KEY,
+               NEWSROOM_SERVING_PROFILES_PATH=str(tmp_path / "p.sqlite3"))
+    server = subprocess.Popen([sys.executable, "-m", "serving", "--port", str(port), "--log-level", "warning"], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline and server.poll() is None, "the server did not start"
+            time.sleep(0.2)
+        stream = open_stream(f"http://127.0.0.1:{port}/v1/live/en-US")
+        assert stream.status == 200 and not stream.done.is_set()
+        started = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        # uvicorn shuts down cleanly (the clicks written), then raises the signal again: -SIGTERM.
+        assert server.wait(30) in (0, -signal.SIGTERM)
+        assert stream.done.wait(5)
+        assert time.monotonic() - started < 4  # the grace period is 5 s: no stream held it up
+    finally:
+        if server.poll() is None:
+            server.kill()
