@@ -299,6 +299,8 @@ class HealthPublic(BaseModel):
     )
     pages: int = Field(description="Pages held in memory, live or standing in.")
     stories_version: int | None = Field(description="Version of the story snapshot held, if any.")
+    search_version: int | None = Field(default=None, description="Version of the search index held, if any "
+                                                                 "(issue 30; GET /v1/search answers 503 without one).")
     degraded: list[DegradedPublic] = Field(default_factory=list,
                                            description="What the last refresh could not serve as published.")
 

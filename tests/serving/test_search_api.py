@@ -114,6 +114,7 @@ def test_no_index_yet_is_503_and_a_new_version_is_picked_up(tmp_path: Path) -> N
         publish_search(store, fixture.stories_snapshot["stories"])
         client.app.state.search.refresh()  # type: ignore[attr-defined]
         assert client.get("/v1/search", params={"q": "sea"}).json()["version"] == 1
+        assert client.get("/healthz").json()["search_version"] == 1
         # The live version damaged in the store: the replica keeps answering from the one it holds.
         store.put(layout.search_index_key(1), b"damaged")
         store.put(layout.search_index_pointer_key(), store.get(layout.search_index_pointer_key()).data.replace(
