@@ -49,8 +49,8 @@ from typing import Any
 
 import tantivy
 
-from newsroom.errors import NewsroomError
 from newsroom.times import parse_iso_datetime
+from warehouse.errors import SearchIndexError, SearchQueryError
 
 SEARCH_SCHEMA = "newsroom.search/1"
 INDEX_FORMAT = "tantivy-0.27/1"
@@ -76,14 +76,6 @@ own, else a run of letters, marks and digits."""
 ANALYZER = "newsroom"
 _CJK_RE = re.compile("[\u3040-\u30ff\u3100-\u312f\u31a0-\u31bf\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-class SearchQueryError(NewsroomError):
-    """A query that cannot be searched: too long, malformed, or with nothing to look for."""
-
-
-class SearchIndexError(NewsroomError):
-    """Bytes that are not a search index this release can read."""
 
 
 def text_analyzer() -> tantivy.TextAnalyzer:
