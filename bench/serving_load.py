@@ -26,6 +26,12 @@ front page's 30 stories, as before issue 29).
 ``--no-profile-cache``: this code's servers read every profile from the store (profile cache off),
 to see a request that misses the cache.
 
+Search (issue 30): the store also holds a search index, built and published as rank does, over the
+edition's stories and ``--search-stories`` more (the live window's stories no page lists), and a
+``search`` way asks ``GET /v1/search`` (with its facets) a different query each time (a story's
+number and a section, a phrase of a headline, a publisher...), so nearly every answer is computed
+rather than taken from the replica's memo of answers.
+
 ``--cpu-per-request``: only the app's own CPU time per request, called in process through ASGI (no
 sockets, no client, CPU time rather than wall time, so other work on a shared machine barely moves
 it): the edition page and For you on SQLite, this code and, with ``--baseline-rev``, that revision.
@@ -126,9 +132,10 @@ def serve(root: Path, port: int, profiles_url: str | None = None, code: str | No
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
-def prepare(root: Path, pool_stories: int = 30) -> bytes:
+def prepare(root: Path, pool_stories: int = 30, search_stories: int = 0) -> bytes:
     """The front page (30 stories) and, past 30 ``pool_stories``, a page per section holding the rest:
-    For you's pool is every story of the edition's pages. Returns the front page's bytes."""
+    For you's pool is every story of the edition's pages. With ``search_stories``, a search index of
+    the pages' stories and that many more (issue 30). Returns the front page's bytes."""
     from warehouse import layout
     from warehouse.snapshots import PAGE_SCHEMA, publish_page
     from warehouse.store import LocalStore
@@ -147,9 +154,41 @@ def prepare(root: Path, pool_stories: int = 30) -> bytes:
         if section == "top":
             top_version = result.version
     data = store.get(layout.page_version_key("en-US", "top", top_version)).data
+    if search_stories:
+        publish_bench_index(store, stories, search_stories, now, rng)
     (root / "static").mkdir()
     (root / "static" / "en-US-top.json").write_bytes(data)
     return data
+
+
+def publish_bench_index(store: Any, listed: list[dict[str, Any]], extra: int, now: datetime,
+                        rng: random.Random) -> None:
+    """A search index over the pages' stories and ``extra`` more, published as rank publishes it."""
+    from tasks.search import snapshot_documents
+    from warehouse.search_index import build_search_index, documents_digest
+    from warehouse.snapshots import publish_search_index
+
+    more = [make_story(len(listed) + i, now, rng) for i in range(extra)]
+    stories = {s["story_id"]: dict(s, editions=["en-US"]) for s in [*listed, *more]}
+    docs = snapshot_documents(stories, lambda sid: ())
+    result = publish_search_index(store, lambda: build_search_index(docs, {"as_of": _iso(now)}),
+                                  digest=documents_digest(docs), as_of=_iso(now), documents=len(docs), now=now,
+                                  validate=lambda data: None)
+    assert result.published, result
+
+
+def search_paths(stories: int, n: int = 20_000, seed: int = 3) -> list[str]:
+    """``n`` search requests, nearly all different (the replica memoises answers per query)."""
+    from urllib.parse import urlencode
+
+    rng = random.Random(seed)
+    out = []
+    for k in range(n):
+        i, section = rng.randrange(stories), rng.choice(SECTIONS)
+        query = [f"story {i} {section}", f'"{section} leaders" {i}', f"publisher {rng.randint(0, 39):02d} {i}",
+                 f"battery budgets {section} OR story {i}"][k % 4]
+        out.append(f"/v1/search?{urlencode({'q': query, 'edition': 'en-US'})}")
+    return out
 
 
 # -- client side --------------------------------------------------------------------------------
@@ -159,11 +198,11 @@ BROWSER_ENCODINGS = {"Accept-Encoding": "gzip, deflate, br"}
 
 
 def drive(port: int, path: str, seconds: float, connections: int, budget: int,
-          headers: list[dict[str, str]] | None = None) -> tuple[list[float], float, int]:
+          headers: list[dict[str, str]] | None = None, paths: list[str] | None = None) -> tuple[list[float], float, int]:
     """Hit ``path`` from ``connections`` keep-alive clients for ``seconds``; latencies in ms.
 
     With ``headers``, client ``k`` sends ``headers[k % len(headers)]``, ``headers[(k + n) % ...]``,
-    ... in turn (signed-in readers).
+    ... in turn (signed-in readers); with ``paths``, it asks for those paths in the same way.
     """
     latencies: list[list[float]] = [[] for _ in range(connections)]
     sizes: list[int] = [0] * connections
@@ -176,9 +215,10 @@ def drive(port: int, path: str, seconds: float, connections: int, budget: int,
         turn = k
         while time.perf_counter() < stop_at and len(mine) < per_client:
             sent = headers[turn % len(headers)] if headers else {}
+            asked = paths[turn % len(paths)] if paths else path
             turn += connections
             t0 = time.perf_counter()
-            conn.request("GET", path, headers=sent)
+            conn.request("GET", asked, headers=sent)
             response = conn.getresponse()
             body = response.read()
             mine.append((time.perf_counter() - t0) * 1000)
@@ -336,6 +376,7 @@ def _summary(lat: list[float], rps: list[float], size: int | None = None) -> dic
 
 
 FEED_PATH = "/v1/feed?edition=en-US&limit=20"
+SEARCH_PATH = "/v1/search"
 PAGE_PATH, STATIC_PATH = "/v1/editions/en-US/top", "/bench-static/en-US-top.json"
 
 
@@ -353,7 +394,8 @@ def page_rounds(args: argparse.Namespace) -> dict[str, Any]:
         args.readers = min(args.readers, 50)
     with tempfile.TemporaryDirectory(prefix="newsroom-bench-") as tmp, contextlib.ExitStack() as stack:
         root = Path(tmp)
-        data = prepare(root, args.pool_stories)
+        data = prepare(root, args.pool_stories, args.search_stories)
+        queries = search_paths(max(30, args.pool_stories) + args.search_stories) if args.search_stories else None
         profile_dbs: dict[str, str | None] = {"sqlite": None}
         names: list[str] = []
         if not args.no_for_you:
@@ -387,6 +429,8 @@ def page_rounds(args: argparse.Namespace) -> dict[str, Any]:
         ways: dict[str, tuple[int, str, list[dict[str, str]] | None]] = {}
         here = started(None)
         ways["api_edition_page"] = (here, PAGE_PATH, None)
+        if queries:
+            ways["search"] = (here, SEARCH_PATH, None)
         ways["api_edition_page_compressed"] = (here, PAGE_PATH, [BROWSER_ENCODINGS])
         ways["static_same_bytes"] = (here, STATIC_PATH, None)
         readers = sessions(here, names) if names else []
@@ -404,13 +448,15 @@ def page_rounds(args: argparse.Namespace) -> dict[str, Any]:
                                                          readers)
         results: dict[str, dict[str, Any]] = {name: {"lat": [], "rps": [], "bytes": 0} for name in ways}
         for port, path, headers in ways.values():  # warm up every way (pools, caches, prepared statements)
-            drive(port, path, 0.5, args.connections, 10_000, headers)
+            drive(port, path, 0.5, args.connections, 10_000, headers,
+                  search_paths(100, 500, seed=99) if path == SEARCH_PATH else None)
         with terminal_progress() as progress:
             advance = progress.stage("rounds", args.rounds * len(ways))
             for _ in range(args.rounds):
                 for name, (port, path, headers) in ways.items():
-                    lat, rps, size = drive(port, path, args.seconds, args.connections, args.max_requests, headers)
-                    if path != FEED_PATH and headers is None:
+                    lat, rps, size = drive(port, path, args.seconds, args.connections, args.max_requests, headers,
+                                           queries if path == SEARCH_PATH else None)
+                    if path not in (FEED_PATH, SEARCH_PATH) and headers is None:
                         assert size == len(data), (name, size, len(data))
                     results[name]["lat"] += lat
                     results[name]["rps"].append(rps)
@@ -428,6 +474,12 @@ def page_rounds(args: argparse.Namespace) -> dict[str, Any]:
     summary["api_compressed_vs_static_rate"] = round(rate["api_edition_page_compressed"] / rate["static_same_bytes"], 3)
     summary["api_compressed_vs_plain_rate"] = round(rate["api_edition_page_compressed"] / rate["api_edition_page"], 3)
     summary["compression_ratio"] = round(len(data) / summary["api_edition_page_compressed"]["bytes"], 2)
+    if "search" in results:
+        summary["search"] = {"indexed_stories": max(30, args.pool_stories) + args.search_stories,
+                             **_summary(results["search"]["lat"], results["search"]["rps"])}
+        summary["search_vs_page_rate"] = round(rate["search"] / rate["api_edition_page"], 3)
+        summary["search_vs_page_p50"] = round(summary["search"]["p50_ms"] / summary["api_edition_page"]["p50_ms"], 3)
+        summary["search_vs_page_p99"] = round(summary["search"]["p99_ms"] / summary["api_edition_page"]["p99_ms"], 3)
     if names:
         for_you: dict[str, Any] = {"readers": args.readers, "profile_cache": not args.no_profile_cache}
         for store in profile_dbs:
@@ -613,6 +665,8 @@ def main() -> None:
     parser.add_argument("--profile-reads", action="store_true",
                         help="only ProfileStore.load per second, SQLite against PostgreSQL (no HTTP)")
     parser.add_argument("--no-for-you", action="store_true", help="skip the For-you rounds on the profile stores")
+    parser.add_argument("--search-stories", type=int, default=10_000,
+                        help="stories in the search index beyond the pages' (0: no search rounds)")
     parser.add_argument("--cpu-per-request", action="store_true",
                         help="only the app's CPU per request, called in process: edition page and For you (SQLite)")
     parser.add_argument("--asgi-cpu", default=None, help=argparse.SUPPRESS)

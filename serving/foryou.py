@@ -1,9 +1,10 @@
 """For you: re-rank an edition's candidate pool for one reader. Pure: no I/O, no clock.
 
 score = importance × (1 + affinity), where importance is the story's published score and
-affinity adds, each in [0, 1]: a followed topic (1), a followed source (1), the reader's decayed
-topic weight and source weight (relative to their strongest), and the overlap of the story's
-title terms with the reader's interest vector (half weight). Hidden stories, stories whose every
+affinity adds, each in [0, 1]: a followed topic (1), a followed keyword (1: the story matches a
+query the reader follows, issue 30), a followed source (1), the reader's decayed topic weight and
+source weight (relative to their strongest), and the overlap of the story's title terms with the
+reader's interest vector (half weight). Hidden stories, stories whose every
 source is hidden, and stories already read (unless updated since) are dropped. No topic appears
 more than ``max_run`` times in a row. A section filter (``only``) ranks the stories of one section
 as if the pool held only them. The order is made lazily (``Ranking.iter_order``): a page needs its
@@ -27,10 +28,17 @@ import numpy as np
 from newsroom.times import parse_iso_datetime
 from serving.profiles import Profile
 from warehouse.profiles import title_terms
+from warehouse.search_index import SearchQuery, SearchQueryError, parse_query, story_tokens
 
 MAX_RUN = 2
 TOP_STORIES_REASON = "Top story in your edition"
 TERM_WEIGHT = 0.5
+KEYWORD_WEIGHT = 1.0
+"""A story matching a followed keyword counts as much as one in a followed topic."""
+MAX_KEYWORD_MASKS = 4096
+"""Keywords whose matches a pool remembers (shared by every reader following them)."""
+
+
 def section_label(slug: str) -> str:
     """``"climate-tech"`` → ``"Climate tech"``."""
     text = re.sub(r"[-_]+", " ", slug).strip()
@@ -157,6 +165,21 @@ class CandidatePool:
         self.run_topics = self.run_topic.tolist()
         self.source_count = np.bincount(self.publishers.rows, minlength=n)
         self._sections: dict[str, np.ndarray] = {}
+        self._tokens: list[tuple[list[str], frozenset[str]]] | None = None
+        self._keywords: dict[str, np.ndarray] = {}
+
+    def keyword_mask(self, query: SearchQuery) -> np.ndarray:
+        """Which candidates match ``query`` (headline, source headlines, snippet, publishers, sections,
+        entities, cut by the search index's own analyzer); memoised per pool for every reader."""
+        found = self._keywords.get(query.text)
+        if found is None:
+            if self._tokens is None:
+                self._tokens = [(t, frozenset(t)) for t in (_candidate_tokens(c) for c in self.candidates)]
+            found = np.fromiter((query.matches(t, present) for t, present in self._tokens), dtype=bool, count=self.n)
+            if len(self._keywords) >= MAX_KEYWORD_MASKS:
+                self._keywords.clear()
+            self._keywords[query.text] = found  # a race computes it twice: harmless
+        return found
 
     def in_section(self, section: str) -> np.ndarray:
         """Which candidates list ``section`` among their sections (a boolean mask, memoised per pool)."""
@@ -171,6 +194,25 @@ class CandidatePool:
 
     def __iter__(self) -> Iterator[Candidate]:
         return iter(self.candidates)
+
+
+def _candidate_tokens(c: Candidate) -> list[str]:
+    story = c.story
+    sources = [s for s in story.get("sources") or [] if isinstance(s, Mapping)]
+    return story_tokens(str(story.get("title") or ""), [str(s.get("title") or "") for s in sources],
+                        str(story.get("snippet") or ""),
+                        [*sorted(set(c.publisher_names.values())), *c.topics])
+
+
+def _keyword_queries(profile: Profile) -> list[tuple[str, SearchQuery]]:
+    """The reader's keywords, parsed (one stored by an older release and no longer valid is left out)."""
+    out = []
+    for text in sorted(profile.followed_keywords):
+        try:
+            out.append((text, parse_query(text)))
+        except SearchQueryError:
+            continue
+    return out
 
 
 def build_pool(pages: Iterable[Sequence[Mapping[str, Any]]]) -> CandidatePool:
@@ -245,16 +287,19 @@ def _by_score(kept: np.ndarray, scores: np.ndarray, id_rank: np.ndarray) -> Iter
 class Ranking:
     """A reader's order over a pool, made as it is read. Reasons are worded only for the picks a page shows."""
 
-    __slots__ = ("pool", "profile", "scores", "topic_w", "source_w", "_kept", "_max_run", "_order")
+    __slots__ = ("pool", "profile", "scores", "topic_w", "source_w", "keywords", "_kept", "_max_run", "_order")
 
     def __init__(self, pool: CandidatePool, profile: Profile, scores: np.ndarray, kept: np.ndarray, max_run: int,
-                 topic_w: Mapping[str, float], source_w: Mapping[str, float]) -> None:
+                 topic_w: Mapping[str, float], source_w: Mapping[str, float],
+                 keywords: Sequence[tuple[str, np.ndarray]] = ()) -> None:
         self.pool = pool
         self.profile = profile
         self.scores = scores
         self.topic_w = topic_w
         """The reader's relative topic weights, worked out once for every reason (and ``source_w``)."""
         self.source_w = source_w
+        self.keywords = keywords
+        """The reader's keywords and which candidates match each, for the reasons."""
         self._kept = kept
         self._max_run = max_run
         self._order: tuple[int, ...] | None = None
@@ -279,11 +324,12 @@ class Ranking:
     def pick(self, i: int) -> Pick:
         """Pool candidate ``i`` with this reader's score and reason."""
         c = self.pool.candidates[i]
-        return Pick(c, float(self.scores[i]), _reason(c, self.profile, self.topic_w, self.source_w))
+        return Pick(c, float(self.scores[i]), self.reason(i))
 
     def reason(self, i: int) -> str:
         """Why pool candidate ``i`` is in this reader's For you."""
-        return _reason(self.pool.candidates[i], self.profile, self.topic_w, self.source_w)
+        matched = [text for text, mask in self.keywords if mask[i]]
+        return _reason(self.pool.candidates[i], self.profile, self.topic_w, self.source_w, matched)
 
     def picks(self, start: int = 0, stop: int | None = None) -> list[Pick]:
         return [self.pick(i) for i in self.order[start:stop]]
@@ -291,13 +337,19 @@ class Ranking:
 
 def reason_for(c: Candidate, profile: Profile) -> str:
     """Why ``c`` is in this reader's For you, in the order the re-rank weighs things."""
-    return _reason(c, profile, _relative(profile.topic_weights), _relative(profile.source_weights))
+    tokens = _candidate_tokens(c)
+    present = frozenset(tokens)
+    keywords = [text for text, q in _keyword_queries(profile) if q.matches(tokens, present)]
+    return _reason(c, profile, _relative(profile.topic_weights), _relative(profile.source_weights), keywords)
 
 
-def _reason(c: Candidate, profile: Profile, topic_w: Mapping[str, float], source_w: Mapping[str, float]) -> str:
+def _reason(c: Candidate, profile: Profile, topic_w: Mapping[str, float], source_w: Mapping[str, float],
+            keywords: Sequence[str] = ()) -> str:
     for t, label in zip(c.topics, c.topic_labels, strict=True):
         if t in profile.followed_topics:
             return f"Because you follow {label}"
+    if keywords:
+        return f"Because you follow \u201c{keywords[0]}\u201d"
     if profile.followed_sources:
         for p in c.sorted_publishers or sorted(c.publisher_ids):
             if p in profile.followed_sources:
@@ -343,6 +395,9 @@ def rank_for_you(
     if profile.term_weights:
         overlap = pool.terms.per_story_sum(pool.terms.vector(_relative(profile.term_weights)), n)
         affinity += TERM_WEIGHT * np.minimum(overlap, 1.0)
+    keywords = [(text, pool.keyword_mask(query)) for text, query in _keyword_queries(profile)]
+    if keywords:
+        affinity += KEYWORD_WEIGHT * np.logical_or.reduce([mask for _, mask in keywords])
     scores = pool.importance * (1.0 + affinity)
 
     keep = np.ones(n, dtype=bool) if only is None else only.copy()
@@ -358,7 +413,7 @@ def rank_for_you(
         if i is not None and pool.updated_at[i] <= read_at:
             keep[i] = False
 
-    return Ranking(pool, profile, scores, np.flatnonzero(keep), max_run, topic_w, source_w)
+    return Ranking(pool, profile, scores, np.flatnonzero(keep), max_run, topic_w, source_w, keywords)
 
 
 def rerank_for_you(pool: CandidatePool, profile: Profile, *, max_run: int = MAX_RUN) -> list[Pick]:

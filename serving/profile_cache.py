@@ -30,7 +30,15 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from serving.errors import ProfileStoreError
-from serving.profiles import FollowKind, HideKind, Profile, ProfileChanges, ProfileStore
+from serving.profiles import (
+    FollowKind,
+    HideKind,
+    Profile,
+    ProfileChanges,
+    ProfileStore,
+    Subscription,
+    SubscriptionOutcome,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +154,25 @@ class ProfileCache:
     def record_read(self, reader_hash: str, story_id: str, read_at: float) -> None:
         try:
             self.store.record_read(reader_hash, story_id, read_at)
+        finally:
+            self._forget(reader_hash)
+
+    def subscription_counts(self, reader_hash: str, now: float) -> tuple[int, int]:
+        return self.store.subscription_counts(reader_hash, now)
+
+    def add_subscription(self, reader_hash: str, subscription: Subscription, *, per_day: int,
+                         in_all: int) -> SubscriptionOutcome:
+        try:
+            return self.store.add_subscription(reader_hash, subscription, per_day=per_day, in_all=in_all)
+        finally:
+            self._forget(reader_hash)
+
+    def subscriptions(self, reader_hash: str) -> list[Subscription]:
+        return self.store.subscriptions(reader_hash)
+
+    def remove_subscription(self, reader_hash: str, feed_id: str) -> None:
+        try:
+            self.store.remove_subscription(reader_hash, feed_id)
         finally:
             self._forget(reader_hash)
 

@@ -31,12 +31,15 @@ from typing import Literal, Protocol
 from serving.errors import ProfileStoreError
 from warehouse.profiles import PROFILE_TABLES_SQL, TOUCH_PROFILE_SQLITE
 
-FollowKind = Literal["topic", "source"]
+FollowKind = Literal["topic", "source", "keyword", "alert"]
+"""``keyword``: a query (its one spelling, ``SearchQuery.text``) that For you boosts and the live
+stream alerts on; ``alert``: an alert the reader opted in to (``breaking``). Issue 30."""
 HideKind = Literal["source", "story"]
 WeightKind = Literal["topic", "source", "term"]
 MAX_READS = 200
 MAX_TERMS = 64
 """Only a reader's strongest terms enter the re-rank; the rest barely move it and cost time."""
+BREAKING_ALERT = "breaking"
 
 SCHEMA_SQL = PROFILE_TABLES_SQL
 """The profile database's tables, defined once in warehouse/profiles.py for serving and the profiles flow."""
@@ -62,12 +65,17 @@ class Profile:
     source_weights: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     term_weights: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     version: int = 0
+    followed_keywords: frozenset[str] = frozenset()
+    """Queries the reader follows, each in its one spelling (issue 30)."""
+    breaking_alerts: bool = False
+    """Whether the reader opted in to Breaking alerts on the live stream."""
 
     @property
     def is_empty(self) -> bool:
         return not (
             self.followed_topics
             or self.followed_sources
+            or self.followed_keywords
             or self.hidden_sources
             or self.hidden_stories
             or self.reads
@@ -78,6 +86,21 @@ class Profile:
 
 
 Row = tuple[object, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A source a reader asked for (``POST /v1/subscriptions``): its feed and the site it was found on."""
+
+    feed_id: str
+    feed_url: str
+    site_url: str
+    title: str
+    created_at: float
+
+
+SubscriptionOutcome = Literal["added", "exists", "over_daily_limit", "over_total_limit"]
+SUBSCRIPTION_DAY_SECONDS = 86400
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +138,8 @@ def profile_from_rows(reader_hash: str, follows: Iterable[Row], hides: Iterable[
         reader_hash=reader_hash,
         followed_topics=frozenset(str(t) for k, t in follows if k == "topic"),
         followed_sources=frozenset(str(t) for k, t in follows if k == "source"),
+        followed_keywords=frozenset(str(t) for k, t in follows if k == "keyword"),
+        breaking_alerts=any(k == "alert" and t == BREAKING_ALERT for k, t in follows),
         hidden_sources=frozenset(str(t) for k, t in hides if k == "source"),
         hidden_stories=frozenset(str(t) for k, t in hides if k == "story"),
         reads=MappingProxyType({str(s): float(at) for s, at in reads}),  # type: ignore[arg-type]
@@ -144,6 +169,21 @@ class ProfileStore(Protocol):
     def hide(self, reader_hash: str, kind: HideKind, target_id: str) -> None: ...
 
     def record_read(self, reader_hash: str, story_id: str, read_at: float) -> None: ...
+
+    def subscription_counts(self, reader_hash: str, now: float) -> tuple[int, int]:
+        """The reader's subscriptions made in the last day before ``now``, and in all."""
+        ...
+
+    def add_subscription(self, reader_hash: str, subscription: Subscription, *, per_day: int,
+                         in_all: int) -> SubscriptionOutcome:
+        """Add it unless the reader has it (``exists``) or is at a limit (nothing written), in one transaction."""
+        ...
+
+    def subscriptions(self, reader_hash: str) -> list[Subscription]:
+        """The reader's subscriptions, newest first."""
+        ...
+
+    def remove_subscription(self, reader_hash: str, feed_id: str) -> None: ...
 
     def close(self) -> None: ...
 
@@ -267,6 +307,63 @@ class SqliteProfileStore:
                 db.execute("commit")
         except sqlite3.Error as e:
             raise ProfileStoreError(f"profile store failed: {e}") from e
+
+    def subscription_counts(self, reader_hash: str, now: float) -> tuple[int, int]:
+        try:
+            with self._lock:
+                day, total = self._db.execute(
+                    "select coalesce(sum(created_at > ?), 0), count(*) from subscriptions where reader_hash = ?",
+                    (now - SUBSCRIPTION_DAY_SECONDS, reader_hash)).fetchone()
+        except sqlite3.Error as e:
+            raise ProfileStoreError(f"profile store failed: {e}") from e
+        return int(day), int(total)
+
+    def add_subscription(self, reader_hash: str, subscription: Subscription, *, per_day: int,
+                         in_all: int) -> SubscriptionOutcome:
+        outcome: SubscriptionOutcome
+        try:
+            with self._lock:
+                db = self._db
+                db.execute("begin immediate")  # the counts and the insert see no other writer between them
+                try:
+                    exists = db.execute("select 1 from subscriptions where reader_hash = ? and feed_id = ?",
+                                        (reader_hash, subscription.feed_id)).fetchone()
+                    day, total = db.execute(
+                        "select coalesce(sum(created_at > ?), 0), count(*) from subscriptions where reader_hash = ?",
+                        (subscription.created_at - SUBSCRIPTION_DAY_SECONDS, reader_hash)).fetchone()
+                    if exists:
+                        outcome = "exists"
+                    elif total >= in_all:
+                        outcome = "over_total_limit"
+                    elif day >= per_day:
+                        outcome = "over_daily_limit"
+                    else:
+                        db.execute("insert into subscriptions values (?, ?, ?, ?, ?, ?)",
+                                   (reader_hash, subscription.feed_id, subscription.feed_url, subscription.site_url,
+                                    subscription.title, subscription.created_at))
+                        db.execute(TOUCH_PROFILE_SQLITE, (reader_hash,))
+                        outcome = "added"
+                except BaseException:
+                    db.execute("rollback")
+                    raise
+                db.execute("commit")
+        except sqlite3.Error as e:
+            raise ProfileStoreError(f"profile store failed: {e}") from e
+        return outcome
+
+    def subscriptions(self, reader_hash: str) -> list[Subscription]:
+        try:
+            with self._lock:
+                rows = self._db.execute(
+                    "select feed_id, feed_url, site_url, title, created_at from subscriptions where reader_hash = ? "
+                    "order by created_at desc, feed_id", (reader_hash,)).fetchall()
+        except sqlite3.Error as e:
+            raise ProfileStoreError(f"profile store failed: {e}") from e
+        return [Subscription(str(f), str(u), str(site), str(t), float(at)) for f, u, site, t, at in rows]
+
+    def remove_subscription(self, reader_hash: str, feed_id: str) -> None:
+        self._write(reader_hash, "delete from subscriptions where reader_hash = ? and feed_id = ?",
+                    (reader_hash, feed_id))
 
     def close(self) -> None:
         with self._lock:

@@ -33,7 +33,17 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from serving.errors import ProfileStoreError
-from serving.profiles import MAX_READS, FollowKind, HideKind, Profile, ProfileChanges, profile_from_rows
+from serving.profiles import (
+    MAX_READS,
+    SUBSCRIPTION_DAY_SECONDS,
+    FollowKind,
+    HideKind,
+    Profile,
+    ProfileChanges,
+    Subscription,
+    SubscriptionOutcome,
+    profile_from_rows,
+)
 from warehouse.errors import ProfileDbError
 from warehouse.profile_db import TOUCH_PROFILE_POSTGRES, migrate_profiles, redact_url
 
@@ -71,6 +81,17 @@ with s as (select pg_snapshot_xmin(pg_current_snapshot())::text::bigint as mark)
 select s.mark, v.reader_hash, v.version from s
 left join profile_versions v on %(after)s::bigint is not null and v.version >= %(after)s::bigint
 """
+
+
+_SUBSCRIPTION_COUNTS = ("select coalesce(sum((created_at > %(since)s)::int), 0), count(*) from subscriptions "
+                        "where reader_hash = %(r)s")
+_SUBSCRIBE = ("with w as (insert into subscriptions values (%(r)s, %(f)s, %(u)s, %(site)s, %(t)s, %(at)s)) "
+              + TOUCH_PROFILE_POSTGRES)
+_UNSUBSCRIBE = ("with w as (delete from subscriptions where reader_hash = %(r)s and feed_id = %(f)s) "
+                + TOUCH_PROFILE_POSTGRES)
+# A reader's subscriptions are counted and added under a lock on the reader alone (replicas may
+# take two at once); the lock ends with the transaction.
+_LOCK_READER = "select pg_advisory_xact_lock(hashtextextended(%(r)s, 30))"
 
 
 def _configure(conn: Connection) -> None:
@@ -166,6 +187,44 @@ class PostgresProfileStore:
                 conn.execute(_TRIM_READS, {"r": reader_hash, "n": MAX_READS})
 
         self._run(work)
+
+    def subscription_counts(self, reader_hash: str, now: float) -> tuple[int, int]:
+        row = self._run(lambda conn: conn.execute(
+            _SUBSCRIPTION_COUNTS, {"r": reader_hash, "since": now - SUBSCRIPTION_DAY_SECONDS}).fetchone())
+        assert row is not None
+        return int(row[0]), int(row[1])  # type: ignore[call-overload]
+
+    def add_subscription(self, reader_hash: str, subscription: Subscription, *, per_day: int,
+                         in_all: int) -> SubscriptionOutcome:
+        def work(conn: Connection) -> SubscriptionOutcome:
+            with conn.transaction():
+                conn.execute(_LOCK_READER, {"r": reader_hash})
+                if conn.execute("select 1 from subscriptions where reader_hash = %s and feed_id = %s",
+                                (reader_hash, subscription.feed_id)).fetchone():
+                    return "exists"
+                row = conn.execute(_SUBSCRIPTION_COUNTS, {
+                    "r": reader_hash, "since": subscription.created_at - SUBSCRIPTION_DAY_SECONDS}).fetchone()
+                assert row is not None
+                day, total = int(row[0]), int(row[1])  # type: ignore[call-overload]
+                if total >= in_all:
+                    return "over_total_limit"
+                if day >= per_day:
+                    return "over_daily_limit"
+                conn.execute(_SUBSCRIBE, {"r": reader_hash, "f": subscription.feed_id, "u": subscription.feed_url,
+                                          "site": subscription.site_url, "t": subscription.title,
+                                          "at": subscription.created_at})
+                return "added"
+
+        return self._run(work)
+
+    def subscriptions(self, reader_hash: str) -> list[Subscription]:
+        rows = self._run(lambda conn: conn.execute(
+            "select feed_id, feed_url, site_url, title, created_at from subscriptions where reader_hash = %s "
+            "order by created_at desc, feed_id", (reader_hash,)).fetchall())
+        return [Subscription(str(f), str(u), str(site), str(t), float(at)) for f, u, site, t, at in rows]  # type: ignore[arg-type]
+
+    def remove_subscription(self, reader_hash: str, feed_id: str) -> None:
+        self._run(lambda conn: conn.execute(_UNSUBSCRIBE, {"r": reader_hash, "f": feed_id}))
 
     def close(self) -> None:
         self._pool.close()

@@ -47,7 +47,7 @@ from serving.errors import InvalidTokenError, UnsignableUrlError
 
 logger = logging.getLogger(__name__)
 
-Surface = Literal["top", "section", "topic", "story", "for_you"]
+Surface = Literal["top", "section", "topic", "story", "for_you", "search"]
 SURFACES: frozenset[str] = frozenset(get_args(Surface))
 MAC_BYTES = 32
 MAX_URL_CHARS = 2048

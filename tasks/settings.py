@@ -186,6 +186,14 @@ class RankSettings(BaseSettings):
     representative_tie_margin: float = Field(0.05, ge=0, description="Representatives within this share rotate hourly.")
     supporting_links: int = Field(4, ge=0, description="Supporting links per story on a page (MMR).")
     pool_stories: int = Field(1000, ge=1, description="Stories in an edition's candidate pool.")
+    search_max_stories: int = Field(
+        50_000, ge=1, le=1_000_000,
+        description="Most stories in the search index of the live window: every listed story, then the most "
+        "recently updated of the other active ones (issue 30).",
+    )
+    search_keep_versions: int = Field(
+        5, ge=1, le=1000, description="Search index versions kept below the live one (older ones are deleted).",
+    )
 
 
 def get_ingest_settings() -> IngestSettings:

@@ -1,6 +1,7 @@
 """The reader-profile database's tables (SQLite), and the keys of its ``term`` weights, defined once.
 
-Serving writes follows, hides and reads; the profiles flow writes ``weights``, ``clicks_consumed``
+Serving writes follows (topics, sources, keywords, alerts), hides, reads and subscriptions (the sources
+a reader asked for, issue 30); the profiles flow writes ``weights``, ``clicks_consumed``
 (segment keys read) and ``clicks_folded`` (click ids counted: compaction moves clicks to new keys).
 Every write to a reader's follows, hides, reads or weights also moves that reader's row in
 ``profile_versions`` (issue 29), in the same transaction: each serving replica keeps recently used
@@ -52,6 +53,10 @@ create table if not exists clicks_consumed (segment_key text primary key, consum
 create table if not exists clicks_folded (click_id text primary key, day text not null, folded_at real not null);
 create table if not exists profile_versions (reader_hash text primary key, version integer not null);
 create index if not exists profile_versions_version on profile_versions (version);
+create table if not exists subscriptions (
+    reader_hash text not null, feed_id text not null, feed_url text not null, site_url text not null,
+    title text not null, created_at real not null, primary key (reader_hash, feed_id));
+create index if not exists subscriptions_reader_created on subscriptions (reader_hash, created_at);
 """
 
 TOUCH_PROFILE_SQLITE = (

@@ -18,12 +18,21 @@ from serving.deps import (
     SessionDep,
     SignerDep,
 )
-from serving.errors import OverloadedError
+from serving.errors import OverloadedError, TooManyError
 from serving.feed import PoolCache, build_feed, feed_mode, load_profile
-from serving.models import ErrorPublic, FeedPublic, HideRequest, ProfilePublic, SessionPublic, SessionRequest
+from serving.models import (
+    ErrorPublic,
+    FeedPublic,
+    HideRequest,
+    KeywordRequest,
+    ProfilePublic,
+    SessionPublic,
+    SessionRequest,
+)
 from serving.profile_cache import ProfileCache
-from serving.profiles import ProfileStore
+from serving.profiles import BREAKING_ALERT, ProfileStore
 from serving.signing import Session
+from warehouse.search_index import MAX_QUERY_CHARS, parse_query
 
 router = APIRouter(prefix="/v1", tags=["readers"])
 
@@ -42,7 +51,9 @@ def _profile_json(profiles: ProfileStore, session: Session) -> dict[str, object]
     p = profiles.load(session.reader_hash)
     return ProfilePublic(
         reader=session.reader,
-        follows={"topic": sorted(p.followed_topics), "source": sorted(p.followed_sources)},
+        follows={"topic": sorted(p.followed_topics), "source": sorted(p.followed_sources),
+                 "keyword": sorted(p.followed_keywords)},
+        breaking_alerts=p.breaking_alerts,
         hides={"source": sorted(p.hidden_sources), "story": sorted(p.hidden_stories)},
         topic_weights=dict(sorted(p.topic_weights.items(), key=lambda kv: (-kv[1], kv[0]))),
         source_weights=dict(sorted(p.source_weights.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -92,6 +103,55 @@ def unfollow(
     _slot: PersonalSlot, session: SessionDep, profiles: ProfilesDep, kind: FollowKindPath, target_id: TargetPath
 ) -> Response:
     profiles.unfollow(session.reader_hash, kind, target_id)
+    return private_json(_profile_json(profiles, session))
+
+
+MAX_KEYWORDS = 20
+"""Keywords one reader follows at most: each is matched against every pool and new story."""
+
+
+@router.post(
+    "/me/keywords",
+    response_model=ProfilePublic,
+    responses={**_PERSONAL_ERRORS,
+               400: {"model": ErrorPublic, "description": "The query cannot be followed; `detail` says why."},
+               409: {"model": ErrorPublic, "description": f"The reader follows {MAX_KEYWORDS} keywords already."}},
+    summary="Follow a keyword: For you boosts the stories matching it, the live stream announces new ones",
+)
+def follow_keyword(_slot: PersonalSlot, session: SessionDep, profiles: ProfilesDep, body: KeywordRequest) -> Response:
+    text = parse_query(body.query).text
+    current = profiles.load(session.reader_hash).followed_keywords
+    if text not in current and len(current) >= MAX_KEYWORDS:
+        raise TooManyError(f"you follow {MAX_KEYWORDS} keywords already; unfollow one first", status=409)
+    profiles.follow(session.reader_hash, "keyword", text)
+    return private_json(_profile_json(profiles, session))
+
+
+@router.delete(
+    "/me/keywords",
+    response_model=ProfilePublic,
+    responses={**_PERSONAL_ERRORS, 400: {"model": ErrorPublic}},
+    summary="Stop following a keyword",
+)
+def unfollow_keyword(
+    _slot: PersonalSlot, session: SessionDep, profiles: ProfilesDep,
+    q: Annotated[str, Query(min_length=1, max_length=4 * MAX_QUERY_CHARS, description="The keyword as followed.")],
+) -> Response:
+    profiles.unfollow(session.reader_hash, "keyword", parse_query(q).text)
+    return private_json(_profile_json(profiles, session))
+
+
+@router.put("/me/alerts/breaking", response_model=ProfilePublic, responses=_PERSONAL_ERRORS,
+            summary="Opt in to Breaking alerts on the live stream")
+def opt_in_breaking(_slot: PersonalSlot, session: SessionDep, profiles: ProfilesDep) -> Response:
+    profiles.follow(session.reader_hash, "alert", BREAKING_ALERT)
+    return private_json(_profile_json(profiles, session))
+
+
+@router.delete("/me/alerts/breaking", response_model=ProfilePublic, responses=_PERSONAL_ERRORS,
+               summary="Opt out of Breaking alerts")
+def opt_out_breaking(_slot: PersonalSlot, session: SessionDep, profiles: ProfilesDep) -> Response:
+    profiles.unfollow(session.reader_hash, "alert", BREAKING_ALERT)
     return private_json(_profile_json(profiles, session))
 
 

@@ -20,7 +20,8 @@ def test_serving_load_bench_smoke() -> None:
     postgres = [] if find_pg_binary("initdb") else ["--no-postgres"]
     out = subprocess.run(
         [sys.executable, str(REPO / "bench" / "serving_load.py"), "--seconds", "0.3", "--rounds", "1",
-         "--connections", "2", "--max-requests", "300", "--readers", "5", "--baseline-rev", "HEAD", *postgres],
+         "--connections", "2", "--max-requests", "300", "--readers", "5", "--baseline-rev", "HEAD",
+         "--search-stories", "200", *postgres],
         capture_output=True, text=True, timeout=300, check=True,
     )
     summary = json.loads(out.stdout)
@@ -33,6 +34,8 @@ def test_serving_load_bench_smoke() -> None:
     for_you = summary["for_you_by_profile_store"]
     assert for_you["sqlite"]["requests"] > 0 and for_you["profile_cache"] is True
     assert summary["for_you_vs_page_rate"] > 0
+    search = summary["search"]  # issue 30: GET /v1/search in the same rounds, against the edition page
+    assert search["requests"] > 0 and search["indexed_stories"] == 230 and summary["search_vs_page_p50"] > 0
     assert not postgres or for_you["postgres"]["requests"] > 0 and for_you["postgres_vs_sqlite_rate"] > 0
     baseline = summary["baseline"]  # HEAD's code, served from a git archive of it
     assert len(baseline["commit"]) == 40 and baseline["for_you_sqlite"]["requests"] > 0

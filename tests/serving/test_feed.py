@@ -201,3 +201,38 @@ def test_card_links_are_signed_once_per_pool_version_and_name_no_reader(
     publish_fixture(local_store, now=later)  # a new version of every page: a new pool, new links
     client.app.state.cache.refresh()  # type: ignore[attr-defined]
     assert set(links(alice).values()).isdisjoint(first.values())
+
+
+# -- keyword follows (issue 30) ----------------------------------------------------------------------
+
+
+def test_a_followed_keyword_lifts_its_stories_and_names_itself(client: TestClient) -> None:
+    alice = sign_in(client, "alice")
+    before = client.get("/v1/feed", headers=alice).json()
+    assert before["mode"] == "top_stories"
+    # "penalty shoot-out" is in the fourth story's headline, "disclosure" in another source's headline of the fifth.
+    for query in ('"penalty shoot-out"', "security disclosure"):
+        assert client.post("/v1/me/keywords", json={"query": query}, headers=alice).status_code == 200
+    after = client.get("/v1/feed", headers=alice).json()
+    assert after["mode"] == "for_you"
+    reasons = {s["story_id"]: s["reason"] for s in after["stories"]}
+    assert reasons[SPORTS_STORY] == "Because you follow \u201c\"penalty shoot out\"\u201d"
+    assert reasons["0196f1c2a3b40005"] == "Because you follow \u201csecurity disclosure\u201d"
+    order = [s["story_id"] for s in after["stories"]]
+    assert order.index(SPORTS_STORY) < [s["story_id"] for s in before["stories"]].index(SPORTS_STORY)
+    assert client.get("/v1/me", headers=alice).json()["follows"]["keyword"] == ['"penalty shoot out"',
+                                                                               "security disclosure"]
+
+
+def test_a_keyword_that_cannot_be_followed_is_refused_and_their_number_is_capped(client: TestClient) -> None:
+    alice = sign_in(client, "alice")
+    bad = client.post("/v1/me/keywords", json={"query": '"unclosed'}, headers=alice)
+    assert bad.status_code == 400 and bad.json()["detail"] == "invalid query: a quote is not closed"
+    for i in range(20):
+        assert client.post("/v1/me/keywords", json={"query": f"word{i}"}, headers=alice).status_code == 200
+    over = client.post("/v1/me/keywords", json={"query": "one more"}, headers=alice)
+    assert over.status_code == 409 and "20 keywords" in over.json()["detail"]
+    assert client.post("/v1/me/keywords", json={"query": "WORD3"}, headers=alice).status_code == 200  # followed already
+    assert len(client.get("/v1/me", headers=alice).json()["follows"]["keyword"]) == 20
+    assert client.delete("/v1/me/keywords", params={"q": "word3"}, headers=alice).json()["follows"]["keyword"].count(
+        "word3") == 0

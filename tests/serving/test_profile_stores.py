@@ -20,7 +20,7 @@ from pgserver import run_postgres
 
 from serving.app import create_app
 from serving.errors import ProfileStoreError
-from serving.profiles import MAX_READS, MAX_TERMS, ProfileStore, SqliteProfileStore
+from serving.profiles import MAX_READS, MAX_TERMS, ProfileStore, SqliteProfileStore, Subscription
 from serving.profiles_postgres import PostgresProfileStore
 from serving.settings import ServingSettings
 from tasks.profiles import fold_clicks
@@ -102,6 +102,36 @@ def test_follows_and_hides_round_trip_per_reader(profiles: ProfileStore) -> None
     profiles.unfollow("r1", "topic", "never-followed")
     assert profiles.load("r1").followed_topics == frozenset()
     assert profiles.load("r1").followed_sources == {"tech-dispatch"}
+
+
+def test_keyword_follows_and_alert_opt_ins_round_trip(profiles: ProfileStore) -> None:
+    """Issue 30: two new follow kinds; on PostgreSQL, migration 0003 lets the check constraint take them."""
+    before = profiles.load("r1").version
+    profiles.follow("r1", "keyword", 'sea wall -"opinion piece"')
+    profiles.follow("r1", "alert", "breaking")
+    one = profiles.load("r1")
+    assert one.followed_keywords == {'sea wall -"opinion piece"'} and one.breaking_alerts
+    assert not one.is_empty and one.version != before
+    profiles.unfollow("r1", "alert", "breaking")
+    assert not profiles.load("r1").breaking_alerts and profiles.load("r2").followed_keywords == frozenset()
+
+
+def test_subscriptions_are_counted_and_limited_per_reader(profiles: ProfileStore) -> None:
+    def sub(i: int, at: float) -> Subscription:
+        return Subscription(f"p{i:018d}", f"https://s{i}.example/feed", f"https://s{i}.example/", f"Site {i}", at)
+
+    now = 1_800_000_000.0
+    assert profiles.subscription_counts("r1", now) == (0, 0)
+    outcomes = [profiles.add_subscription("r1", sub(i, now - 100_000 * (3 - i)), per_day=1, in_all=4) for i in range(3)]
+    assert outcomes == ["added"] * 3  # each more than a day after the one before: one a day is allowed
+    assert [profiles.add_subscription("r1", sub(i, now + i), per_day=2, in_all=4) for i in (3, 4)] == \
+        ["added", "over_total_limit"]
+    assert profiles.add_subscription("r1", sub(3, now + 9), per_day=2, in_all=9) == "exists"
+    assert profiles.add_subscription("r1", sub(5, now + 9), per_day=1, in_all=9) == "over_daily_limit"
+    assert profiles.subscription_counts("r1", now + 10) == (1, 4)
+    assert [s.feed_id for s in profiles.subscriptions("r1")][0] == sub(3, 0).feed_id  # newest first
+    profiles.remove_subscription("r1", sub(3, 0).feed_id)
+    assert profiles.subscription_counts("r1", now + 10) == (0, 3) and profiles.subscriptions("r2") == []
 
 
 def test_reads_keep_the_latest_instant_and_only_the_newest(profiles: ProfileStore) -> None:
