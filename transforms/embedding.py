@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from transforms.errors import TransformError
+from transforms.errors import EmbeddingModelError
 from transforms.signatures import is_cjk_language
 
 EMBEDDING_DIM = 512
@@ -108,10 +108,6 @@ def _capped_words(text: str, cjk: bool, limit: int | None = None) -> str:
     if not cjk:
         words = [w[:EMBED_WORD_MAX_CHARS] for w in words]
     return " ".join(words)
-
-
-class EmbeddingModelError(TransformError):
-    """The installed encoder is not the release this code embeds with (vectors would drift)."""
 
 
 def is_current_embedding(model_id: str | None) -> bool:
