@@ -121,6 +121,16 @@ class LiveEvent:
     breaking: str | None = None
     keyword: int | None = None
 
+    def told(self, cursor: Cursor) -> bool:
+        """Whether a stream at ``cursor`` has heard of every page version this event tells of.
+
+        A reader reconnecting to a replica that has not yet seen the version another replica told
+        it of would otherwise hear of it again when this replica's poll finds it. Breaking and
+        keyword events come from the hub's own backlog, compared with the cursor at connection
+        under the poll lock, so they cannot be told twice (and several share one key or version).
+        """
+        return self.pages is not None and all(cursor.pages.get(s, -1) >= v for s, v in self.pages.items())
+
     def advance(self, cursor: Cursor) -> Cursor:
         if self.pages is not None:
             cursor = replace(cursor, pages={**cursor.pages, **self.pages})
@@ -242,6 +252,10 @@ class LiveHub:
                       self._index_version or 0)
 
     def page_versions(self, edition: str) -> dict[str, int]:
+        """The page versions the hub's last poll saw (not the cache's, which refreshes on its own
+        clock): what a connecting reader is owed then ends where the next poll's news begins."""
+        if edition in self._pages:
+            return dict(self._pages[edition])
         return {section: page.version for (e, section), page in self._cache.state.pages.items() if e == edition}
 
     def catch_up(self, edition: str, reader_hash: str | None, cursor: Cursor) -> list[LiveEvent]:
@@ -479,6 +493,8 @@ async def stream(hub: LiveHub, connection: LiveConnection, cursor: Cursor, first
                 continue
             if event is None:  # the replica is stopping
                 return
+            if event.told(cursor):
+                continue
             cursor = event.advance(cursor)
             yield format_event(event, cursor)
     finally:

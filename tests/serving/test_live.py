@@ -264,3 +264,15 @@ def test_newsroom_serve_ends_open_streams_when_told_to_stop(tmp_path: Path) -> N
     finally:
         if server.poll() is None:
             server.kill()
+
+
+def test_a_page_version_the_reader_heard_of_elsewhere_is_not_told_again() -> None:
+    """A reconnect to a replica that is behind: its poll later finds the version the reader's
+    cursor already holds (from the other replica); the stream does not send it again."""
+    from serving.live import Cursor, LiveEvent
+
+    heard = Cursor({"top": 7, "world": 3}, "", 0)
+    assert LiveEvent("pages", {}, pages={"top": 7}).told(heard)
+    assert not LiveEvent("pages", {}, pages={"top": 8}).told(heard)
+    assert not LiveEvent("pages", {}, pages={"top": 7, "tech": 1}).told(heard)
+    assert not LiveEvent("breaking", {}, breaking="date=2026-12-05/100000-b-s1.json").told(heard)
