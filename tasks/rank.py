@@ -97,7 +97,7 @@ class RankOutput:
     breaking: list[dict[str, Any]]
     listings: list[dict[str, Any]] = field(default_factory=list)
     """Articles the story snapshot holds for the first time (``LISTINGS_SCHEMA`` rows), for the
-    freshness dashboard: written once the snapshot is live."""
+    freshness dashboard: written once the pages are live, stamped with that moment."""
     choices: dict[tuple[str, str], RepresentativeChoice] = field(default_factory=dict)
     """How each (edition, story) representative was chosen (``newsroom explain``)."""
 

@@ -199,3 +199,58 @@ def test_a_scheduled_run_stands_by_while_the_long_running_rank_is_alive(store: O
 
 def test_the_passes_share_one_named_slot() -> None:
     assert LIMIT_NAMES == {"ingest": "newsroom-ingest", "rank": "newsroom-rank"}
+
+
+def test_a_ping_recorded_by_the_receiver_is_fetched_at_once(tmp_path: Path) -> None:
+    from pipeline_harness import replay_site
+
+    from flows.ingest import ingest_feeds, ingest_service
+    from tasks.registry import load_registry
+    from tasks.replay_control import download_publishers_csv
+    from tasks.settings import WebSubSettings
+    from tasks.websub import WebSubReceiver, ping_token
+    from warehouse.tables import list_segments, read_segment
+
+    websub = WebSubSettings(master_secret="test-master-secret", ping_min_interval_seconds=0)  # type: ignore[arg-type]
+    settings = replace(current_settings().with_store(str(tmp_path / "store")).with_private_addresses(),
+                       websub=websub, freshness=FreshnessSettings(mode="events"))
+    with replay_site(limit=60, span_hours=1.0) as site, use_settings(settings):
+        store = configured_store()
+        import_publishers(store, download_publishers_csv(site.control_url, tmp_path / "publishers.csv"))
+        site.set_clock(site.now + timedelta(minutes=20))
+        service: dict[str, Any] = {}
+
+        def serve() -> None:
+            with use_settings(settings):
+                service["totals"] = ingest_service(run_minutes=0.75)
+
+        thread = threading.Thread(target=serve)
+        thread.start()
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not store.list(layout.service_heartbeat_key("ingest")):
+            time.sleep(0.2)  # its first pass polled every feed
+        time.sleep(2)  # its event subscription is up
+        assert ingest_feeds()["standby"] is True  # the minute deployment leaves the feeds to it
+
+        # The replay releases a publisher's next articles, and the publisher pings the receiver.
+        seen_before = set(list_segments(store, layout.ARTICLES_PREFIX))
+        later = site.now + timedelta(minutes=60)
+        fresh = {a.publisher_id for a in site.articles if site.now < a.published_at <= later and not a.reprint_of}
+        publisher = sorted(fresh)[0]
+        site.set_clock(later)
+        pinged = time.monotonic()
+        reply = WebSubReceiver(store, websub).receive_ping(
+            publisher, {"authorization": f"Bearer {ping_token(websub, publisher)}"})
+        assert reply.status == 202
+        feed_ids = {f["feed_id"] for f in load_registry(store).read_feeds() if f["publisher_id"] == publisher}
+        found: set[str] = set()
+        while time.monotonic() < pinged + 20 and not found:
+            for key in set(list_segments(store, layout.ARTICLES_PREFIX)) - seen_before:
+                found |= {r["article_id"] for r in read_segment(store, key, ARTICLES_SCHEMA).to_pylist()
+                          if r["feed_id"] in feed_ids}
+            time.sleep(0.2)
+        fetched_after = time.monotonic() - pinged
+        thread.join()
+    assert found, "the pinged publisher's new articles were not fetched"
+    assert fetched_after < 15  # the push's pass, not the next minute
+    assert service["totals"]["woken_by"].get("event", 0) >= 1
