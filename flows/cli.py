@@ -258,6 +258,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         _say(deployed.stdout[-3000:] + deployed.stderr[-3000:])
         return 1
     _start_logged("prefect-worker", [prefect, "worker", "start", "--pool", "newsroom"], env)
+    _start_long_running(env["PREFECT_API_URL"])
     websub = ""
     if current_settings().websub.enabled:
         # The receiver records pushes and tells Prefect (newsroom.feed.pushed), so the long-running
@@ -270,6 +271,21 @@ def cmd_up(args: argparse.Namespace) -> int:
     _say(f"Prefect UI:  http://127.0.0.1:{args.prefect_port}/\nAPI:         http://127.0.0.1:{api_port}/v1/editions\n"
          f"Reader page: http://127.0.0.1:{api_port}/\n{websub}logs and pids in {RUN_DIR}/; stop with `newsroom down`")
     return 0
+
+
+LONG_RUNNING = ("cluster_writer_service/cluster_writer_service-long-running",
+                "ingest_service/ingest_service-long-running", "rank_service/rank_service-long-running")
+"""Deployments whose runs last an hour: `newsroom up` starts one of each at once, since their hourly
+schedule would start the first an hour after the deploy (each does nothing unless its setting picks it)."""
+
+
+def _start_long_running(api_url: str) -> None:
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: api_url}):
+        for name in LONG_RUNNING:
+            run_deployment(name, timeout=0, as_subflow=False)
 
 
 def cmd_down(args: argparse.Namespace) -> int:

@@ -18,18 +18,20 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 from urllib.parse import urlsplit
 
 from replay.corpus import CorpusArticle, Publisher, ReplayArticle, slugify, stable_hash, stable_unit
 from replay.render import FEED_SIZE, render_atom, render_rss
-from replay.site import ReplaySite, _cached, _Cached
+from replay.site import ReplaySite, _Cached, _cached
 
 PushKind = Literal["hub", "ping", "polled"]
 
-CONCURRENT_STORIES = 3
-"""Background stories told at once: the corpus's events are interleaved this many at a time."""
+CONCURRENT_STORIES = 10
+"""Background stories told at once: the corpus's events are interleaved this many at a time, so a
+background story grows by a few articles an hour per publisher, as most news does, and only the
+burst looks like a burst."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,7 @@ class LivePlan:
         burst_offsets_seconds: When each burst article is published after the first (one per article,
             in corpus order), and ``burst_publishers`` who publishes it (``"<role>:<region>:<language>:<n>"``).
         left_out_events: Corpus events published by no one (near duplicates of the burst event).
+        concurrent_stories: Background stories told at once.
     """
 
     start: datetime
@@ -60,6 +63,7 @@ class LivePlan:
     burst_offsets_seconds: tuple[float, ...] = ()
     burst_publishers: tuple[str, ...] = ()
     left_out_events: tuple[str, ...] = ()
+    concurrent_stories: int = CONCURRENT_STORIES
 
 
 def publisher_label(publisher: Publisher, publishers: Sequence[Publisher]) -> str:
@@ -104,9 +108,9 @@ def _poisson_times(seed: int, key: str, per_hour: float, start: datetime, end: d
         times.append(t)
 
 
-def _story_order(seed: int, articles: Sequence[CorpusArticle]) -> list[CorpusArticle]:
-    """The corpus as a news stream: events in a seeded order, ``CONCURRENT_STORIES`` told at a time,
-    each event's articles in a seeded order."""
+def _story_order(seed: int, articles: Sequence[CorpusArticle], concurrent: int) -> list[CorpusArticle]:
+    """The corpus as a news stream: events in a seeded order, ``concurrent`` told at a time, each
+    event's articles in a seeded order."""
     events: dict[str, list[CorpusArticle]] = {}
     for a in sorted(articles, key=lambda a: stable_hash(seed, "in-event", a.article_id)):
         events.setdefault(a.event, []).append(a)
@@ -114,7 +118,7 @@ def _story_order(seed: int, articles: Sequence[CorpusArticle]) -> list[CorpusArt
     telling: list[list[CorpusArticle]] = []
     out: list[CorpusArticle] = []
     while queue or telling:
-        while queue and len(telling) < CONCURRENT_STORIES:
+        while queue and len(telling) < concurrent:
             telling.append(list(events[queue.pop(0)]))
         for story in list(telling):
             out.append(story.pop(0))
@@ -140,7 +144,8 @@ def build_live_schedule(corpus: Sequence[CorpusArticle], publishers: Sequence[Pu
     for language in sorted({p.language for p in publishers}):
         slots = sorted((t, p.publisher_id) for label, p in labels.items() if p.language == language
                        for t in _poisson_times(seed, p.publisher_id, rate_of(label, plan.rates), plan.start, plan.end))
-        stream = _story_order(seed, [a for a in corpus if a.language == language and a.event not in skipped])
+        stream = _story_order(seed, [a for a in corpus if a.language == language and a.event not in skipped],
+                              plan.concurrent_stories)
         by_id = {p.publisher_id: p for p in publishers}
         for (at, publisher_id), article in zip(slots, stream, strict=False):
             url = _url(by_id[publisher_id], article.article_id, article.title)
@@ -163,7 +168,8 @@ def build_live_schedule(corpus: Sequence[CorpusArticle], publishers: Sequence[Pu
 
 class LiveReplaySite(ReplaySite):
     """The replay site on a :class:`LivePlan`: real-time publishing, a burst, and only ``hub``
-    publishers advertising (and served by) the WebSub hub. Start it with ``speed=1.0``."""
+    publishers advertising (and served by) the WebSub hub. Its clock runs at ``speed`` from the
+    wall clock's time when it starts, so what the plan put before then is already published."""
 
     def __init__(self, corpus: Sequence[CorpusArticle], plan: LivePlan, *, seed: int = 7, speed: float = 1.0) -> None:
         super().__init__(corpus, seed=seed, start=plan.start, speed=speed)
@@ -184,6 +190,10 @@ class LiveReplaySite(ReplaySite):
         self._by_path = {(host_of[a.publisher_id], urlsplit(a.url).path): a for a in articles}
         self._cache = {}
         self._kinds = {p.publisher_id: kind_of(publisher_label(p, publishers), self.plan.kinds) for p in publishers}
+
+    def start(self, port: int = 0) -> None:
+        super().start(port)
+        self.set_clock(max(self.now, datetime.now(UTC)))
 
     def kind(self, publisher_id: str) -> PushKind:
         """How the publisher tells the aggregator it posted: ``hub``, ``ping`` or ``polled``."""

@@ -23,19 +23,24 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+from uuid import UUID
 
 from newsroom.times import parse_iso_datetime
 from tasks.events import ReceivedEvent
 from warehouse import layout
 from warehouse.errors import ObjectNotFoundError
 from warehouse.store import ObjectStore
+
+if TYPE_CHECKING:
+    from prefect.client.orchestration import SyncPrefectClient
 
 log = logging.getLogger(__name__)
 
@@ -99,35 +104,74 @@ def is_service_alive(store: ObjectStore, name: ServiceName, now: datetime, stale
 
 _ENSURED: set[str] = set()
 """The Prefect API URLs whose limits this process created or found."""
+WAIT_POLL_SECONDS = 0.5
+"""A pass waiting for the slot asks again this often (Prefect's own helper waits out the server's
+Retry-After, up to 30 s, which a hand-off cannot afford)."""
 
 
-def ensure_limits() -> None:
+def ensure_limits(client: SyncPrefectClient) -> None:
     """Create the global concurrency limits the passes hold, if missing (one slot each); once per
     process and API."""
-    from prefect.client.orchestration import get_client
-    from prefect.settings import get_current_settings
-
-    api = str(get_current_settings().api.url)
+    api = str(client.api_url)
     if api in _ENSURED:
         return
-    with get_client(sync_client=True) as client:
-        for limit in LIMIT_NAMES.values():
+    for limit in LIMIT_NAMES.values():
+        try:
             client.upsert_global_concurrency_limit_by_name(limit, 1)
+        except Exception:  # noqa: BLE001 - another process created it at the same moment
+            client.read_global_concurrency_limit_by_name(limit)  # raises if it is really missing
     _ENSURED.add(api)
 
 
 @contextmanager
-def one_pass_at_a_time(name: ServiceName) -> Iterator[None]:
+def one_pass_at_a_time(name: ServiceName, lease_seconds: float = LEASE_SECONDS) -> Iterator[None]:
     """Hold the ``name`` step's slot (a Prefect global concurrency limit of 1) for a pass on the real
-    clock, waiting while another process holds it. The limit is created on first use."""
-    from prefect.concurrency.sync import concurrency
+    clock, waiting while another process holds it. The limit is created on first use.
 
-    try:
-        ensure_limits()
-    except Exception as e:  # noqa: BLE001 - strict=True below names what is wrong
-        log.warning("concurrency_limits_not_ensured error=%r", e)
-    with concurrency(LIMIT_NAMES[name], occupy=1, lease_duration=LEASE_SECONDS, strict=True):
-        yield
+    The slot is a lease (``lease_seconds``), renewed while the pass runs, so a holder that dies
+    frees it within that time. It is taken and released through Prefect's client directly:
+    ``prefect.concurrency.sync.concurrency`` waits out the server's Retry-After (up to 30 s) after a
+    refusal, and once stalled for minutes here on a loaded machine.
+    """
+    import httpx
+    from prefect.client.orchestration import get_client
+
+    limit = LIMIT_NAMES[name]
+    with get_client(sync_client=True) as client:
+        ensure_limits(client)
+        while True:
+            try:
+                response = client.increment_concurrency_slots_with_lease(
+                    names=[limit], slots=1, mode="concurrency", lease_duration=lease_seconds)
+                break
+            except httpx.HTTPStatusError as e:
+                if e.response.status_code != 423:  # 423 Locked: another pass holds the slot
+                    raise
+                time.sleep(WAIT_POLL_SECONDS)
+        granted = response.json()
+        if not granted.get("limits"):
+            raise RuntimeError(f"the Prefect concurrency limit {limit} does not exist")
+        lease = UUID(granted["lease_id"])
+        done = threading.Event()
+
+        def renew() -> None:
+            while not done.wait(lease_seconds / 3):
+                try:
+                    client.renew_concurrency_lease(lease, lease_seconds)
+                except Exception as e:  # noqa: BLE001 - the next renewal tries again
+                    log.warning("concurrency_lease_not_renewed limit=%s error=%r", limit, e)
+
+        renewer = threading.Thread(target=renew, name=f"{limit}-lease", daemon=True)
+        renewer.start()
+        try:
+            yield
+        finally:
+            done.set()
+            renewer.join(timeout=5)
+            try:
+                client.release_concurrency_slots_with_lease(lease)
+            except Exception as e:  # noqa: BLE001 - the lease expires on its own
+                log.warning("concurrency_lease_not_released limit=%s error=%r", limit, e)
 
 
 class Waiter(Protocol):
