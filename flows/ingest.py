@@ -109,6 +109,8 @@ def ingest_service(run_minutes: float | None = 60.0, shards: int = 4, report_eve
         summary = ingest_pass(store, at, shards, skip_idle=True)
         if not summary.get("idle"):
             _log_pass(summary, at)
+        if summary.get("new_articles") or summary.get("errors"):  # what the minute runs reported, when it says something
+            publish_artifact("ingest-summary", ingest_markdown(summary, at.isoformat()), "ingest run summary")
         return {k: v for k, v in summary.items() if k in ("feeds_polled", "new_articles", "pushed", "idle")}
 
     def on_pass(summary: dict[str, Any], report: PassReport) -> None:
