@@ -7,8 +7,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import Task, flow, get_run_logger
 
+from tasks.assets import materializing
 from tasks.clock import resolve_now
 from tasks.cluster import (
     WriterFencedError,
@@ -84,6 +85,9 @@ def run_language_writers(job: str, language_task: Callable[[ObjectStore, str, da
     at = resolve_now(now)
     store = configured_store()
     targets = writer_languages(store, languages, except_languages)
+    if isinstance(language_task, Task):  # the commit materializes the change log, from the article log
+        language_task = materializing(language_task, store, writes=("story_changes",),
+                                      reads=("articles",))
     summaries = run_each_language(targets, lambda language: language_task(store, language, at), job)
     for s in summaries:
         logger.info("%s_done %s", job, " ".join(f"{k}={v}" for k, v in s.items()))

@@ -14,6 +14,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, unmapped
 
+from tasks.assets import materializing
 from tasks.clock import resolve_now
 from tasks.events import FEED_PUSHED, EventWaiter
 from tasks.ingest.commit import commit_ingest_task
@@ -50,7 +51,8 @@ def ingest_pass(store: ObjectStore, at: datetime, shards: int, *, skip_idle: boo
     futures = poll_shard_task.map(plan, settings=unmapped(settings), now=unmapped(at),
                                   robots_cache=[robots_for_shard(robots, jobs) for jobs in plan]) if plan else []
     results = [f.result() for f in futures]
-    summary: dict[str, Any] = commit_ingest_task(store, results, at)
+    commit = materializing(commit_ingest_task, store, writes=("articles", "feeds"), reads=("registry",))
+    summary: dict[str, Any] = commit(store, results, at)
     return summary
 
 

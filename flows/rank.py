@@ -14,6 +14,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from tasks.assets import materializing
 from tasks.clock import resolve_now
 from tasks.events import STORIES_COMMITTED, EventWaiter
 from tasks.rank import publish_all_task
@@ -33,7 +34,8 @@ from tasks.storage import ObjectStore, configured_store
 def rank_pass(store: ObjectStore, at: datetime) -> dict[str, Any]:
     """Rank and publish every edition as of ``at``; log and report what was published."""
     logger = get_run_logger()
-    summary = publish_all_task(store, at, get_rank_settings())
+    publish = materializing(publish_all_task, store, writes=("pages",), reads=("story_changes", "articles", "registry"))
+    summary: dict[str, Any] = publish(store, at, get_rank_settings())
     logger.info("rank_done pages=%s published=%d refused=%d not_published=%d stories=%s breaking=%d",
                 summary["pages"], len(summary["published"]), len(summary["refused"]),
                 len(summary["not_published"]), summary["stories"], len(summary["breaking"]))

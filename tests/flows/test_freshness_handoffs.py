@@ -254,3 +254,24 @@ def test_a_ping_recorded_by_the_receiver_is_fetched_at_once(tmp_path: Path) -> N
     assert found, "the pinged publisher's new articles were not fetched"
     assert fetched_after < 15  # the push's pass, not the next minute
     assert service["totals"]["woken_by"].get("event", 0) >= 1
+
+
+def test_rank_materializes_the_pages_asset_from_the_logs(store: ObjectStore) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+
+    from tasks.assets import store_asset
+
+    assert rank_and_publish()["published"]
+    pages = store_asset(store, "pages").key
+    deadline = time.monotonic() + 30
+    found: list[Any] = []
+    while time.monotonic() < deadline and not found:
+        with get_client(sync_client=True) as client:
+            found = client.read_events(filter=EventFilter(  # type: ignore[call-arg]
+                event=EventNameFilter(prefix=["prefect.asset.materialization"]),
+                resource=EventResourceFilter(id=[pages])), limit=50).events
+        time.sleep(0.5)
+    assert found, f"no materialization of {pages}"
+    upstream = {r.id for r in found[0].related if r.role == "asset"}
+    assert {store_asset(store, n).key for n in ("story_changes", "articles", "registry")} <= upstream
