@@ -92,18 +92,6 @@ def emit_flags(flags: Sequence[Mapping[str, str]]) -> int:
                for f in flags)
 
 
-def flush_events(timeout_seconds: float = 5.0) -> None:
-    """Send what is queued now: a short-lived process's events would otherwise wait for its exit."""
-    if _api_url() is None:
-        return
-    try:
-        from prefect.events.worker import EventsWorker
-
-        EventsWorker.drain_all(timeout=timeout_seconds)
-    except Exception as e:  # noqa: BLE001 - see emit
-        log.warning("events_not_flushed error=%r", e)
-
-
 @dataclass(frozen=True, slots=True)
 class ReceivedEvent:
     """One event a waiting flow received: its name, resource id, payload and when it occurred."""

@@ -46,13 +46,15 @@ log = logging.getLogger(__name__)
 
 ServiceName = Literal["ingest", "rank"]
 LIMIT_NAMES: dict[ServiceName, str] = {"ingest": "newsroom-ingest", "rank": "newsroom-rank"}
-"""The Prefect global concurrency limit (of 1) each step's passes hold (``newsroom up`` creates them)."""
+"""The Prefect global concurrency limit (of 1) each step's passes hold (created on first use)."""
 LEASE_SECONDS = 60.0
 """A holder that dies frees its slot after this long (Prefect renews the lease while it lives)."""
 HEARTBEAT_SECONDS = 30.0
 """An idle long-running flow still writes its heartbeat this often."""
 MIN_DUE_WAIT_SECONDS = 1.0
+"""A wake for something falling due is never sooner than this: no hot loop over a feed a pass skips."""
 UNTIL_CHECK_SECONDS = 1.0
+"""A long-running flow checks whether its time is up at least this often."""
 
 
 @dataclass(frozen=True, slots=True)
