@@ -87,6 +87,60 @@ def score_partition(gold: Mapping[str, str], pred: Mapping[str, str]) -> Cluster
     )
 
 
+@dataclass(frozen=True, slots=True)
+class LinkScore:
+    """Pairs of articles of different languages put together (in one linked group) or not."""
+
+    true_links: int
+    false_links: int
+    missed_links: int
+
+    @property
+    def precision(self) -> float:
+        linked = self.true_links + self.false_links
+        return self.true_links / linked if linked else 1.0
+
+    @property
+    def recall(self) -> float:
+        gold = self.true_links + self.missed_links
+        return self.true_links / gold if gold else 1.0
+
+
+def score_cross_language(gold: Mapping[str, str], pred: Mapping[str, str], language: Mapping[str, str]) -> LinkScore:
+    """Precision and recall of the cross-language links alone: over every pair of articles of
+    different languages, whether the prediction puts them together (``pred``: article id →
+    linked group, falling back to the story) against whether they share a gold event (issue 33).
+
+    >>> s = score_cross_language({"a": "x", "b": "x", "c": "y"}, {"a": "1", "b": "1", "c": "1"},
+    ...                          {"a": "en", "b": "zh", "c": "ms"})
+    >>> (s.true_links, s.false_links, s.missed_links)
+    (1, 2, 0)
+    """
+    ids = sorted(gold)
+    labels = {i: pred.get(i, f"\x00singleton:{i}") for i in ids}
+    true = false = missed = 0
+    for n, a in enumerate(ids):
+        for b in ids[n + 1:]:
+            if language.get(a) == language.get(b):
+                continue
+            same_gold, same_pred = gold[a] == gold[b], labels[a] == labels[b]
+            true += same_gold and same_pred
+            false += same_pred and not same_gold
+            missed += same_gold and not same_pred
+    return LinkScore(true, false, missed)
+
+
+def read_languages(path: Path) -> dict[str, str]:
+    """Article id → ``language`` of a corpus file."""
+    out: dict[str, str] = {}
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                out[str(row["id"])] = str(row.get("language"))
+    return out
+
+
 def read_gold(path: Path) -> dict[str, str]:
     """Article id → gold ``event`` of a corpus file."""
     out: dict[str, str] = {}

@@ -26,11 +26,29 @@ The last line is every figure as one JSON object (``bench/headline.py`` reads it
 ``--orders N`` also reruns newsroom on N-1 seeded shuffles of the input lines, because the
 held-out files come in another order: the mean and the worst F1 over orders are printed. A
 shuffle changes the stream order only for the files without ``published_at``.
+
+**Cross-language links** (MMDS): precision and recall over the pairs of articles of different
+languages alone (``bench.bcubed.score_cross_language``), for the shipped rule and, in the same
+run on the same stories, for the rule before issue 33 (the embeddings' mutual best at cosine 0.5,
+no names or numbers).
+
+**Untuned figures** (``--split-tune``, issue 33). Every default was tuned on these dev files, so
+their figures are tuned figures. Each file's stories are split in two halves by a hash of the gold
+event (``SPLIT_SALT``; ECB+ by topic, so both events of a topic fall in one half); each half is
+clustered as a stream of its own. For each half, the
+parameters that file's figure leans on most (``TUNED``) are chosen again on a small grid around
+the shipped values by the best F1 on that half alone, and scored on the other half, beside the
+shipped values on that other half: a figure no parameter was chosen on. Halves hold fewer
+stories that compete for one article than the whole file, so they score differently from it. A
+point is chosen by its F1 among those that keep the shipped values' precision on the tuning half
+(within ``PRECISION_SLACK``): precision comes first.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import itertools
 import json
 import math
 import random
@@ -39,6 +57,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -46,9 +65,19 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bcubed import ClusterScore, read_gold, read_prediction, score_partition  # noqa: E402
-from tasks.cluster_eval import run_cluster_eval  # noqa: E402
+from bench.bcubed import (  # noqa: E402
+    ClusterScore,
+    LinkScore,
+    read_gold,
+    read_languages,
+    read_prediction,
+    score_cross_language,
+    score_partition,
+)
+from tasks.cluster_eval import read_eval_articles, run_cluster_eval  # noqa: E402
 from tasks.progress import terminal_progress  # noqa: E402
+from transforms.clustering import ClusterParams, RepairParams, cluster_and_repair, link_languages  # noqa: E402
+from transforms.features import ArticleFeatures  # noqa: E402
 
 DEFAULT_CORPUS = Path("/work/shared/corpus/clustering")
 FILES = {
@@ -59,6 +88,20 @@ FILES = {
 }
 BASELINE_THRESHOLDS = [round(0.05 * i, 2) for i in range(2, 17)]
 BASELINE_MIN_PRECISION = 0.90
+LINKS_BEFORE = {"link_token_weight": 0.0, "link_score_threshold": 0.5}
+"""The cross-language rule before issue 33: the embeddings' mutual best at cosine 0.5 alone."""
+SPLIT_SALT = "issue-33"
+TUNED: dict[str, dict[str, tuple[float, ...]]] = {
+    "ecbplus": {"join_threshold": (0.25, 0.30, 0.35), "date_conflict_penalty": (0.2, 0.3, 0.4)},
+    "ecbplus-timed": {"join_threshold": (0.25, 0.30, 0.35), "merge_low_threshold": (0.15, 0.2, 0.3),
+                      "merge_embedding_threshold": (0.7, 0.75, 0.8)},
+    "gnews2014": {"headline_embedding_weight": (1.5, 1.75, 2.0), "headline_embedding_offset": (0.25, 0.30, 0.35)},
+    "mmds": {"link_token_weight": (0.0, 0.25, 0.5, 1.0), "link_score_threshold": (0.5, 0.55, 0.6)},
+}
+"""Per file, the parameters chosen again on each half (a grid around the shipped values)."""
+PRECISION_SLACK = 0.005
+"""A grid point is chosen only if its precision on the tuning half is within this of the shipped
+values' there: precision comes first (issue 33)."""
 
 
 def _read_rows(path: Path) -> list[dict[str, object]]:
@@ -141,12 +184,72 @@ def _run_newsroom(path: Path, order_seed: int, workdir: Path) -> tuple[ClusterSc
     )
 
 
+def story_half(event: str, salt: str = SPLIT_SALT) -> int:
+    """Which half of a split by story an event falls in (a stable hash of its gold label)."""
+    return int.from_bytes(hashlib.blake2b(f"{salt}:{event}".encode(), digest_size=4).digest(), "big") % 2
+
+
+def _partition(features: list[ArticleFeatures], params: ClusterParams, linked: bool,
+               repair: RepairParams | None = None) -> dict[str, str]:
+    """Article id → story (or linked group), by the code ``cluster-eval`` runs."""
+    assignments = cluster_and_repair(features, params, repair or RepairParams())
+    story = {a.article_id: a.story_id for a in assignments}
+    if not linked:
+        return story
+    links = link_languages(features, assignments, params)
+    return {aid: links.get(sid, sid) for aid, sid in story.items()}
+
+
+def split_groups(rows: list[dict[str, object]]) -> dict[str, str]:
+    """Article id → what a split by story keeps together: the ECB+ topic where the file has one
+    (its two events share their vocabulary: a half without an event's twin would be easier than
+    any stream), else the gold event."""
+    return {str(r["id"]): str(r.get("topic") or r["event"]) for r in rows}
+
+
+def split_tune(name: str, features: list[ArticleFeatures], gold: dict[str, str],
+               groups: dict[str, str]) -> list[dict[str, object]]:
+    """For each half of the stories: the grid point best on it, scored on the other half, beside
+    the shipped parameters there (see the module doc)."""
+    grid_axes = TUNED[name]
+    names = sorted(grid_axes)
+    points = [dict(zip(names, values, strict=True)) for values in itertools.product(*(grid_axes[n] for n in names))]
+    shipped, shipped_repair = ClusterParams(), RepairParams()
+    repair_fields = {f.name for f in fields(RepairParams)}
+    halves = {h: [f for f in features if story_half(groups[f.article_id]) == h] for h in (0, 1)}
+    scores: dict[tuple[int, int], ClusterScore] = {}
+    for h, part in halves.items():
+        part_gold = {f.article_id: gold[f.article_id] for f in part}
+        for i, point in enumerate([{}, *points]):
+            params = replace(shipped, **{k: v for k, v in point.items() if k not in repair_fields})
+            repair = replace(shipped_repair, **{k: v for k, v in point.items() if k in repair_fields})
+            scores[(h, i)] = score_partition(part_gold, _partition(part, params, name == "mmds", repair))
+    out = []
+    for tuned_on in (0, 1):
+        other = 1 - tuned_on
+        # Precision first: the best F1 among the points that keep the shipped values' precision
+        # on the half they are chosen on (within PRECISION_SLACK).
+        floor = scores[(tuned_on, 0)].bcubed_precision - PRECISION_SLACK
+        allowed = [i for i in range(1, len(points) + 1) if scores[(tuned_on, i)].bcubed_precision >= floor]
+        best = max(allowed or range(1, len(points) + 1), key=lambda i: (scores[(tuned_on, i)].bcubed_f1,
+                                                                         scores[(tuned_on, i)].bcubed_precision, -i))
+        out.append({"file": name, "tuned_on": tuned_on, "chosen": points[best - 1],
+                    "chosen_on_tuning_half": scores[(tuned_on, best)], "chosen_on_other_half": scores[(other, best)],
+                    "shipped_on_other_half": scores[(other, 0)], "articles": (len(halves[tuned_on]), len(halves[other]))})
+    return out
+
+
 def _fmt(s: ClusterScore) -> str:
     return (
         f"{s.bcubed_precision:6.3f} {s.bcubed_recall:6.3f} {s.bcubed_f1:6.3f} "
         f"{s.pairwise_precision:6.3f} {s.pairwise_recall:6.3f} {s.pairwise_f1:6.3f} "
         f"{s.predicted_clusters:5d} {s.gold_clusters:5d}"
     )
+
+
+def _fmt_links(s: LinkScore) -> str:
+    return (f"P {s.precision:.3f} R {s.recall:.3f} ({s.true_links} true, {s.false_links} false, "
+            f"{s.missed_links} missed pairs)")
 
 
 def _revision() -> str:
@@ -166,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--orders", type=int, default=3, help="input orders to run newsroom on (1 = file order)")
     parser.add_argument("--files", nargs="+", choices=sorted(FILES), default=list(FILES))
+    parser.add_argument("--split-tune", action="store_true",
+                        help="also choose each file's main parameters on one half of its stories and score the other")
     args = parser.parse_args(argv)
     print(f"newsroom at {_revision()}")
     figures: dict[str, dict[str, object]] = {}
@@ -206,6 +311,29 @@ def main(argv: list[str] | None = None) -> int:
                     figures[name].update(bcubed_f1=round(score.bcubed_f1, 4), scored_on="linked_id" if name == "mmds"
                                          else "story_id", seconds=round(elapsed, 2),
                                          ratio=round(score.bcubed_f1 / best.bcubed_f1, 3))
+            features: list[ArticleFeatures] | None = None
+            if name == "mmds" or args.split_tune:
+                features = read_eval_articles(path)  # once, for the figures below (the same code, in-process)
+            if name == "mmds":
+                assert features is not None
+                languages = read_languages(path)
+                for label, params in (("links before issue 33", replace(ClusterParams(), **LINKS_BEFORE)),
+                                      ("links now", ClusterParams())):
+                    link = score_cross_language(gold, _partition(features, params, True), languages)
+                    print(f"{name:13} {'cross-language pairs, ' + label:38} {_fmt_links(link)}")
+                    figures[name]["cross_language_" + ("before" if "before" in label else "now")] = {
+                        "precision": round(link.precision, 4), "recall": round(link.recall, 4)}
+            if args.split_tune:
+                assert features is not None
+                for row in split_tune(name, features, gold, split_groups(rows)):
+                    chosen = ", ".join(f"{k}={v}" for k, v in row["chosen"].items())  # type: ignore[attr-defined]
+                    label = f"split: chosen on half {row['tuned_on']} ({chosen})"
+                    print(f"{name:13} {label}")
+                    print(f"{'':13} {'  on the half it was chosen on':38} {_fmt(row['chosen_on_tuning_half'])}")  # type: ignore[arg-type]
+                    print(f"{'':13} {'  on the other half (untuned)':38} {_fmt(row['chosen_on_other_half'])}")  # type: ignore[arg-type]
+                    print(f"{'':13} {'  shipped values, other half':38} {_fmt(row['shipped_on_other_half'])}")  # type: ignore[arg-type]
+                    figures[name][f"split_half{1 - int(row['tuned_on'])}_untuned_bcubed_f1"] = round(  # type: ignore[call-overload]
+                        row["chosen_on_other_half"].bcubed_f1, 4)  # type: ignore[attr-defined]
             if args.orders > 1:
                 scores = linked_f1s if name == "mmds" else f1s
                 label = "linked" if name == "mmds" else "story_id"

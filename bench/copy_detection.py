@@ -8,7 +8,7 @@ Recall: each ECB+ and MMDS article of at least 300 characters is reprinted five 
 dateline prefixed, the headline replaced, a footer appended, the last 20% cut, the paragraphs
 reordered) and all five at once; each reprint is checked against a
 :class:`transforms.clustering.LanguageClusterer` that has assigned every article of the file
-(``LanguageClusterer.find_copy``: the decision ``assign`` would take, without changing the
+(``LanguageClusterer.copy_decision``: the decision ``assign`` would take, without changing the
 clusterer, so one clusterer serves every reprint), and counts as found when the clusterer names
 the original as ``copy_of`` (or the original's own original, when the two are near-duplicates).
 False copies: every pair of distinct ECB+ articles of one event (not listed as near-duplicates
@@ -16,6 +16,13 @@ by 4-shingle Jaccard >= 0.5 or containment >= 0.8, the corpus README's definitio
 copies), fed as original then second article to a fresh clusterer; a false copy is the second
 named as a copy of the first. Every pair is run (no sampling); each article's features and
 shingle set are computed once.
+
+Short texts under every edit (issue 33): the leading paragraphs of each corpus text, cut to 600,
+900, 1,200 and 1,500 characters, reprinted with a dateline, reordered paragraphs, a 15-25% cut
+and a footer at once, six ways each, checked against a clusterer holding the short originals: found
+when named a copy of an article of the same event (its own, or a wire copy of it), by LSH alone
+and by the writer's decision (``LanguageClusterer.copy_decision``: LSH, then the members of the
+story the article would join); and how often an article of another event is named instead.
 
 The last line is the recall and false-copy figures as one JSON object (bench/headline.py reads it).
 
@@ -109,16 +116,20 @@ def main(argv: list[str] | None = None) -> int:
                 if len(str(row["text"])) < 300:
                     continue
                 for kind, (title, text) in _edits(str(row["title"]), str(row["text"])).items():
-                    match = base.find_copy(_features(row, f"reprint-{row['id']}", title, text, len(group) + 1))
+                    match = base.copy_decision(_features(row, f"reprint-{row['id']}", title, text, len(group) + 1))
                     copy_of = None if match is None else match[0]
                     found[kind][0] += copy_of == row["id"] or (copy_of is not None and _same(copy_of, row, group))
                     found[kind][1] += 1
+    short = {} if args.quick else _short_reprints(args.corpus_dir)
     total_found = sum(v[0] for v in found.values())
     total = sum(v[1] for v in found.values())
     print(f"{'edit':12} {'found':>7} {'of':>7} {'recall':>8}")
     for kind, (hit, n) in found.items():
         print(f"{kind:12} {hit:7d} {n:7d} {hit / n:8.4f}")
     print(f"{'all edits':12} {total_found:7d} {total:7d} {total_found / total:8.4f}")
+    for how, (hit, n, across) in short.items():
+        print(f"short texts under every edit, {how}: found {hit} of {n} (missed {n - hit}, "
+              f"{(n - hit) / n:.3%}); named a copy of another event's article: {across}")
 
     rows = [json.loads(line) for line in (args.corpus_dir / "ecbplus-dev.jsonl").open(encoding="utf-8")]
     by_event: dict[str, list[dict[str, object]]] = defaultdict(list)
@@ -158,8 +169,74 @@ def main(argv: list[str] | None = None) -> int:
         "reprint_recall": round(total_found / total, 4), "reprints": total,
         "recall_by_edit": {kind: round(hit / n, 4) for kind, (hit, n) in found.items()},
         "same_event_pairs": pairs, "false_copies": false, "false_copy_rate": round(false / pairs, 6),
+        "short_reprints": {how: {"found": hit, "of": n, "other_event": across} for how, (hit, n, across) in short.items()},
     }))
     return 0
+
+
+SHORT_SIZES = (600, 900, 1200, 1500)
+"""Characters of the short originals: the leading paragraphs of a corpus text up to this length."""
+DATELINES = ("SINGAPORE (Wire) - ", "WASHINGTON, March 3 (Reuters) - ", "KUALA LUMPUR: ")
+FOOTERS = ("\nCopyright 2024 Wire Service. All rights reserved.",
+           "\nThis article originally appeared in The Harbor Ledger. Additional reporting by staff.")
+
+
+def _leading(text: str, size: int) -> str:
+    """The leading paragraphs of ``text``, up to about ``size`` characters."""
+    out: list[str] = []
+    total = 0
+    for paragraph in text.split("\n"):
+        if total + len(paragraph) > size and out:
+            break
+        out.append(paragraph)
+        total += len(paragraph) + 1
+    return "\n".join(out)
+
+
+def _every_edit(text: str, variant: int) -> str:
+    """A reprint with every edit at once: a dateline, paragraphs reordered, 15-25% cut, a footer."""
+    paragraphs = [p for p in text.split("\n") if p.strip()]
+    if len(paragraphs) < 2:
+        paragraphs = [s + "." for s in text.split(". ") if s]
+    moved = paragraphs[1:] + paragraphs[:1] if variant % 2 == 0 else paragraphs[-1:] + paragraphs[:-1]
+    body = "\n".join(moved)
+    cut = body[: int(len(body) * (0.85 - 0.05 * (variant % 3)))]
+    return DATELINES[variant % len(DATELINES)] + cut + FOOTERS[variant % len(FOOTERS)]
+
+
+def _short_reprints(corpus_dir: Path, variants: int = 6) -> dict[str, tuple[int, int, int]]:
+    """Short originals (SHORT_SIZES) reprinted with every edit at once, ``variants`` ways each:
+    how many are found by LSH alone (``find_copy``, the rule before issue 33) and by the writer's
+    decision (``copy_decision``), and how many are named a copy of another event's article."""
+    out = {f"{how}, {size} chars": [0, 0, 0] for how in ("LSH alone", "the writer's decision") for size in SHORT_SIZES}
+    for name in ("ecbplus-dev.jsonl", "mmds-dev.jsonl"):
+        rows = [json.loads(line) for line in (corpus_dir / name).open(encoding="utf-8") if line.strip()]
+        for size in SHORT_SIZES:
+            by_language: dict[str, list[tuple[dict[str, object], str]]] = defaultdict(list)
+            for row in rows:
+                text = _leading(str(row["text"]), size)
+                if len(text) >= 0.7 * size:
+                    by_language[str(row["language"])].append((row, text))
+            for language, group in by_language.items():
+                base = LanguageClusterer(language)
+                for i, (row, text) in enumerate(group):
+                    base.assign(_features(row, str(row["id"]), str(row["title"]), text, i))
+                event_of = {str(row["id"]): str(row["event"]) for row, _ in group}
+                for row, text in group:
+                    for variant in range(variants):
+                        reprint = _features(row, f"reprint-{row['id']}-{variant}", "Other headline",
+                                            _every_edit(text, variant), len(group) + 1)
+                        for how, match in (("LSH alone", base.find_copy(reprint)),
+                                           ("the writer's decision", base.copy_decision(reprint))):
+                            tally = out[f"{how}, {size} chars"]
+                            tally[1] += 1
+                            if match is None:
+                                continue
+                            if event_of.get(match[0]) == str(row["event"]):
+                                tally[0] += 1
+                            else:
+                                tally[2] += 1
+    return {how: (hit, n, across) for how, (hit, n, across) in out.items()}
 
 
 def _same(copy_of: str, row: dict[str, object], group: list[dict[str, object]]) -> bool:

@@ -154,9 +154,10 @@ def _top_cumulative(profiles: list[cProfile.Profile], count: int) -> list[dict[s
 
 
 def _ours(urls: list[str], args: argparse.Namespace) -> tuple[float, Counter[int | None], float, float]:
+    # Feeds only (the farm's items link nowhere): no article workers to start beside the poller (issue 32).
     settings = IngestSettings(  # type: ignore[call-arg]
         allow_private_addresses=True, max_workers=args.workers, host_rate_per_second=args.host_rate,
-        host_burst=args.host_burst, max_items_per_feed=100,
+        host_burst=args.host_burst, max_items_per_feed=100, article_workers=0,
     )
     jobs = [FeedJob(u, u, "p", "en", "US", "", _steady_state(u, args.items_per_feed), 1) for u in urls]
     if args.processes:

@@ -232,6 +232,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     if args.replay:
         env["NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES"] = "true"  # the worker's flows fetch the replay site
+        env["NEWSROOM_SERVING_SOURCES_ALLOW_PRIVATE_ADDRESSES"] = "true"  # a reader may suggest a replay feed
         corpus = default_corpus_dir()
         start = datetime.now(UTC).replace(second=0, microsecond=0)
         cmd = [sys.executable, "-m", "replay", "--port", str(args.replay_port), "--seed", "7",

@@ -261,6 +261,7 @@ def _base_env(plan: LiveDemoPlan) -> dict[str, str]:
     env.update({
         "NEWSROOM_WAREHOUSE_ROOT": str(plan.store_dir),
         "NEWSROOM_INGEST_ALLOW_PRIVATE_ADDRESSES": "true",  # the replay site is on loopback
+        "NEWSROOM_SERVING_SOURCES_ALLOW_PRIVATE_ADDRESSES": "true",  # and so are the sources a reader may suggest
         "DO_NOT_TRACK": "1",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PYTHONUNBUFFERED": "1",

@@ -18,6 +18,7 @@ from tasks.assets import materializing
 from tasks.clock import resolve_now
 from tasks.events import FEED_PUSHED, EventWaiter
 from tasks.ingest.commit import commit_ingest_task
+from tasks.ingest.pending import poll_pending_sources_task
 from tasks.ingest.plan import next_due_at, plan_due_feeds_task
 from tasks.ingest.poll import poll_shard_task
 from tasks.ingest.robots import load_robots_cache_task, robots_for_shard
@@ -42,9 +43,11 @@ def ingest_pass(store: ObjectStore, at: datetime, shards: int, *, skip_idle: boo
     looks); a pass of the minute deployment always commits, as it always did.
     """
     settings = get_ingest_settings()
+    # Sources readers suggested go first: a new one is polled in the run after it was suggested (issue 30).
+    pending = poll_pending_sources_task(store, settings, at)
     plan = plan_due_feeds_task(store, at, shards)
     if skip_idle and not plan:
-        return {"feeds_polled": 0, "new_articles": 0, "idle": True}
+        return {"feeds_polled": 0, "new_articles": 0, "idle": True, "pending_sources": pending}
     # robots.txt verdicts earlier runs fetched and still fresh go to the shards of their hosts
     # (shards may run on workers without the store); the commit writes back those fetched this run.
     robots = load_robots_cache_task(store, at) if plan else {}
@@ -53,11 +56,12 @@ def ingest_pass(store: ObjectStore, at: datetime, shards: int, *, skip_idle: boo
     results = [f.result() for f in futures]
     commit = materializing(commit_ingest_task, store, writes=("articles", "feeds"), reads=("registry",))
     summary: dict[str, Any] = commit(store, results, at)
+    summary["pending_sources"] = pending
     return summary
 
 
 def _log_pass(summary: dict[str, Any], at: datetime) -> None:
-    brief = {k: v for k, v in summary.items() if k not in ("failures", "lag_seconds_by_tier")}
+    brief = {k: v for k, v in summary.items() if k not in ("failures", "lag_seconds_by_tier", "over_budget")}
     get_run_logger().info("ingest_done now=%s %s", at.isoformat(), " ".join(f"{k}={v}" for k, v in brief.items()))
 
 

@@ -10,6 +10,19 @@ imports warehouse, warehouse never imports transforms, flows import neither (iss
 
 from __future__ import annotations
 
+from typing import Literal
+
 
 class NewsroomError(Exception):
     """Base of every error newsroom raises on purpose."""
+
+
+class AddressRefusedError(NewsroomError):
+    """A host that may not be fetched (``newsroom.addresses``): it does not resolve (``dns``) or an
+    address it resolves to is refused (``blocked_address``). Issue 30 moved the rule here, below
+    ingest and serving, which both check it."""
+
+    def __init__(self, kind: Literal["dns", "blocked_address"], message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message

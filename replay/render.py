@@ -135,8 +135,8 @@ def render_rss(publisher: Publisher, articles: Sequence[ReplayArticle], updated_
             f'<guid isPermaLink="true">{_x(a.url)}</guid>'
             f"<description>{_x(snippet(a.text))}</description>"
             f"<pubDate>{_rfc822(a.published_at)}</pubDate>"
-            f"<category>{_x(publisher.section)}</category>"
-            "</item>"
+            + (f"<category>{_x(a.section)}</category>" if a.section else "")
+            + "</item>"
         )
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -144,7 +144,7 @@ def render_rss(publisher: Publisher, articles: Sequence[ReplayArticle], updated_
         "<channel>\n"
         f"<title>{_x(publisher.name)}</title>\n"
         f"<link>{_x(publisher.base_url)}/</link>\n"
-        f"<description>{_x(publisher.name)}: {_x(publisher.section)}</description>\n"
+        f"<description>{_x(publisher.name)}</description>\n"
         f"<language>{publisher.language}-{publisher.region.lower()}</language>\n"
         f"<lastBuildDate>{_rfc822(updated_at)}</lastBuildDate>\n"
         # Wire and lead papers (tier 1) publish all day and set no ttl; the rest ask for 5 minutes.
@@ -172,8 +172,8 @@ def render_atom(publisher: Publisher, articles: Sequence[ReplayArticle], updated
             f"<updated>{_iso(a.published_at)}</updated>"
             f"<author><name>{_x(author_of(a))}</name></author>"
             f'<summary type="text">{_x(snippet(a.text))}</summary>'
-            f'<category term="{_x(publisher.section)}"/>'
-            "</entry>"
+            + (f'<category term="{_x(a.section)}"/>' if a.section else "")
+            + "</entry>"
         )
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -225,9 +225,10 @@ def _json_ld(publisher: Publisher, article: ReplayArticle, author: str, image_ur
         "author": [{"@type": "Person", "name": author}],
         "publisher": {"@type": "NewsMediaOrganization", "name": publisher.name, "url": publisher.base_url + "/"},
         "inLanguage": article.language,
-        "articleSection": publisher.section,
         "mainEntityOfPage": {"@type": "WebPage", "@id": article.url},
     }
+    if article.section:  # a page names a section only where the corpus gives one (issue 33)
+        data["articleSection"] = article.section
     if publisher.paywalled:
         # Google's markup for subscription content: the text is in the page but gated by script.
         data["isAccessibleForFree"] = False
@@ -247,7 +248,11 @@ def render_page(publisher: Publisher, article: ReplayArticle, related: Sequence[
     paragraphs = "\n".join(f"<p>{_x(p)}</p>" for p in split_paragraphs(article.text))
     related_items = "".join(
         f'<li><a href="{_x(r.url)}">{_x(r.title)}</a></li>' for r in related
-    ) or f'<li><a href="/section/{publisher.section}/">{_x(_section_label(publisher.section))}</a></li>'
+    ) or f'<li><a href="/">{_x(ui["home"])}</a></li>'
+    section_meta = (f'<meta property="article:section" content="{_x(article.section)}">\n'
+                    if article.section else "")
+    crumb = (f'<li><a href="/section/{_x(article.section)}/">{_x(_section_label(article.section))}</a></li>'
+             if article.section else "")
     paywall = (
         f'<div class="paywall-notice" role="note"><p>{_x(ui["paywall"])}</p>'
         '<a class="button" href="/subscribe/">Subscribe</a></div>\n' if publisher.paywalled else ""
@@ -270,8 +275,7 @@ def render_page(publisher: Publisher, article: ReplayArticle, related: Sequence[
 <meta property="og:image" content="{_x(image_url)}">
 <meta property="article:published_time" content="{_iso(article.published_at)}">
 <meta property="article:modified_time" content="{_iso(article.published_at)}">
-<meta property="article:section" content="{_x(publisher.section)}">
-<meta name="author" content="{_x(author)}">
+{section_meta}<meta name="author" content="{_x(author)}">
 <script type="application/ld+json">
 {_json_ld(publisher, article, author, image_url)}
 </script>
@@ -285,7 +289,7 @@ def render_page(publisher: Publisher, article: ReplayArticle, related: Sequence[
 <form class="search" action="/search/"><input type="search" name="q" placeholder="Search"></form>
 </header>
 <main>
-<nav class="breadcrumbs" aria-label="Breadcrumb"><ol><li><a href="/">{_x(ui["home"])}</a></li><li><a href="/section/{_x(publisher.section)}/">{_x(_section_label(publisher.section))}</a></li><li aria-current="page">{_x(article.title)}</li></ol></nav>
+<nav class="breadcrumbs" aria-label="Breadcrumb"><ol><li><a href="/">{_x(ui["home"])}</a></li>{crumb}<li aria-current="page">{_x(article.title)}</li></ol></nav>
 <article class="story">
 <header class="story-header">
 <h1>{_x(article.title)}</h1>

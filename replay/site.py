@@ -39,6 +39,7 @@ from replay.corpus import (
     load_corpus,
     sample_corpus,
 )
+from replay.hostile import HOSTILE_PATH, hostile_items, hostile_page
 from replay.hub import Hub
 from replay.render import (
     FEED_SIZE,
@@ -64,10 +65,12 @@ PUBLISHERS_CSV_COLUMNS = ("publisher_id", "name", "domain", "base_url", "region"
 ClockMode = Literal["manual", "speed"]
 PathKind = Literal["feed", "page", "robots", "sitemap", "not_found"]
 Fault = Literal["timeout", "slow_drip", "http_500", "http_503", "http_429", "redirect_loop", "gzip_bomb",
-                "billion_laughs", "wrong_charset", "huge_feed", "garbage_dates", "pages_503"]
+                "billion_laughs", "wrong_charset", "huge_feed", "garbage_dates", "pages_503", "hostile_pages"]
 FAULTS: tuple[Fault, ...] = ("timeout", "slow_drip", "http_500", "http_503", "http_429", "redirect_loop",
                              "gzip_bomb", "billion_laughs", "wrong_charset", "huge_feed", "garbage_dates",
-                             "pages_503")
+                             "pages_503", "hostile_pages")
+PAGE_FAULTS: frozenset[Fault] = frozenset({"pages_503", "hostile_pages"})
+"""Faults of the article pages: the feeds answer as usual (``hostile_pages`` adds its items to them)."""
 FAULT_HANG_SECONDS = 30.0
 """A ``timeout`` feed holds the connection this long (or until the fault is cleared) without answering."""
 DRIP_BYTES = 16
@@ -419,8 +422,9 @@ class ReplaySite:
         DRIP_BYTES per DRIP_INTERVAL_SECONDS), ``http_500``, ``http_503`` (Retry-After 120),
         ``http_429`` (Retry-After 600), ``redirect_loop``, ``gzip_bomb`` (64 MiB of zeros),
         ``billion_laughs`` (the feed behind nested entity declarations), ``wrong_charset`` (cp1252
-        bytes declared as UTF-8), ``huge_feed`` (the feed padded past 10 MB), ``garbage_dates``, and
-        ``pages_503`` (the feeds are fine, the article pages answer 503).
+        bytes declared as UTF-8), ``huge_feed`` (the feed padded past 10 MB), ``garbage_dates``,
+        ``pages_503`` (the feeds are fine, the article pages answer 503) and ``hostile_pages`` (the RSS
+        feed also lists the hostile items of :mod:`replay.hostile`, whose pages are served as built).
 
         Raises:
             ValueError: an unknown fault name.
@@ -495,6 +499,21 @@ class ReplaySite:
             self._cache[key] = doc
         return doc
 
+    def _hostile_feed(self, publisher: Publisher, doc: _Cached) -> _Cached:
+        """The RSS feed ``doc`` with the hostile items first (published at the feed's own time)."""
+        key = ("hostile", doc.etag)
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        text = doc.body.decode("utf-8")
+        at = text.find("<item>") if "<item>" in text else text.find("</channel>")
+        body = (text[:at] + hostile_items(publisher.base_url, doc.last_modified) + text[at:]).encode("utf-8")
+        hostile = _cached(body, doc.last_modified, doc.content_type)
+        with self._lock:
+            self._cache[key] = hostile
+        return hostile
+
     def _page(self, publisher: Publisher, article: ReplayArticle) -> _Cached:
         key = ("page", article.article_id)
         with self._lock:
@@ -529,7 +548,7 @@ class ReplaySite:
         for p in self._publishers:
             writer.writerow([p.publisher_id, p.name, p.domain, p.base_url, p.region, p.language, p.tier,
                              p.authority, str(p.paywalled).lower(), str(p.opted_out).lower(), p.rss_url,
-                             p.section])
+                             p.section or ""])
         return out.getvalue()
 
     def _schedule_json(self) -> list[dict[str, object]]:
@@ -725,7 +744,9 @@ class _Handler(BaseHTTPRequestHandler):
             kind = "feed"
             doc = site._feed(publisher, "rss" if path.endswith("rss.xml") else "atom")
             fault = site.faults.get(pid)
-            if fault is not None and fault != "pages_503":
+            if fault == "hostile_pages" and path.endswith("rss.xml"):
+                doc = site._hostile_feed(publisher, doc)
+            if fault is not None and fault not in PAGE_FAULTS:
                 site._count(pid, kind)
                 site._count(pid, "fault")
                 self._serve_fault(publisher, fault, doc)
@@ -735,6 +756,20 @@ class _Handler(BaseHTTPRequestHandler):
             released = site.released(pid)
             updated_at = released[-1].published_at if released else site._start
             doc = _cached(render_sitemap(released, publisher), updated_at, "application/xml; charset=utf-8")
+        elif path.startswith(HOSTILE_PATH) and site.faults.get(pid) == "hostile_pages":
+            site._count(pid, "fault")
+            try:
+                body, headers = hostile_page(path.removeprefix(HOSTILE_PATH))
+            except KeyError:
+                body, headers = b"", {}
+            try:
+                if not body:
+                    self._send(404, b"no such hostile page\n", "text/plain; charset=utf-8")
+                else:
+                    self._send(200, body, "text/html; charset=utf-8", extra=headers)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client stopped reading at its cap: expected
+            return
         elif path.startswith("/articles/") and site.faults.get(pid) == "pages_503":
             site._count(pid, "fault")
             self._send(503, b"replay fault pages_503\n", "text/plain; charset=utf-8")

@@ -10,15 +10,19 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from serving.atom import AtomFeeds
 from serving.cache import SnapshotCache
 from serving.clicks import BufferedClickLog, ClickLog
 from serving.deps import InFlightLimit
 from serving.feed import PoolCache
 from serving.handlers import install_error_handlers
 from serving.head import HeadAsGetMiddleware
+from serving.live import LiveHub
+from serving.profile_cache import ProfileCache
 from serving.profiles import ProfileStore, SqliteProfileStore
 from serving.routes import api_router
 from serving.routes.reader import STATIC_DIR
+from serving.search import SearchService
 from serving.settings import ServingSettings, get_settings
 from serving.signing import Signer
 from serving.topics import TopicPages
@@ -65,7 +69,8 @@ def create_app(
             warehouse settings name.
         settings: Serving settings; None reads them from the environment.
         profiles: The reader profile store; None opens the one the settings name (PostgreSQL at
-            ``settings.profiles_url``, else SQLite at ``settings.profiles_path``).
+            ``settings.profiles_url``, else SQLite at ``settings.profiles_path``). Either way the
+            app reads it through a ``ProfileCache`` (``settings.profile_cache_size`` profiles).
         click_log: Where clicks go; None buffers them and writes a segment to ``store`` every
             ``settings.click_flush_seconds``.
 
@@ -76,6 +81,7 @@ def create_app(
     settings = settings or get_settings()
     store = store if store is not None else _open_default_store()
     cache = SnapshotCache(store)
+    search = SearchService(store)
     secret = settings.hmac_key.get_secret_value() if settings.hmac_key is not None else None
     signer = Signer.from_secret(
         secret,
@@ -83,7 +89,11 @@ def create_app(
         session_ttl_seconds=settings.session_ttl_seconds,
     )
     owns_profiles = profiles is None
-    profiles = profiles if profiles is not None else open_profile_store(settings)
+    store_of_profiles = profiles if profiles is not None else open_profile_store(settings)
+    cached_profiles = ProfileCache(store_of_profiles, size=settings.profile_cache_size,
+                                   poll_seconds=settings.profile_cache_poll_seconds)
+    live = LiveHub(store, cache, search, cached_profiles, max_connections=settings.live_max_connections,
+                   poll_seconds=settings.live_poll_seconds)
     owns_clicks = click_log is None
     clicks: ClickLog = click_log if click_log is not None else BufferedClickLog(
         store, flush_seconds=settings.click_flush_seconds, max_buffered=settings.click_buffer_max)
@@ -91,6 +101,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await asyncio.to_thread(cache.refresh)
+        await asyncio.to_thread(search.refresh)
         state = cache.state
         logger.info(
             "serving_started pages=%d stories_version=%s",
@@ -98,16 +109,22 @@ def create_app(
             state.stories.version if state.stories else None,
         )
         cache.start(settings.refresh_seconds)
+        search.start(settings.refresh_seconds)
+        cached_profiles.start()
+        live.start()
         if isinstance(clicks, BufferedClickLog):
             clicks.start()
         try:
             yield
         finally:
+            await asyncio.to_thread(live.stop)
             await asyncio.to_thread(cache.stop)
+            await asyncio.to_thread(search.close)
+            await asyncio.to_thread(cached_profiles.stop)
             if owns_clicks:  # SIGTERM: the buffered clicks are written before the process exits
                 await asyncio.to_thread(clicks.close)
             if owns_profiles:
-                profiles.close()
+                store_of_profiles.close()
 
     app = FastAPI(
         title="newsroom",
@@ -118,10 +135,14 @@ def create_app(
     app.state.cache = cache
     app.state.settings = settings
     app.state.signer = signer
-    app.state.profiles = profiles
+    app.state.profiles = cached_profiles
     app.state.click_log = clicks
-    app.state.pools = PoolCache(cache)
+    app.state.pools = PoolCache(cache, signer)
     app.state.topics = TopicPages(cache)
+    app.state.search = search
+    app.state.atom = AtomFeeds()
+    app.state.live = live
+    app.state.store = store
     app.state.personal_limit = InFlightLimit(settings.personal_max_in_flight)
     install_error_handlers(app)
     app.include_router(api_router)

@@ -98,3 +98,36 @@ class ProfileStoreError(ServingError):
 
 class ClickLogError(ServingError):
     """The clicks log could not store a click (the object store is unreachable or failing)."""
+
+
+class SearchUnavailableError(ServingError):
+    """No search index is loaded yet (none published, or none this replica could read): 503."""
+
+    def __init__(self) -> None:
+        super().__init__("search is not available yet; try again shortly")
+
+
+class TooManyError(ServingError):
+    """A reader is past a limit (subscriptions a day, keywords followed): 429 or 409, nothing written."""
+
+    def __init__(self, message: str, *, status: int = 429, retry_after_seconds: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after_seconds = retry_after_seconds
+
+
+class LiveStreamsFullError(ServingError):
+    """This replica holds as many live streams as it may: 503 with Retry-After (another replica may have room)."""
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__("too many live streams on this server; reconnect shortly")
+        self.retry_after_seconds = retry_after_seconds
+
+
+class SourceRefusedError(ServingError):
+    """A source a reader suggested that cannot be taken: not a URL we may fetch, a private address,
+    no feed there (422), or unreachable (502). The message names why, never the URL."""
+
+    def __init__(self, message: str, *, status: int = 422) -> None:
+        super().__init__(message)
+        self.status = status

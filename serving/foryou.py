@@ -1,11 +1,14 @@
 """For you: re-rank an edition's candidate pool for one reader. Pure: no I/O, no clock.
 
 score = importance × (1 + affinity), where importance is the story's published score and
-affinity adds, each in [0, 1]: a followed topic (1), a followed source (1), the reader's decayed
-topic weight and source weight (relative to their strongest), and the overlap of the story's
-title terms with the reader's interest vector (half weight). Hidden stories, stories whose every
+affinity adds, each in [0, 1]: a followed topic (1), a followed keyword (1: the story matches a
+query the reader follows, issue 30), a followed source (1), the reader's decayed topic weight and
+source weight (relative to their strongest), and the overlap of the story's title terms with the
+reader's interest vector (half weight). Hidden stories, stories whose every
 source is hidden, and stories already read (unless updated since) are dropped. No topic appears
-more than ``max_run`` times in a row.
+more than ``max_run`` times in a row. A section filter (``only``) ranks the stories of one section
+as if the pool held only them. The order is made lazily (``Ranking.iter_order``): a page needs its
+first stories, so only the best scores are sorted unless paging goes past them.
 
 This lives in ``serving`` because it runs on every For-you request and ``serving`` must not
 import ``transforms``. Story titles are split into terms by ``warehouse.profiles.title_terms``, the
@@ -15,6 +18,7 @@ one function the profiles flow keys the interest vector with.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -24,10 +28,17 @@ import numpy as np
 from newsroom.times import parse_iso_datetime
 from serving.profiles import Profile
 from warehouse.profiles import title_terms
+from warehouse.search_index import SearchQuery, SearchQueryError, parse_query, story_tokens
 
 MAX_RUN = 2
 TOP_STORIES_REASON = "Top story in your edition"
 TERM_WEIGHT = 0.5
+KEYWORD_WEIGHT = 1.0
+"""A story matching a followed keyword counts as much as one in a followed topic."""
+MAX_KEYWORD_MASKS = 4096
+"""Keywords whose matches a pool remembers (shared by every reader following them)."""
+
+
 def section_label(slug: str) -> str:
     """``"climate-tech"`` → ``"Climate tech"``."""
     text = re.sub(r"[-_]+", " ", slug).strip()
@@ -53,6 +64,7 @@ class Candidate:
     terms: frozenset[str]
     updated_at: float
     story: Mapping[str, Any]
+    sorted_publishers: tuple[str, ...] = ()
 
 
 class Pick(NamedTuple):
@@ -87,6 +99,7 @@ def candidate_of(story: Mapping[str, Any]) -> Candidate:
         terms=frozenset(title_terms(str(story.get("title") or ""))),
         updated_at=_epoch(story.get("updated_at")),
         story=story,
+        sorted_publishers=tuple(sorted({str(s["publisher_id"]) for s in sources})),
     )
 
 
@@ -149,13 +162,57 @@ class CandidatePool:
         topic_ids: dict[str, int] = {}
         self.run_topic = np.asarray([topic_ids.setdefault(c.topic, len(topic_ids)) for c in self.candidates],
                                     dtype=np.int64)
+        self.run_topics = self.run_topic.tolist()
         self.source_count = np.bincount(self.publishers.rows, minlength=n)
+        self._sections: dict[str, np.ndarray] = {}
+        self._tokens: list[tuple[list[str], frozenset[str]]] | None = None
+        self._keywords: dict[str, np.ndarray] = {}
+
+    def keyword_mask(self, query: SearchQuery) -> np.ndarray:
+        """Which candidates match ``query`` (headline, source headlines, snippet, publishers, sections,
+        entities, cut by the search index's own analyzer); memoised per pool for every reader."""
+        found = self._keywords.get(query.text)
+        if found is None:
+            if self._tokens is None:
+                self._tokens = [(t, frozenset(t)) for t in (_candidate_tokens(c) for c in self.candidates)]
+            found = np.fromiter((query.matches(t, present) for t, present in self._tokens), dtype=bool, count=self.n)
+            if len(self._keywords) >= MAX_KEYWORD_MASKS:
+                self._keywords.clear()
+            self._keywords[query.text] = found  # a race computes it twice: harmless
+        return found
+
+    def in_section(self, section: str) -> np.ndarray:
+        """Which candidates list ``section`` among their sections (a boolean mask, memoised per pool)."""
+        found = self._sections.get(section)
+        if found is None:
+            found = np.asarray([section in (c.story.get("sections") or ()) for c in self.candidates], dtype=bool)
+            self._sections[section] = found  # a race computes the same mask twice: harmless
+        return found
 
     def __len__(self) -> int:
         return self.n
 
     def __iter__(self) -> Iterator[Candidate]:
         return iter(self.candidates)
+
+
+def _candidate_tokens(c: Candidate) -> list[str]:
+    story = c.story
+    sources = [s for s in story.get("sources") or [] if isinstance(s, Mapping)]
+    return story_tokens(str(story.get("title") or ""), [str(s.get("title") or "") for s in sources],
+                        str(story.get("snippet") or ""),
+                        [*sorted(set(c.publisher_names.values())), *c.topics])
+
+
+def _keyword_queries(profile: Profile) -> list[tuple[str, SearchQuery]]:
+    """The reader's keywords, parsed (one stored by an older release and no longer valid is left out)."""
+    out = []
+    for text in sorted(profile.followed_keywords):
+        try:
+            out.append((text, parse_query(text)))
+        except SearchQueryError:
+            continue
+    return out
 
 
 def build_pool(pages: Iterable[Sequence[Mapping[str, Any]]]) -> CandidatePool:
@@ -177,51 +234,102 @@ def _relative(weights: Mapping[str, float]) -> dict[str, float]:
     return {k: v / top for k, v in weights.items() if v > 0}
 
 
-def _limit_runs(order: list[int], topics: list[int], max_run: int) -> list[int]:
-    """Reorder greedily so that no topic appears more than ``max_run`` times in a row.
+def _limit_runs(order: Iterable[int], topics: list[int], max_run: int) -> list[int]:
+    """Reorder greedily so that no topic appears more than ``max_run`` times in a row."""
+    return list(_runs_limited(order, topics, max_run))
+
+
+def _runs_limited(order: Iterable[int], topics: list[int], max_run: int) -> Iterator[int]:
+    """``_limit_runs`` as it goes: each pick is yielded as soon as it is placed.
 
     One pass: a pick that would extend a full run waits in ``deferred`` and goes in as soon as
-    the run is broken, so the result stays as close to score order as the rule allows.
+    the run is broken, so the result stays as close to score order as the rule allows. What has
+    been yielded never depends on the input not yet read, so a page can stop reading early.
     """
-    out: list[int] = []
-    deferred: list[int] = []
+    deferred: deque[int] = deque()
     last, run = -1, 0
-
-    def take(i: int) -> None:
-        nonlocal last, run
-        out.append(i)
-        t = topics[i]
-        run = run + 1 if t == last else 1
-        last = t
-
     for i in order:
         while deferred and not (run >= max_run and topics[deferred[0]] == last):
-            take(deferred.pop(0))
+            j = deferred.popleft()
+            run, last = (run + 1 if topics[j] == last else 1), topics[j]
+            yield j
         if run >= max_run and topics[i] == last:
             deferred.append(i)
         else:
-            take(i)
+            run, last = (run + 1 if topics[i] == last else 1), topics[i]
+            yield i
     while deferred:  # only one topic is left: nothing can break the run
-        take(deferred.pop(0))
-    return out
+        j = deferred.popleft()
+        run, last = (run + 1 if topics[j] == last else 1), topics[j]
+        yield j
 
 
-@dataclass(frozen=True, slots=True)
+SORTED_FIRST = 128
+"""How many of the best scores are sorted first; the rest only when paging reads past them."""
+
+
+def _by_score(kept: np.ndarray, scores: np.ndarray, id_rank: np.ndarray) -> Iterator[int]:
+    """``kept`` by score, best first, ties by story id: the best ``SORTED_FIRST`` (and every tie with
+    the last of them) sorted at once, the rest only if asked for."""
+    def ordered(ix: np.ndarray) -> list[int]:
+        return ix[np.lexsort((id_rank[ix], -scores[ix]))].tolist()  # type: ignore[no-any-return]
+
+    if len(kept) <= 2 * SORTED_FIRST:
+        yield from ordered(kept)
+        return
+    values = scores[kept]
+    cut = np.partition(values, len(values) - SORTED_FIRST)[len(values) - SORTED_FIRST]
+    best = values >= cut  # every score above the cut and every tie at it: nothing below can come first
+    yield from ordered(kept[best])
+    yield from ordered(kept[~best])
+
+
 class Ranking:
-    """A reader's order over a pool. Reasons are worded only for the picks a page shows."""
+    """A reader's order over a pool, made as it is read. Reasons are worded only for the picks a page shows."""
 
-    pool: CandidatePool
-    profile: Profile
-    order: tuple[int, ...]
-    scores: np.ndarray
+    __slots__ = ("pool", "profile", "scores", "topic_w", "source_w", "keywords", "_kept", "_max_run", "_order")
+
+    def __init__(self, pool: CandidatePool, profile: Profile, scores: np.ndarray, kept: np.ndarray, max_run: int,
+                 topic_w: Mapping[str, float], source_w: Mapping[str, float],
+                 keywords: Sequence[tuple[str, np.ndarray]] = ()) -> None:
+        self.pool = pool
+        self.profile = profile
+        self.scores = scores
+        self.topic_w = topic_w
+        """The reader's relative topic weights, worked out once for every reason (and ``source_w``)."""
+        self.source_w = source_w
+        self.keywords = keywords
+        """The reader's keywords and which candidates match each, for the reasons."""
+        self._kept = kept
+        self._max_run = max_run
+        self._order: tuple[int, ...] | None = None
+
+    def iter_order(self) -> Iterator[int]:
+        """Pool positions, best first: a page reads what it needs and stops."""
+        if self._order is not None:
+            return iter(self._order)
+        return _runs_limited(_by_score(self._kept, self.scores, self.pool.id_rank), self.pool.run_topics,
+                             self._max_run)
+
+    @property
+    def order(self) -> tuple[int, ...]:
+        """The whole order."""
+        if self._order is None:
+            self._order = tuple(self.iter_order())
+        return self._order
 
     def __len__(self) -> int:
-        return len(self.order)
+        return len(self._kept)
 
     def pick(self, i: int) -> Pick:
         """Pool candidate ``i`` with this reader's score and reason."""
         c = self.pool.candidates[i]
-        return Pick(c, float(self.scores[i]), reason_for(c, self.profile))
+        return Pick(c, float(self.scores[i]), self.reason(i))
+
+    def reason(self, i: int) -> str:
+        """Why pool candidate ``i`` is in this reader's For you."""
+        matched = [text for text, mask in self.keywords if mask[i]]
+        return _reason(self.pool.candidates[i], self.profile, self.topic_w, self.source_w, matched)
 
     def picks(self, start: int = 0, stop: int | None = None) -> list[Pick]:
         return [self.pick(i) for i in self.order[start:stop]]
@@ -229,17 +337,28 @@ class Ranking:
 
 def reason_for(c: Candidate, profile: Profile) -> str:
     """Why ``c`` is in this reader's For you, in the order the re-rank weighs things."""
-    topic_w = _relative(profile.topic_weights)
+    tokens = _candidate_tokens(c)
+    present = frozenset(tokens)
+    keywords = [text for text, q in _keyword_queries(profile) if q.matches(tokens, present)]
+    return _reason(c, profile, _relative(profile.topic_weights), _relative(profile.source_weights), keywords)
+
+
+def _reason(c: Candidate, profile: Profile, topic_w: Mapping[str, float], source_w: Mapping[str, float],
+            keywords: Sequence[str] = ()) -> str:
     for t, label in zip(c.topics, c.topic_labels, strict=True):
         if t in profile.followed_topics:
             return f"Because you follow {label}"
-    for p in sorted(c.publisher_ids):
-        if p in profile.followed_sources:
-            return f"Because you follow {c.publisher_names[p]}"
+    if keywords:
+        return f"Because you follow \u201c{keywords[0]}\u201d"
+    if profile.followed_sources:
+        for p in c.sorted_publishers or sorted(c.publisher_ids):
+            if p in profile.followed_sources:
+                return f"Because you follow {c.publisher_names[p]}"
     for t, label in zip(c.topics, c.topic_labels, strict=True):
         if topic_w.get(t, 0.0) >= 0.5:
             return f"Because you read about {label}"
-    source_w = _relative(profile.source_weights)
+    if not source_w:
+        return TOP_STORIES_REASON
     strong = [p for p in c.publisher_ids if source_w.get(p, 0.0) >= 0.5]
     if strong:
         best = max(strong, key=lambda p: (source_w[p], p))
@@ -247,12 +366,24 @@ def reason_for(c: Candidate, profile: Profile) -> str:
     return TOP_STORIES_REASON
 
 
-def rank_for_you(pool: CandidatePool, profile: Profile, *, max_run: int = MAX_RUN) -> Ranking:
-    """The pool ordered for ``profile``. Deterministic for equal inputs; vectorised over the pool."""
+def rank_for_you(
+    pool: CandidatePool, profile: Profile, *, max_run: int = MAX_RUN, only: np.ndarray | None = None
+) -> Ranking:
+    """The pool ordered for ``profile``. Deterministic for equal inputs; vectorised over the pool.
+
+    Args:
+        pool: The edition's candidates.
+        profile: The reader's profile.
+        max_run: Most stories of one topic in a row.
+        only: A boolean mask over the pool (a section filter): the other candidates are left out
+            before ranking, so the run limit applies among the ones shown.
+    """
     n = pool.n
+    topic_w = _relative(profile.topic_weights)
+    source_w = _relative(profile.source_weights)
     if n == 0:
-        return Ranking(pool, profile, (), np.zeros(0))
-    topic_vec = pool.topics.vector(_relative(profile.topic_weights))
+        return Ranking(pool, profile, np.zeros(0), np.zeros(0, dtype=np.int64), max_run, topic_w, source_w)
+    topic_vec = pool.topics.vector(topic_w)
     topic_vec += pool.topics.vector(dict.fromkeys(profile.followed_topics, 1.0))
     affinity = pool.topics.per_story_sum(topic_vec, n)
     if profile.followed_sources:
@@ -260,13 +391,16 @@ def rank_for_you(pool: CandidatePool, profile: Profile, *, max_run: int = MAX_RU
             pool.publishers.vector(dict.fromkeys(profile.followed_sources, 1.0)), n
         )
     if profile.source_weights:
-        affinity += pool.publishers.per_story_max(pool.publishers.vector(_relative(profile.source_weights)), n)
+        affinity += pool.publishers.per_story_max(pool.publishers.vector(source_w), n)
     if profile.term_weights:
         overlap = pool.terms.per_story_sum(pool.terms.vector(_relative(profile.term_weights)), n)
         affinity += TERM_WEIGHT * np.minimum(overlap, 1.0)
+    keywords = [(text, pool.keyword_mask(query)) for text, query in _keyword_queries(profile)]
+    if keywords:
+        affinity += KEYWORD_WEIGHT * np.logical_or.reduce([mask for _, mask in keywords])
     scores = pool.importance * (1.0 + affinity)
 
-    keep = np.ones(n, dtype=bool)
+    keep = np.ones(n, dtype=bool) if only is None else only.copy()
     for sid in profile.hidden_stories:
         i = pool.index.get(sid)
         if i is not None:
@@ -279,10 +413,7 @@ def rank_for_you(pool: CandidatePool, profile: Profile, *, max_run: int = MAX_RU
         if i is not None and pool.updated_at[i] <= read_at:
             keep[i] = False
 
-    kept = np.flatnonzero(keep)
-    ranked = kept[np.lexsort((pool.id_rank[kept], -scores[kept]))]
-    order = _limit_runs(ranked.tolist(), pool.run_topic.tolist(), max_run)
-    return Ranking(pool, profile, tuple(order), scores)
+    return Ranking(pool, profile, scores, np.flatnonzero(keep), max_run, topic_w, source_w, keywords)
 
 
 def rerank_for_you(pool: CandidatePool, profile: Profile, *, max_run: int = MAX_RUN) -> list[Pick]:

@@ -21,18 +21,23 @@ from serving.errors import (
     BadCursorError,
     CursorExpiredError,
     InvalidTokenError,
+    LiveStreamsFullError,
     NotSignedInError,
     OverloadedError,
     PageNotFoundError,
     ProfileStoreError,
+    SearchUnavailableError,
+    SourceRefusedError,
     StoryMovedError,
     StoryNotFoundError,
+    TooManyError,
     TopicNotFoundError,
     UnknownArticleError,
     UnsignableUrlError,
 )
 from serving.responses import SHARED_CACHE_CONTROL
 from warehouse.errors import SnapshotNotFoundError
+from warehouse.search_index import SearchQueryError
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +84,21 @@ async def handle_newsroom_error(request: Request, exc: Exception) -> Response:
             status_code=503,
             headers={"Retry-After": "5", **_PRIVATE},
         )
+    if isinstance(exc, SearchQueryError):
+        # The message says what is wrong with the query and never repeats it.
+        return JSONResponse({"detail": f"invalid query: {exc}"}, status_code=400, headers=_NO_STORE)
+    if isinstance(exc, SearchUnavailableError):
+        return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "30", **_NO_STORE})
+    if isinstance(exc, LiveStreamsFullError):
+        return JSONResponse({"detail": str(exc)}, status_code=503,
+                            headers={"Retry-After": str(exc.retry_after_seconds), **_NO_STORE})
+    if isinstance(exc, TooManyError):
+        headers = dict(_PRIVATE)
+        if exc.retry_after_seconds is not None:
+            headers["Retry-After"] = str(exc.retry_after_seconds)
+        return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers=headers)
+    if isinstance(exc, SourceRefusedError):
+        return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers=_PRIVATE)
     if isinstance(exc, UnknownArticleError):
         return JSONResponse({"detail": str(exc)}, status_code=404)
     if isinstance(exc, UnsignableUrlError):

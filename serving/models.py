@@ -118,6 +118,35 @@ class TopicPagePublic(BaseModel):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at the end.")
 
 
+class SearchCardPublic(StoryPublic):
+    has_coverage: bool = Field(description="Its Full Coverage opens (`GET /v1/stories/{id}`): some edition lists "
+                                           "it. A story no page lists is found by search all the same, with its "
+                                           "representative article.")
+
+
+class FacetValuePublic(BaseModel):
+    value: str
+    count: int
+    label: str | None = Field(default=None, description="A display name (publishers).")
+
+
+class SearchPagePublic(BaseModel):
+    query: str = Field(description="The query as understood, in its one spelling.")
+    edition: str | None
+    section: str | None
+    publisher: str | None
+    language: str | None
+    since: str | None
+    version: int = Field(description="The search index version that answered.")
+    as_of: str = Field(description="When that version was built.")
+    total: int = Field(description="Stories matching, with the filters.")
+    stories: list[SearchCardPublic] = Field(description="Best first: relevance (BM25), then the most recently updated.")
+    facets: dict[str, list[FacetValuePublic]] = Field(
+        description="`section`, `publisher` and `language`: the values among the matches and how many stories "
+                    "have each, each counted with the other filters but not its own.")
+    next_offset: int | None = Field(description="Pass as `offset` for the next page; null at the end.")
+
+
 class VersionPublic(BaseModel):
     edition: str
     section: str
@@ -165,11 +194,49 @@ class SessionPublic(BaseModel):
 
 class ProfilePublic(BaseModel):
     reader: str
-    follows: dict[str, list[str]] = Field(description="`topic` and `source` ids followed.")
+    follows: dict[str, list[str]] = Field(description="`topic` and `source` ids followed, and `keyword`: the "
+                                                      "queries followed, each in its one spelling.")
+    breaking_alerts: bool = Field(default=False, description="Opted in to Breaking alerts on the live stream.")
     hides: dict[str, list[str]] = Field(description="`source` and `story` ids hidden.")
     topic_weights: dict[str, float] = Field(description="Decayed topic weights from clicks, strongest first.")
     source_weights: dict[str, float]
     reads: int = Field(description="Stories read (the last 200 are kept).")
+
+
+class KeywordRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=800, description="A search query (the language of `GET /v1/search`).")
+
+
+class SubscriptionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(min_length=1, max_length=4096, description="A site's or a feed's address (http or https).")
+
+
+class PendingItemPublic(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    title: str | None = None
+    link: str | None = None
+
+
+class SubscriptionPublic(BaseModel):
+    feed_id: str
+    feed_url: str = Field(description="The feed found (the address itself, or one its page names).")
+    site_url: str
+    title: str
+    created_at: int = Field(description="Unix seconds.")
+    status: str = Field(description="`pending` (waiting for an operator; polled by ingest), `accepted` (in the "
+                                    "registry: read like any other source) or `failing` (ingest's last poll failed).")
+    polled_at: str | None = Field(default=None, description="When ingest last polled it.")
+    error: str | None = Field(default=None, description="What went wrong at that poll.")
+    items: list[PendingItemPublic] = Field(default_factory=list, description="Its latest items at that poll.")
+
+
+class SubscriptionListPublic(BaseModel):
+    sources: list[SubscriptionPublic]
 
 
 class HideRequest(BaseModel):
@@ -187,7 +254,7 @@ class HideRequest(BaseModel):
 
 class ClickTokenRequest(BaseModel):
     article_id: str = Field(min_length=1, max_length=200)
-    surface: Literal["top", "section", "topic", "story", "for_you"] = "top"
+    surface: Literal["top", "section", "topic", "story", "for_you", "search"] = "top"
     position: int = Field(default=0, ge=0, le=10_000)
 
 
@@ -232,6 +299,8 @@ class HealthPublic(BaseModel):
     )
     pages: int = Field(description="Pages held in memory, live or standing in.")
     stories_version: int | None = Field(description="Version of the story snapshot held, if any.")
+    search_version: int | None = Field(default=None, description="Version of the search index held, if any "
+                                                                 "(issue 30; GET /v1/search answers 503 without one).")
     degraded: list[DegradedPublic] = Field(default_factory=list,
                                            description="What the last refresh could not serve as published.")
 

@@ -8,8 +8,11 @@ psycopg 3 connection pool. Choices:
   lock, so replicas starting together migrate once). A replica whose database is down still
   starts and serves every shared page; personal calls fail with ProfileStoreError (For you falls
   back to top stories, profile writes answer 503) until it is back.
-* **One round trip per For-you request.** ``load`` reads follows, hides, reads and weights in one
-  statement; psycopg prepares it after a few uses.
+* **One round trip per profile read.** ``load`` reads follows, hides, reads, weights and the
+  reader's version in one statement; psycopg prepares it after a few uses. Each write is one
+  statement too: the change and the reader's version (``profile_versions``) in a data-modifying
+  ``with``. Replicas cache profiles (``serving/profile_cache.py``) and ask ``changed_since`` about
+  once a second which readers' versions moved (issue 29).
 * **A server restart costs nobody a request.** Every call is idempotent (inserts that ignore a
   duplicate, deletes, a ``greatest`` upsert, reads), so a call that finds its connection dropped
   is run once more on a fresh one after the pool checks its idle connections.
@@ -30,9 +33,19 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from serving.errors import ProfileStoreError
-from serving.profiles import MAX_READS, FollowKind, HideKind, Profile, profile_from_rows
+from serving.profiles import (
+    MAX_READS,
+    SUBSCRIPTION_DAY_SECONDS,
+    FollowKind,
+    HideKind,
+    Profile,
+    ProfileChanges,
+    Subscription,
+    SubscriptionOutcome,
+    profile_from_rows,
+)
 from warehouse.errors import ProfileDbError
-from warehouse.profile_db import migrate_profiles, redact_url
+from warehouse.profile_db import TOUCH_PROFILE_POSTGRES, migrate_profiles, redact_url
 
 logger = logging.getLogger(__name__)
 
@@ -47,14 +60,38 @@ select 'follow', kind, target_id, 0::float8 from follows where reader_hash = %(r
 union all select 'hide', kind, target_id, 0::float8 from hides where reader_hash = %(r)s
 union all select 'read', '', story_id, read_at from reads where reader_hash = %(r)s
 union all select 'weight', kind, key, weight from weights where reader_hash = %(r)s
+union all select 'version', '', version::text, 0::float8 from profile_versions where reader_hash = %(r)s
 """
-_FOLLOW = "insert into follows values (%s, %s, %s, %s) on conflict do nothing"
-_UNFOLLOW = "delete from follows where reader_hash = %s and kind = %s and target_id = %s"
-_HIDE = "insert into hides values (%s, %s, %s, %s) on conflict do nothing"
+# Each write and the reader's version in one statement (a data-modifying "with" always runs).
+_FOLLOW = ("with w as (insert into follows values (%(r)s, %(k)s, %(t)s, %(at)s) on conflict do nothing) "
+           + TOUCH_PROFILE_POSTGRES)
+_UNFOLLOW = ("with w as (delete from follows where reader_hash = %(r)s and kind = %(k)s and target_id = %(t)s) "
+             + TOUCH_PROFILE_POSTGRES)
+_HIDE = ("with w as (insert into hides values (%(r)s, %(k)s, %(t)s, %(at)s) on conflict do nothing) "
+         + TOUCH_PROFILE_POSTGRES)
 _READ = ("insert into reads values (%s, %s, %s) on conflict (reader_hash, story_id) "
          "do update set read_at = greatest(reads.read_at, excluded.read_at)")
-_TRIM_READS = ("delete from reads where reader_hash = %(r)s and story_id not in ("
-               "select story_id from reads where reader_hash = %(r)s order by read_at desc, story_id limit %(n)s)")
+_TRIM_READS = ("with w as (delete from reads where reader_hash = %(r)s and story_id not in ("
+               "select story_id from reads where reader_hash = %(r)s order by read_at desc, story_id limit %(n)s)) "
+               + TOUCH_PROFILE_POSTGRES)
+# The oldest transaction still running, and every version at least the last such mark (migration
+# 0002): a transaction that commits after this statement's snapshot has an id >= its xmin.
+_CHANGES = """
+with s as (select pg_snapshot_xmin(pg_current_snapshot())::text::bigint as mark)
+select s.mark, v.reader_hash, v.version from s
+left join profile_versions v on %(after)s::bigint is not null and v.version >= %(after)s::bigint
+"""
+
+
+_SUBSCRIPTION_COUNTS = ("select coalesce(sum((created_at > %(since)s)::int), 0), count(*) from subscriptions "
+                        "where reader_hash = %(r)s")
+_SUBSCRIBE = ("with w as (insert into subscriptions values (%(r)s, %(f)s, %(u)s, %(site)s, %(t)s, %(at)s)) "
+              + TOUCH_PROFILE_POSTGRES)
+_UNSUBSCRIBE = ("with w as (delete from subscriptions where reader_hash = %(r)s and feed_id = %(f)s) "
+                + TOUCH_PROFILE_POSTGRES)
+# A reader's subscriptions are counted and added under a lock on the reader alone (replicas may
+# take two at once); the lock ends with the transaction.
+_LOCK_READER = "select pg_advisory_xact_lock(hashtextextended(%(r)s, 30))"
 
 
 def _configure(conn: Connection) -> None:
@@ -124,16 +161,24 @@ class PostgresProfileStore:
         hides = [(kind, key) for what, kind, key, _ in rows if what == "hide"]
         reads = [(key, value) for what, _, key, value in rows if what == "read"]
         weights = [(kind, key, value) for what, kind, key, value in rows if what == "weight"]
-        return profile_from_rows(reader_hash, follows, hides, reads, weights)
+        version = next((int(str(key)) for what, _, key, _ in rows if what == "version"), 0)
+        return profile_from_rows(reader_hash, follows, hides, reads, weights, version)
+
+    def changed_since(self, mark: int | None) -> ProfileChanges:
+        rows = self._run(lambda conn: conn.execute(_CHANGES, {"after": mark}).fetchall())
+        changed = tuple((str(r), int(v)) for _, r, v in rows if r is not None)  # type: ignore[call-overload]
+        return ProfileChanges(int(rows[0][0]), changed)  # type: ignore[call-overload]
 
     def follow(self, reader_hash: str, kind: FollowKind, target_id: str) -> None:
-        self._run(lambda conn: conn.execute(_FOLLOW, (reader_hash, kind, target_id, time.time())))
+        params = {"r": reader_hash, "k": kind, "t": target_id, "at": time.time()}
+        self._run(lambda conn: conn.execute(_FOLLOW, params))
 
     def unfollow(self, reader_hash: str, kind: FollowKind, target_id: str) -> None:
-        self._run(lambda conn: conn.execute(_UNFOLLOW, (reader_hash, kind, target_id)))
+        self._run(lambda conn: conn.execute(_UNFOLLOW, {"r": reader_hash, "k": kind, "t": target_id}))
 
     def hide(self, reader_hash: str, kind: HideKind, target_id: str) -> None:
-        self._run(lambda conn: conn.execute(_HIDE, (reader_hash, kind, target_id, time.time())))
+        params = {"r": reader_hash, "k": kind, "t": target_id, "at": time.time()}
+        self._run(lambda conn: conn.execute(_HIDE, params))
 
     def record_read(self, reader_hash: str, story_id: str, read_at: float) -> None:
         def work(conn: Connection) -> None:
@@ -142,6 +187,44 @@ class PostgresProfileStore:
                 conn.execute(_TRIM_READS, {"r": reader_hash, "n": MAX_READS})
 
         self._run(work)
+
+    def subscription_counts(self, reader_hash: str, now: float) -> tuple[int, int]:
+        row = self._run(lambda conn: conn.execute(
+            _SUBSCRIPTION_COUNTS, {"r": reader_hash, "since": now - SUBSCRIPTION_DAY_SECONDS}).fetchone())
+        assert row is not None
+        return int(row[0]), int(row[1])  # type: ignore[call-overload]
+
+    def add_subscription(self, reader_hash: str, subscription: Subscription, *, per_day: int,
+                         in_all: int) -> SubscriptionOutcome:
+        def work(conn: Connection) -> SubscriptionOutcome:
+            with conn.transaction():
+                conn.execute(_LOCK_READER, {"r": reader_hash})
+                if conn.execute("select 1 from subscriptions where reader_hash = %s and feed_id = %s",
+                                (reader_hash, subscription.feed_id)).fetchone():
+                    return "exists"
+                row = conn.execute(_SUBSCRIPTION_COUNTS, {
+                    "r": reader_hash, "since": subscription.created_at - SUBSCRIPTION_DAY_SECONDS}).fetchone()
+                assert row is not None
+                day, total = int(row[0]), int(row[1])  # type: ignore[call-overload]
+                if total >= in_all:
+                    return "over_total_limit"
+                if day >= per_day:
+                    return "over_daily_limit"
+                conn.execute(_SUBSCRIBE, {"r": reader_hash, "f": subscription.feed_id, "u": subscription.feed_url,
+                                          "site": subscription.site_url, "t": subscription.title,
+                                          "at": subscription.created_at})
+                return "added"
+
+        return self._run(work)
+
+    def subscriptions(self, reader_hash: str) -> list[Subscription]:
+        rows = self._run(lambda conn: conn.execute(
+            "select feed_id, feed_url, site_url, title, created_at from subscriptions where reader_hash = %s "
+            "order by created_at desc, feed_id", (reader_hash,)).fetchall())
+        return [Subscription(str(f), str(u), str(site), str(t), float(at)) for f, u, site, t, at in rows]  # type: ignore[arg-type]
+
+    def remove_subscription(self, reader_hash: str, feed_id: str) -> None:
+        self._run(lambda conn: conn.execute(_UNSUBSCRIBE, {"r": reader_hash, "f": feed_id}))
 
     def close(self) -> None:
         self._pool.close()

@@ -37,6 +37,7 @@ import secrets
 import time
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal, get_args
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -46,7 +47,7 @@ from serving.errors import InvalidTokenError, UnsignableUrlError
 
 logger = logging.getLogger(__name__)
 
-Surface = Literal["top", "section", "topic", "story", "for_you"]
+Surface = Literal["top", "section", "topic", "story", "for_you", "search"]
 SURFACES: frozenset[str] = frozenset(get_args(Surface))
 MAC_BYTES = 32
 MAX_URL_CHARS = 2048
@@ -57,6 +58,7 @@ PERSONAL_CLICK_SECONDS = 300
 The reader page mints one right before it navigates, so minutes are plenty; past this the token
 still redirects (for its full TTL) but logs an anonymous click."""
 NONCE_BYTES = 16
+SESSIONS_REMEMBERED = 50_000
 _READER_BYTES = 16  # a reader_hash is 32 hex digits
 _CLICK_VERSION = 2
 _CLICK_VERSION_1 = 1  # before nonces: still redirected until they expire, always anonymous
@@ -194,6 +196,10 @@ class Signer:
         self._reader_box_key = hmac.digest(key, b"newsroom/click-reader/v2", hashlib.sha256)
         self.click_ttl_seconds = click_ttl_seconds
         self.session_ttl_seconds = session_ttl_seconds
+        # A reader sends the same session token with every request: its MAC, JSON and pseudonym are
+        # worked out once (issue 29). Only genuine tokens are remembered (a refusal raises, and
+        # lru_cache keeps no exceptions); expiry is checked on every use.
+        self._opened_session = lru_cache(maxsize=SESSIONS_REMEMBERED)(self._open_session)
 
     @classmethod
     def from_secret(cls, secret: str | None, *, click_ttl_seconds: int, session_ttl_seconds: int) -> Signer:
@@ -357,12 +363,17 @@ class Signer:
             return ""
 
     def verify_session(self, token: str, now: float | None = None) -> Session:
+        session = self._opened_session(token)
+        if (now if now is not None else time.time()) > session.expires_at:
+            raise InvalidTokenError("session expired")
+        return session
+
+    def _open_session(self, token: str) -> Session:
+        """A genuine session token's session, expired or not (``_opened_session`` memoises it)."""
         payload, _ = self._open(self._session_key, token)
         if len(payload) != 3 or payload[0] != _SESSION_VERSION:
             raise InvalidTokenError("unknown session version")
         _, reader, expires_at = payload
         if not isinstance(reader, str) or not isinstance(expires_at, int):
             raise InvalidTokenError("malformed session")
-        if (now if now is not None else time.time()) > expires_at:
-            raise InvalidTokenError("session expired")
         return Session(reader, self.reader_hash(reader), expires_at)

@@ -83,17 +83,25 @@ class TopicPages:
                 self._memo.popitem(last=False)
         return body
 
-    def _build(
-        self, topic: str, edition: str | None, offset: int, limit: int, version: int, scope: str
-    ) -> CachedBody:
+    def stories(self, topic: str, edition: str | None) -> tuple[int, list[Mapping[str, Any]]]:
+        """The story snapshot's version and every live story about ``topic``, newest first.
+        Raises TopicNotFoundError when there is none."""
+        topic = normalize_topic(topic)
+        version = self._cache.story_version()
         stories = [
             s
             for s in self._cache.parsed_stories().values()
             if is_about(s, topic) and (edition is None or edition in (s.get("editions") or []))
         ]
-        if not stories:
+        if version is None or not stories:
             raise TopicNotFoundError(topic)
         stories.sort(key=lambda s: (str(s.get("updated_at")), str(s["story_id"])), reverse=True)
+        return version, stories
+
+    def _build(
+        self, topic: str, edition: str | None, offset: int, limit: int, version: int, scope: str
+    ) -> CachedBody:
+        _, stories = self.stories(topic, edition)
         chunk = stories[offset : offset + limit]
         more = offset + limit < len(stories)
         payload = {

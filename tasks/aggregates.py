@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from tasks.crashpoints import crash_point
 from tasks.settings import RankSettings
 from tasks.writer_state import paused_gc
+from transforms.embedding import EMBEDDING_MODEL_ID, is_current_embedding
 from transforms.story_aggregates import (
     MEMBER_FIELDS,
     ROW_FIELDS,
@@ -103,7 +104,8 @@ MEMBER_LAYERS = 60
 """Member deltas kept before they are folded into a new base (a base is every member of the window:
 compaction reads and writes all of it, so it runs about hourly)."""
 _CHANGE_COLUMNS = ["offset", "kind", "story_id", "article_id", "copy_of", "other_story_id", "changed_at", "language"]
-_ARTICLE_COLUMNS = [c for c in ROW_FIELDS if c not in ("embedding_q", "embedding_scale")] + ["embedding"]
+_ARTICLE_COLUMNS = [c for c in ROW_FIELDS if c not in ("embedding_q", "embedding_scale")] + ["embedding",
+                                                                                             "embedding_model"]
 
 
 def aggregate_rules(settings: RankSettings) -> AggregateRules:
@@ -272,7 +274,7 @@ def _read_segment(store: ObjectStore, key: str, schema: pa.Schema, columns: list
         counter.add(what, len(data))
     wanted = pa.schema([schema.field(c) for c in (columns or schema.names)])
     try:
-        parquet = pq.ParquetFile(io.BytesIO(data))
+        parquet = pq.ParquetFile(io.BytesIO(data), pre_buffer=False)
         present = [c for c in wanted.names if c in parquet.schema_arrow.names]
         table = parquet.read(columns=present, use_threads=False)
         table = pa.table({f.name: table.column(f.name) if f.name in present else pa.nulls(table.num_rows, f.type)
@@ -340,8 +342,18 @@ back by row, instead of carrying millions of them through Python."""
 
 
 def _quantized(table: pa.Table) -> pa.Table:
-    """``table`` with its ``embedding`` column as ``embedding_q`` (int8 bytes) and ``embedding_scale``."""
+    """``table`` with its ``embedding`` column as ``embedding_q`` (int8 bytes) and ``embedding_scale``.
+
+    An embedding of another model than this release's (``embedding_model``; null in segments
+    written before it was stored: the legacy model) is left out: links compare only one model's
+    vectors (issue 33)."""
     column = table.column("embedding").combine_chunks()
+    if "embedding_model" in table.column_names:
+        models = table.column("embedding_model").to_pylist()
+        foreign = [not is_current_embedding(m) for m in models]
+        if any(foreign):
+            column = pc.if_else(pa.array(foreign), pa.scalar(None, column.type), column)
+        table = table.drop_columns(["embedding_model"])
     lengths = column.value_lengths().fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     values = column.flatten().to_numpy(zero_copy_only=False) if len(column) else np.zeros(0, np.float32)
     q, scale, ok = quantize_embedding_column(lengths, values)
@@ -702,6 +714,8 @@ def _update(store: ObjectStore, now: datetime, settings: RankSettings, *, persis
         reason = "rank windows changed"
     elif manifest.get("registry") != registry.fingerprint:
         reason = "registry changed"
+    elif not is_current_embedding(manifest.get("embedding_model")):
+        reason = "embedding model changed"  # the members' vectors are another model's (issue 33)
     elif datetime.fromisoformat(manifest["as_of"]) > now:
         return _from_logs(store, now, settings, counter)
     if manifest is not None and reason is None:
@@ -741,7 +755,8 @@ def _rebuild_cycle(store: ObjectStore, now: datetime, rules: AggregateRules, reg
 def _manifest(seq: int, now: datetime, rules: AggregateRules, registry: Registry, offsets: Mapping[str, int],
               articles: _LogRead, listings: _LogRead, tables: Mapping[str, Any]) -> dict[str, Any]:
     return {"schema": MANIFEST_SCHEMA, "seq": seq, "as_of": now.isoformat(), "rules": rules.fingerprint(),
-            "registry": registry.fingerprint, "offsets": dict(sorted(offsets.items())),
+            "registry": registry.fingerprint, "embedding_model": EMBEDDING_MODEL_ID,
+            "offsets": dict(sorted(offsets.items())),
             "articles": {"consumed": articles.consumed, "partial": dict(sorted(articles.partial.items()))},
             "listings": {"consumed": listings.consumed, "partial": dict(sorted(listings.partial.items()))},
             **tables}

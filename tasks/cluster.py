@@ -73,6 +73,7 @@ from warehouse.tables import (
     read_segment,
     read_segments,
     rows_to_table,
+    stored_segment,
     write_segment,
 )
 
@@ -170,12 +171,8 @@ def rebuild_checkpoint(store: ObjectStore, language: str) -> WriterCheckpoint | 
     """
     end, named, newest_first = 0, None, -1
     for key in list_segments(store, f"{layout.STORY_CHANGES_PREFIX}language={language}/"):
-        try:
-            table = parquet_bytes_to_table(store.get(key).data, key)
-        except ObjectNotFoundError:
-            continue
-        except CorruptObjectError as e:
-            record_damage(key, f"corrupt: {e.reason}", "skipped while rebuilding the checkpoint")
+        table = stored_segment(store, key, "skipped while rebuilding the checkpoint")
+        if table is None:
             continue
         offsets = [o for o in table.column("offset").to_pylist() if o is not None]
         if offsets:
@@ -616,6 +613,7 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
     changes: list[StoryChange] = []
     kinds: Counter[str] = Counter()
     seen_added: list[tuple[str, str]] = []
+    foreign_before = clusterer.foreign_embeddings
     for row, features, keys in _with_copy_keys(clusterer, rows):
         if seen.get(row["article_id"]) == row["content_hash"]:
             kinds["duplicate_input"] += 1
@@ -637,6 +635,11 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
         changes.append(StoryChange.at(language, offset + len(changes), kind, decision.story_id,
                                       article_id=row["article_id"], copy_of=decision.copy_of, score=decision.score,
                                       changed_at=row["first_seen_at"]))
+    if clusterer.foreign_embeddings > foreign_before:
+        # Articles embedded by another model than this release's: placed without their embedding (issue 33).
+        kinds["foreign_embedding"] += clusterer.foreign_embeddings - foreign_before
+        log.warning("cluster_foreign_embeddings language=%s articles=%d model=%s", language,
+                    clusterer.foreign_embeddings - foreign_before, clusterer.embedding_model)
     # Keys compaction or retention removed are forgotten, so the checkpoint stays small.
     new_consumed = sorted((consumed | set(ready)) & set(existing))
     if not changes and new_consumed == sorted(consumed):

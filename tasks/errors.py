@@ -27,6 +27,25 @@ class FetchError(NewsroomError):
         self.retry_after = retry_after
 
 
+class QueryTimeoutError(NewsroomError):
+    """A query of ``newsroom sql`` ran past its time limit (``NEWSROOM_WAREHOUSE_SQL_TIMEOUT_SECONDS``)
+    and was stopped."""
+
+
+ArticleBudgetKind = Literal["time_budget", "memory_budget", "worker_lost", "worker_start"]
+
+
+class ArticleBudgetError(NewsroomError):
+    """One article's extraction, features and embedding did not finish within its budget in an article
+    worker (``time_budget``, ``memory_budget``), its worker died under it (``worker_lost``), or no worker
+    could be started for it (``worker_start``); the page is recorded with ``kind``, the run goes on."""
+
+    def __init__(self, kind: ArticleBudgetKind, message: str, *, url: str) -> None:
+        super().__init__(f"{kind}: {message} (url={url})")
+        self.kind = kind
+        self.url = url
+
+
 class WriterFencedError(NewsroomError):
     """Another writer moved this language's checkpoint first; this run's decisions are dropped."""
 

@@ -18,7 +18,6 @@ Every request carries an identifying User-Agent, connect/read timeouts and a wal
 from __future__ import annotations
 
 import ipaddress
-import socket
 import ssl
 import threading
 import time
@@ -35,6 +34,14 @@ from urllib.parse import urljoin, urlsplit
 import httpcore
 import httpx
 
+from newsroom.addresses import (
+    AddressRefusedError,
+    is_fetchable,
+    is_fetchable_address,
+    is_public_address,
+    networks,
+    resolve_checked,
+)
 from tasks.errors import FetchError, FetchErrorKind
 from tasks.settings import IngestSettings
 
@@ -50,6 +57,7 @@ _RAW_SLACK_BYTES = 64 * 1024
 """Compressed bytes may exceed the decoded cap by this much (headers, stored blocks, trailing junk)."""
 
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+__all__ = ["is_fetchable_address", "is_public_address"]  # the address rule lives in newsroom.addresses (issue 30)
 _DEADLINE: ContextVar[float | None] = ContextVar("newsroom_fetch_deadline", default=None)
 """The monotonic deadline of the fetch running in this thread; socket waits never pass it."""
 _CHECKED_CLIENTS: weakref.WeakSet[httpx.Client] = weakref.WeakSet()
@@ -66,46 +74,6 @@ class FetchResult:
     redirects: tuple[str, ...] = field(default=())
 
 
-def is_public_address(address: str) -> bool:
-    """True for a globally routable unicast address.
-
-    >>> is_public_address("93.184.216.34"), is_public_address("127.0.0.1"), is_public_address("169.254.1.1")
-    (True, False, False)
-    >>> is_public_address("::ffff:10.0.0.1"), is_public_address("fe80::1")
-    (False, False)
-    >>> is_public_address("64:ff9b::7f00:1"), is_public_address("2002:7f00:1::"), is_public_address("2002:5db8:d822::1")
-    (False, False, True)
-    """
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.is_site_local or ip in _LOCAL_NAT64:  # fec0::/10 (deprecated), local-use NAT64 (RFC 8215)
-            return False
-        embedded = _embedded_ipv4(ip)
-        if embedded is not None:  # reaches that IPv4 address through a translator or relay
-            return is_public_address(str(embedded))
-    return bool(ip.is_global) and not ip.is_multicast
-
-
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
-
-
-def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 address stands for: mapped, 6to4, well-known NAT64 (RFC 6052) or IPv4-compatible.
-
-    >>> [str(_embedded_ipv4(ipaddress.ip_address(a))) for a in ("::ffff:10.0.0.1", "2002:7f00:1::", "64:ff9b::7f00:1", "::7f00:1")]
-    ['10.0.0.1', '127.0.0.1', '127.0.0.1', '127.0.0.1']
-    """
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip.sixtofour is not None:
-        return ip.sixtofour
-    packed = int(ip)
-    if ip in _NAT64 or (packed >> 32 == 0 and packed > 1):
-        return ipaddress.IPv4Address(packed & 0xFFFFFFFF)  # the low 32 bits; IPv4-compatible is ::a.b.c.d
-    return None
-
-
 class _AddressRefused(Exception):
     """Raised inside the transport, where the URL is unknown; ``fetch_url`` turns it into a FetchError."""
 
@@ -116,46 +84,24 @@ class _AddressRefused(Exception):
 
 
 def _networks(private_networks: Iterable[str]) -> tuple[_Network, ...]:
-    return tuple(ipaddress.ip_network(n, strict=False) for n in private_networks)
-
-
-def is_fetchable_address(address: str, private_networks: Iterable[str]) -> bool:
-    """True for an address a fetch may connect to: public, or in one of the allowed private networks.
-
-    The one rule for both places that check an address: every connection (after DNS) and
-    ``newsroom publishers import`` (a feed URL whose host is an IP literal), so they never disagree.
-
-    >>> is_fetchable_address("127.0.0.1", ()), is_fetchable_address("127.0.0.1", ["127.0.0.0/8"])
-    (False, True)
-    """
-    return _is_fetchable(address, _networks(private_networks))
+    return networks(private_networks)
 
 
 def _is_fetchable(address: str, allowed: tuple[_Network, ...]) -> bool:
-    return is_public_address(address) or any(ipaddress.ip_address(address.split("%", 1)[0]) in n for n in allowed)
+    return is_fetchable(address, allowed)
 
 
 def _resolve_checked(host: str, port: int, allowed: tuple[_Network, ...]) -> list[str]:
-    """Resolve ``host`` once; every address must be public or in ``allowed``. Returns them in order.
+    """Resolve ``host`` once and check every address (``newsroom.addresses.resolve_checked``).
 
     Raises:
         _AddressRefused: ``dns`` when the name does not resolve, ``blocked_address`` when any
-            address is refused (one bad answer refuses the host: a resolver may rotate them).
+            address is refused.
     """
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
-    except (socket.gaierror, UnicodeError) as e:
-        raise _AddressRefused("dns", f"cannot resolve {host}: {e}") from e
-    addresses: list[str] = []
-    for info in infos:
-        address = str(info[4][0])
-        if not _is_fetchable(address, allowed):
-            raise _AddressRefused("blocked_address", f"{host} resolves to {address}")
-        if address not in addresses:
-            addresses.append(address)
-    if not addresses:
-        raise _AddressRefused("dns", f"no address for {host}")
-    return addresses
+        return resolve_checked(host, port, allowed)
+    except AddressRefusedError as e:
+        raise _AddressRefused(e.kind, e.message) from e
 
 
 def _check_url_shape(url: str) -> None:

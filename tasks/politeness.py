@@ -182,8 +182,13 @@ def run_per_host(
     pool: ThreadPoolExecutor,
     max_in_flight: int,
     skip: Callable[[T], R] | None = None,
+    elapsed_of: Callable[[R], float | None] | None = None,
 ) -> list[R]:
     """Run ``work`` over ``items`` under the host limits; results come back in input order.
+
+    ``elapsed_of`` reads from a result how long the host took to answer, when ``work`` does more than
+    the request (a page's row is built after it is fetched, issue 32): only the host's own time may
+    count as a slow response. Without it, or when it gives None, the work's wall time counts.
 
     ``max_in_flight`` workers each take the next item of a host that has a free slot and a token
     (hosts in round robin), so one busy or throttled host never holds a worker idle while another
@@ -231,6 +236,7 @@ def run_per_host(
             host, index = taken
             started = time.monotonic()
             status: int | None = None
+            answered: float | None = None
             skipped = skip is not None and limiter.is_tripped(host)
             try:
                 if skipped:
@@ -238,10 +244,13 @@ def run_per_host(
                 else:
                     outcomes[index].value = work(items[index])
                     status = status_of(outcomes[index].value)  # type: ignore[arg-type]
+                    if elapsed_of is not None:
+                        answered = elapsed_of(outcomes[index].value)  # type: ignore[arg-type]
             except BaseException as e:  # noqa: B036 - re-raised once every item has finished
                 outcomes[index].error = e
             finally:
-                limiter.release(host, status, time.monotonic() - started, skipped=skipped)
+                elapsed = time.monotonic() - started if answered is None else answered
+                limiter.release(host, status, elapsed, skipped=skipped)
                 with changed:
                     changed.notify()
 

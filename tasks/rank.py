@@ -10,7 +10,10 @@ byte for byte, as far back as page versions are kept.
 Side effects of a cycle besides pages (issue 5, documented in docs/snapshots.md):
 - ``log/events/story.breaking/<story_id>.json``: one event when a story first turns Breaking;
 - ``state/boosts/feeds.json``: ``{publisher_id: until}`` for the publishers of Breaking stories,
-  for ingest to poll their feeds faster until then (conditional put).
+  for ingest to poll their feeds faster until then (conditional put);
+- ``log/events/live/``: the same Breaking news keyed by time, for serving's live stream, and
+  ``pages/search/``: the search index of the live window (issue 30; ``tasks/live.py``,
+  ``tasks/search.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ from tasks.aggregates import (
     update_aggregates,
 )
 from tasks.crashpoints import crash_point
+from tasks.live import record_live_breaking
 from tasks.progress import NO_PROGRESS, Progress, counted
+from tasks.search import publish_search
 from tasks.settings import RankSettings
 from transforms.clustering import ClusterParams, link_story_profiles, neutral_tokens
 from transforms.diversity import DiversityRule
@@ -656,7 +661,11 @@ def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> di
         record_member_cache(store, view)
         summary = publish_computed(store, output, now, settings, elapsed=lambda: time.monotonic() - started)
         summary["aggregates"] = {**view.summary, "bytes_read": view.counter.total}
+        summary["live_events"] = record_live_breaking(store, output.breaking, now, output.stories["stories"])
         summary["breaking_events"] = record_breaking(store, output.breaking, now, settings)["events"]
+        if layout.STORIES_PAGE not in summary["not_published"]:  # results may open only live stories
+            summary["search"] = publish_search(store, view, output.stories, now, settings,
+                                               summary["stories_version"])
     summary["damaged"] = [asdict(d) for d in damaged]
     return summary
 

@@ -40,7 +40,12 @@ def ingest_markdown(summary: Mapping[str, Any], now: str) -> str:
     more = f"\n{len(failures) - 20} more feeds with errors or warnings.\n" if len(failures) > 20 else ""
     failure_table = (f"\n### Feeds with errors or warnings\n\n| feed | kind | next poll in |\n|---|---|---|\n{listed}{more}"
                      if failures else "")
-    return f"## Ingest at {now}\n\n{_table(rows)}\n{failure_table}{damaged_markdown(summary.get('damaged') or [])}"
+    over = summary.get("over_budget") or []
+    pages = "".join(f"| {p['url']} | {p['kind']} |\n" for p in over[:20])
+    more_pages = f"\n{len(over) - 20} more pages over their budget.\n" if len(over) > 20 else ""
+    budget_table = (f"\n### Pages over their budget\n\n| page | kind |\n|---|---|\n{pages}{more_pages}" if over else "")
+    return (f"## Ingest at {now}\n\n{_table(rows)}\n{failure_table}{budget_table}"
+            f"{damaged_markdown(summary.get('damaged') or [])}")
 
 
 def cluster_markdown(summaries: Sequence[Mapping[str, Any]], now: str) -> str:

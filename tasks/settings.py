@@ -32,9 +32,10 @@ class IngestSettings(BaseSettings):
 
     embeddings: bool = Field(
         True,
-        description="Compute each new article's sentence embedding (title and lede, USE multilingual v3, "
-        "about 3 ms per article, bench/embedding_speed.py) for cross-language story links. Off: links fall back to shared names "
-        "and numbers.",
+        description="Compute each new article's sentence embedding (title and lede, USE multilingual v3; its CPU "
+        "per article in docs/measurements.md, bench/embedding_speed.py): cross-language story links, the join score, "
+        "the headline path and the section classifier read it. Off: links fall back to shared names and numbers, "
+        "sections to the feeds' own.",
     )
     allow_private_addresses: bool = Field(
         False,
@@ -61,6 +62,23 @@ class IngestSettings(BaseSettings):
     max_redirects: int = Field(5, ge=0, le=20, description="Redirects followed per request, each re-checked.")
     max_workers: int = Field(16, ge=1, le=256, description="Threads fetching feeds and pages in one ingest run.")
     max_items_per_feed: int = Field(100, ge=1, description="New items taken from one feed per poll.")
+    article_workers: int = Field(
+        1, ge=0, le=64,
+        description="Worker processes that extract, sign and embed fetched pages, each article under the time and "
+        "memory budget below (README, 'Hostile pages'). 0: in the polling threads, with the caps on every text "
+        "but no budget.",
+    )
+    article_seconds: float = Field(
+        20.0, gt=0,
+        description="Time budget of one article's extraction, features and embedding in a worker; past it the "
+        "worker is stopped and the article is recorded as a 'time_budget' page error.",
+    )
+    article_memory_mb: int = Field(
+        512, ge=64,
+        description="Memory budget (address space, MB) of one article's extraction, features and embedding in a "
+        "worker, beyond what the worker held before it; past it the article is recorded as a 'memory_budget' "
+        "page error.",
+    )
     tier1_min_interval_seconds: int = Field(60, gt=0, description="Shortest poll interval for a tier-1 publisher's feed.")
     min_interval_seconds: int = Field(300, gt=0, description="Shortest poll interval for other publishers' feeds.")
     max_interval_seconds: int = Field(3600, gt=0, description="Longest poll interval for a healthy feed.")
@@ -168,6 +186,14 @@ class RankSettings(BaseSettings):
     representative_tie_margin: float = Field(0.05, ge=0, description="Representatives within this share rotate hourly.")
     supporting_links: int = Field(4, ge=0, description="Supporting links per story on a page (MMR).")
     pool_stories: int = Field(1000, ge=1, description="Stories in an edition's candidate pool.")
+    search_max_stories: int = Field(
+        50_000, ge=1, le=1_000_000,
+        description="Most stories in the search index of the live window: every listed story, then the most "
+        "recently updated of the other active ones (issue 30).",
+    )
+    search_keep_versions: int = Field(
+        5, ge=1, le=1000, description="Search index versions kept below the live one (older ones are deleted).",
+    )
 
 
 def get_ingest_settings() -> IngestSettings:

@@ -11,6 +11,7 @@ from typing import TextIO
 
 import duckdb
 
+from tasks.errors import QueryTimeoutError
 from tasks.progress import NO_PROGRESS, Progress
 from tasks.settings import current_settings
 from warehouse.catalog import TablePlan
@@ -148,10 +149,6 @@ def run_sql(store: ObjectStore, query: str | None, out: TextIO = sys.stdout, inp
         return int(failed)
     finally:
         con.close()
-
-
-class QueryTimeoutError(Exception):
-    """A query of ``newsroom sql`` ran past its time limit and was stopped."""
 
 
 def _run_with_limit(con: duckdb.DuckDBPyConnection, store: ObjectStore, statement: str, limit: float, out: TextIO,

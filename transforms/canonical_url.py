@@ -17,6 +17,9 @@ import idna
 
 ARTICLE_ID_BYTES = 8  # 16 hex characters
 MAX_UNWRAP_DEPTH = 3
+MAX_URL_CHARS = 8_192
+"""A longer URL is refused before it is split or matched (issue 32): common servers refuse a request
+line past 8 KB, and an article's address is stored in every row that names it."""
 
 # Query keys that only say how a reader arrived, never which page they asked for.
 TRACKING_PARAMS = frozenset(
@@ -296,7 +299,7 @@ def canonicalize_url(url: str) -> str:
 
     Raises:
         ValueError: ``url`` is not an absolute http(s) URL with a valid host (see
-            :func:`normalize_host`), or its port is invalid.
+            :func:`normalize_host`), its port is invalid, or it is longer than ``MAX_URL_CHARS``.
 
     >>> canonicalize_url("HTTPS://Example.COM:443/a/../News/Story?utm_source=x&b=2&a=1#top")
     'https://example.com/News/Story?a=1&b=2'
@@ -305,6 +308,8 @@ def canonicalize_url(url: str) -> str:
     >>> canonicalize_url("http://example.com")
     'http://example.com/'
     """
+    if len(url) > MAX_URL_CHARS:
+        raise ValueError(f"URL of {len(url):,} characters, over the {MAX_URL_CHARS:,}-character cap: {url[:80]!r}...")
     url = _unwrap_redirect(url.strip())
     try:
         parts = urlsplit(url)
@@ -384,7 +389,7 @@ def normalize_feed_url(url: str) -> str:
 
 
 def _resolve_candidate(candidate: str | None, base: str | None) -> str | None:
-    if candidate is None or not candidate.strip():
+    if candidate is None or len(candidate) > MAX_URL_CHARS or not candidate.strip():
         return None
     candidate = candidate.strip()
     try:
@@ -457,14 +462,15 @@ def article_id_from_url(canonical_url: str) -> str:
 
 
 def absolute_http_url(value: object, base: str | None) -> str | None:
-    """``value`` resolved against ``base``; None unless the result is an http(s) URL with a host.
+    """``value`` resolved against ``base``; None unless the result is an http(s) URL with a host, and
+    None for a value longer than ``MAX_URL_CHARS``.
 
     >>> absolute_http_url(" /a?b ", "https://x.example/feed"), absolute_http_url("javascript:x()", "https://x.example/")
     ('https://x.example/a?b', None)
     >>> absolute_http_url("//cdn.example/i.png", "http://x.example/"), absolute_http_url(None, None)
     ('http://cdn.example/i.png', None)
     """
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str) or len(value) > MAX_URL_CHARS or not value.strip():
         return None
     value = value.strip()
     try:

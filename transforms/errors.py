@@ -35,3 +35,7 @@ class FeedRejectedError(TransformError):
         super().__init__(f"feed rejected: {reason} (url={url})" if url else f"feed rejected: {reason}")
         self.reason = reason
         self.url = url
+
+
+class EmbeddingModelError(TransformError):
+    """The installed encoder is not the release this code embeds with (vectors would drift)."""

@@ -17,6 +17,14 @@ each measured with ``bench/extract_eval.py``:
 * boilerplate lines ("Read more: ...", newsletter and social prompts) are dropped;
 * when trafilatura finds (almost) nothing, the JSON-LD ``articleBody`` or trafilatura's
   recall mode / baseline are used instead.
+
+Caps (issue 32): what a parser or a regular expression is handed is bounded in characters, so a
+hostile page costs about what a normal one does. The page is read up to ``max_bytes``; the tree is
+built from the page up to its :data:`MAX_MARKUP_TAGS`-th tag (trafilatura's time grows with the
+element count: 200,000 elements took 23 s, 50,000 took 3.4 s); a JSON-LD block over :data:`JSON_LD_MAX_CHARS` is not
+parsed; a metadata value (a ``<meta>`` content, a JSON-LD string, the text of ``<title>`` or
+``<h1>``) is read up to :data:`META_MAX_CHARS`; the body text is cut to :data:`BODY_MAX_CHARS`
+before it is matched and cleaned. None of them is reached by any page of the pages corpus.
 """
 
 from __future__ import annotations
@@ -41,6 +49,16 @@ from transforms.text import declared_xml_encoding, normalize_whitespace
 from transforms.times import parse_stated_datetime
 
 MAX_HTML_BYTES = 5_000_000
+MAX_MARKUP_TAGS = 25_000
+"""The page is parsed up to its 25,000th ``<``; the pages corpus has at most 3,150 (median 1,486). At
+25,000 the slowest markup measured (unclosed ``<p><b>`` pairs) takes trafilatura about 1.5 s."""
+META_MAX_CHARS = 65_536
+"""A metadata value is read up to this many characters (a title is then cut to 300, an author or a
+section too); the pages corpus's longest is a 1,767-character description."""
+JSON_LD_MAX_CHARS = 1_000_000
+"""A JSON-LD block longer than this is not parsed (an ``articleBody`` is tens of KB)."""
+BODY_MAX_CHARS = 200_000
+"""The body text is cut to this many characters; the pages corpus's longest is 52,991."""
 # Below this many characters trafilatura's precision output is treated as "found nothing".
 MIN_BODY_CHARS = 200
 # JSON-LD articleBody replaces the extracted text only when it is this many times longer.
@@ -284,6 +302,22 @@ def _looks_like_binary(text: str) -> bool:
 # Parsing helpers
 
 
+def _markup_prefix(text: str, max_tags: int = MAX_MARKUP_TAGS) -> str:
+    """``text`` up to its ``max_tags``-th ``<`` (the whole text when it has no more).
+
+    A bound on the tree's size known before the tree is built: every element needs a ``<``.
+
+    >>> _markup_prefix("<p>a</p><p>b</p>", max_tags=3)
+    '<p>a</p><p>b'
+    """
+    if text.count("<") <= max_tags:
+        return text
+    position = -1
+    for _ in range(max_tags + 1):
+        position = text.find("<", position + 1)
+    return text[:position]
+
+
 def _parse_tree(text: str) -> lxml.html.HtmlElement | None:
     parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True)
     try:
@@ -297,8 +331,8 @@ def _meta_map(tree: lxml.html.HtmlElement) -> dict[str, str]:
     """First non-empty content of each <meta name|property|itemprop|http-equiv>, keys lower-cased."""
     found: dict[str, str] = {}
     for meta in tree.iter("meta"):
-        content = meta.get("content")
-        if not content or not content.strip():
+        content = (meta.get("content") or "")[:META_MAX_CHARS]
+        if not content.strip():
             continue
         for attr in ("property", "name", "itemprop", "http-equiv"):
             # itemprop and property may hold several space-separated names.
@@ -323,6 +357,8 @@ def _json_ld_objects(tree: lxml.html.HtmlElement) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     for script in tree.iter("script"):
         if (script.get("type") or "").strip().lower() != "application/ld+json" or not script.text:
+            continue
+        if len(script.text) > JSON_LD_MAX_CHARS:
             continue
         raw = script.text.strip().removeprefix("<!--").removesuffix("-->").strip()
         try:
@@ -356,7 +392,7 @@ def _ld_first_str(objects: list[dict[str, Any]], key: str) -> str | None:
         if isinstance(value, dict):
             value = value.get("name") or value.get("@value")
         if isinstance(value, str) and value.strip():
-            return normalize_whitespace(value)
+            return normalize_whitespace(value[:META_MAX_CHARS])
     return None
 
 
@@ -368,7 +404,7 @@ def _ld_author(objects: list[dict[str, Any]]) -> str | None:
         for item in items:
             name = item.get("name") if isinstance(item, dict) else item
             if isinstance(name, str) and name.strip() and not name.strip().startswith("http"):
-                names.append(author_name(name))  # no e-mail address is ever kept (#16)
+                names.append(author_name(name[:META_MAX_CHARS]))  # no e-mail address is ever kept (#16)
         names = [n for n in names if n]
         if names:
             return ", ".join(dict.fromkeys(names))
@@ -378,7 +414,7 @@ def _ld_author(objects: list[dict[str, Any]]) -> str | None:
 def _clean_optional(value: str | None) -> str | None:
     if value is None:
         return None
-    value = normalize_whitespace(value)
+    value = normalize_whitespace(value[:META_MAX_CHARS])
     return value or None
 
 
@@ -538,7 +574,8 @@ def _declared_language(
     tree: lxml.html.HtmlElement, meta: Mapping[str, str], ld: list[dict[str, Any]]
 ) -> str | None:
     for value in (
-        tree.get("lang") or tree.get("xml:lang") or tree.get("{http://www.w3.org/XML/1998/namespace}lang"),
+        (tree.get("lang") or tree.get("xml:lang") or tree.get("{http://www.w3.org/XML/1998/namespace}lang")
+         or "")[:META_MAX_CHARS],
         meta.get("og:locale"),
         _ld_first_str(ld, "inLanguage"),
         meta.get("content-language"),
@@ -571,7 +608,7 @@ def _trafilatura_text(tree: lxml.html.HtmlElement, *, favor_recall: bool = False
         )
     except (RecursionError, ValueError, TypeError, lxml.etree.LxmlError):
         return ""
-    return result or ""
+    return (result or "")[:BODY_MAX_CHARS]
 
 
 def _has_excluded_ancestor(element: lxml.html.HtmlElement, stop: lxml.html.HtmlElement) -> bool:
@@ -630,7 +667,7 @@ def _add_sibling_chunks(tree: lxml.html.HtmlElement, text: str) -> str:
     if len(paragraphs) > MAX_SIBLING_PARAGRAPHS:
         return text  # not an article page; also bounds the substring tests below
     found = _squash(text)
-    keys = {p: normalize_whitespace(p.text_content()) for p in paragraphs}
+    keys = {p: normalize_whitespace(p.text_content()[:BODY_MAX_CHARS]) for p in paragraphs}
     squashed = {p: _squash(key) for p, key in keys.items()}
     line_of: dict[lxml.html.HtmlElement, int] = {}
     for p in paragraphs:
@@ -741,7 +778,7 @@ def _extract_body(tree: lxml.html.HtmlElement, ld: list[dict[str, Any]]) -> str:
     text = _clean_lines(text)
     ld_body = _ld_first_str_raw(ld, "articleBody")
     if ld_body:
-        ld_text = _clean_lines(_html_fragment_text(ld_body))
+        ld_text = _clean_lines(_html_fragment_text(ld_body[:BODY_MAX_CHARS]))
         if len(ld_text) >= MIN_BODY_CHARS and len(ld_text) >= JSON_LD_BODY_RATIO * len(text):
             text = ld_text
     if not text:
@@ -749,8 +786,8 @@ def _extract_body(tree: lxml.html.HtmlElement, ld: list[dict[str, Any]]) -> str:
             _, baseline_text, _ = trafilatura.baseline(tree)
         except (RecursionError, ValueError, TypeError, lxml.etree.LxmlError):
             baseline_text = ""
-        text = _clean_lines(baseline_text or "")
-    return text
+        text = _clean_lines((baseline_text or "")[:BODY_MAX_CHARS])
+    return text[:BODY_MAX_CHARS]
 
 
 def _ld_first_str_raw(objects: list[dict[str, Any]], key: str) -> str | None:
@@ -838,7 +875,7 @@ def extract_page(
     fallback_canonical = _safe_canonical(url, None, None)
     if not text.strip() or _looks_like_binary(text):
         return _empty_page(url, fallback_canonical)
-    tree = _parse_tree(text)
+    tree = _parse_tree(_markup_prefix(text))
     if tree is None:
         return _empty_page(url, fallback_canonical)
 

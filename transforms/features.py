@@ -15,6 +15,12 @@ Term weights need no corpus. A term's weight is ``(1 + ln tf) × prior``, where:
 Only the 64 heaviest terms are kept and the vector is L2-normalised. Corpus statistics (an
 online IDF) are applied later, by the clusterer, which sees the stream
 (:mod:`transforms.clustering`).
+
+Every text is capped in characters before a regular expression sees it (issue 32): the body at
+:data:`FEATURE_TEXT_MAX_CHARS`, the title at :data:`FEATURE_TITLE_MAX_CHARS`. A term is at most
+:data:`TERM_MAX_CHARS` characters and an entity at most :data:`ENTITY_MAX_CHARS`: a longer token is
+a URL, a hash or a page without spaces, never a word worth keeping as a term (the stored rows and
+the clusterer's IDF table key on them).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from newsroom.times import parse_iso_datetime
+from transforms.embedding import EMBEDDING_MODEL_ID, LEGACY_EMBEDDING_MODEL_ID
 from transforms.signatures import (
     SIGNATURE_VERSION,
     copy_shingles,
@@ -43,6 +50,15 @@ TITLE_WEIGHT = 3.0
 LEDE_WEIGHT = 1.5
 LEDE_CHARS = 400
 FEATURES_VERSION = "feat-v1"
+FEATURE_TEXT_MAX_CHARS = 200_000
+"""The most characters of a body that signatures, terms and entities are computed on: about 30,000
+words, several times the longest article of the dev corpora (53,000 characters on the pages corpus)."""
+FEATURE_TITLE_MAX_CHARS = 1_000
+"""The most characters of a title that terms and entities are computed on (ingest keeps 300)."""
+TERM_MAX_CHARS = 64
+"""A longer token is never a term; the dev corpora's longest word is 48 characters."""
+ENTITY_MAX_CHARS = 100
+"""A longer run of capitalised words is never an entity (it is a shouted sentence, or one huge token)."""
 
 _EN_STOPWORDS = frozenset(
     """
@@ -121,6 +137,9 @@ class ArticleFeatures:
     entities: tuple[str, ...]
     embedding: tuple[float, ...] | None
     signature_version: str
+    embedding_model: str | None = EMBEDDING_MODEL_ID
+    """The model ``embedding`` was made by (``transforms.embedding.EMBEDDING_MODEL_ID``); features
+    built in this process carry this release's, a stored row the one it names (issue 33)."""
 
 
 # Arrow types of features_to_row's columns, for the warehouse schema (names only: no pyarrow here).
@@ -145,6 +164,8 @@ def _split_sentences(text: str) -> list[str]:
 
 
 def _is_term(token: str, cjk: bool) -> bool:
+    if len(token) > TERM_MAX_CHARS:
+        return False
     if cjk and not token.isascii():
         return not any(ch in _ZH_STOPCHARS for ch in token)
     if token in _LATIN_STOPWORDS:
@@ -177,7 +198,7 @@ def extract_entities(text: str, language: str, limit: int = MAX_ENTITIES) -> tup
     brackets. Entities are ranked by frequency (then first occurrence) and case-folded.
 
     Args:
-        text: Title and body.
+        text: Title and body; only the first ``FEATURE_TEXT_MAX_CHARS`` characters are read.
         language: ISO 639-1 code.
         limit: Most entities to return.
 
@@ -187,7 +208,7 @@ def extract_entities(text: str, language: str, limit: int = MAX_ENTITIES) -> tup
     >>> extract_entities("The actress Tara Reid entered rehab. On Monday, Reid said so.", "en")
     ('tara reid', 'reid')
     """
-    text = unicodedata.normalize("NFKC", text)
+    text = unicodedata.normalize("NFKC", text[:FEATURE_TEXT_MAX_CHARS])
     cjk = is_cjk_language(language)
     word_re = _LATIN_WORD_RE if cjk else _CAP_WORD_RE
     counts: Counter[str] = Counter()
@@ -196,7 +217,7 @@ def extract_entities(text: str, language: str, limit: int = MAX_ENTITIES) -> tup
     def _flush(run: list[str], starts_sentence: bool) -> None:
         if run and (len(run) > 1 or not starts_sentence):
             name = " ".join(run).casefold()
-            if len(name) >= 2:
+            if 2 <= len(name) <= ENTITY_MAX_CHARS:
                 counts[name] += 1
                 first.setdefault(name, len(first))
 
@@ -251,8 +272,9 @@ def term_vector(
     """Sparse, L2-normalised top-``k`` term vector of title + lede + body (see module doc).
 
     Args:
-        title: Headline.
-        text: Body (may repeat the headline in its first line).
+        title: Headline; only its first ``FEATURE_TITLE_MAX_CHARS`` characters are read.
+        text: Body (may repeat the headline in its first line); only its first
+            ``FEATURE_TEXT_MAX_CHARS`` characters are read.
         language: ISO 639-1 code.
         entities: Entities of the text; their words get the proper-noun prior.
         k: Most terms to keep, at most 64.
@@ -270,6 +292,7 @@ def term_vector(
         raise ValueError(f"k must be in [1, {TOP_K_TERMS}], got {k}")
     cjk = is_cjk_language(language)
     proper = _proper_tokens(entities, language)
+    title, text = title[:FEATURE_TITLE_MAX_CHARS], text[:FEATURE_TEXT_MAX_CHARS]
     tf: dict[str, float] = {}
     for part, weight in ((title, TITLE_WEIGHT), (text[:LEDE_CHARS], LEDE_WEIGHT - 1.0), (text, 1.0)):
         for token in tokenize(part, language):
@@ -315,6 +338,7 @@ def features_from_text(
     first_seen_at: datetime,
     publisher_id: str | None = None,
     embedding: Sequence[float] | None = None,
+    embedding_model: str = EMBEDDING_MODEL_ID,
 ) -> ArticleFeatures:
     """Compute everything newsroom keeps about an article from its text, in memory.
 
@@ -332,12 +356,14 @@ def features_from_text(
 
     Args:
         article_id: Canonical article id.
-        title: Headline.
-        text: Extracted body; used here and then dropped by the caller.
+        title: Headline (kept as given); its first ``FEATURE_TITLE_MAX_CHARS`` characters are read.
+        text: Extracted body; used here and then dropped by the caller. Its first
+            ``FEATURE_TEXT_MAX_CHARS`` characters are read.
         language: ISO 639-1 code.
         first_seen_at: When newsroom first saw the article; must be timezone-aware.
         publisher_id: Publisher, if known.
         embedding: A sentence embedding computed by the caller, if any.
+        embedding_model: The model that made it (this release's by default).
 
     Returns:
         The article's features.
@@ -350,12 +376,14 @@ def features_from_text(
     if first_seen_at.tzinfo is None:
         raise ValueError(f"first_seen_at must be timezone-aware, got {first_seen_at!r}")
     language = language.lower()
+    text = text[:FEATURE_TEXT_MAX_CHARS]
     shingles = copy_shingles(text, language)
     simhash, minhash = simhash_fingerprint(shingles), minhash_signature(shingles)
     text = text if shingles else ""  # too short to sign is too short to describe the article
-    combined = f"{title}\n{text}" if not text.startswith(title) else text
+    read_title = title[:FEATURE_TITLE_MAX_CHARS]
+    combined = f"{read_title}\n{text}" if not text.startswith(read_title) else text
     entities = extract_entities(combined, language)
-    terms, weights = term_vector(title, text, language, entities, dated=dateline_year(combined))
+    terms, weights = term_vector(read_title, text, language, entities, dated=dateline_year(combined))
     return ArticleFeatures(
         article_id=article_id,
         language=language,
@@ -369,6 +397,7 @@ def features_from_text(
         entities=entities,
         embedding=None if embedding is None else tuple(float(v) for v in embedding),
         signature_version=SIGNATURE_VERSION,
+        embedding_model=None if embedding is None else embedding_model,
     )
 
 
@@ -387,6 +416,7 @@ def features_to_row(features: ArticleFeatures) -> dict[str, object]:
         "entities": list(features.entities),
         "embedding": None if features.embedding is None else list(features.embedding),
         "signature_version": features.signature_version,
+        "embedding_model": None if features.embedding is None else features.embedding_model,
     }
 
 
@@ -422,4 +452,6 @@ def features_from_row(row: Mapping[str, object]) -> ArticleFeatures:
         entities=tuple(str(e) for e in row["entities"]),  # type: ignore[attr-defined]
         embedding=None if embedding is None else tuple(float(v) for v in embedding),  # type: ignore[attr-defined]
         signature_version=version,
+        # A row written before the id was stored names none: the legacy model (issue 33).
+        embedding_model=None if embedding is None else str(row.get("embedding_model") or LEGACY_EMBEDDING_MODEL_ID),
     )

@@ -127,6 +127,9 @@ class ArticleRow:
     section_guess: str | None = None
     """The section the title and lede suggest (``tasks.sections.guess_sections``), null where the
     classifier abstained or there is no embedding (issue 21)."""
+    embedding_model: str | None = None
+    """The model ``embedding`` was made by (``transforms.embedding.EMBEDDING_MODEL_ID``), null
+    without an embedding (issue 33)."""
 
     def to_row(self) -> dict[str, object]:
         """The row for ``ARTICLES_SCHEMA``."""

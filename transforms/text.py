@@ -11,6 +11,9 @@ ELLIPSIS = "\u2026"
 MIN_LEDE_CHARS = 60
 MIN_SNIPPET_WORDS = 2
 """A snippet of one word ("Analysis…", a lone kicker or a cut-off stub) says nothing (issue 14)."""
+SNIPPET_READ_CHARS = 20_000
+"""Only the head of a body or a description is read for a snippet (issue 32: every text a regular
+expression sees is capped): a snippet is 200 characters and the lede test reads 5,000."""
 
 _INLINE_SPACE_RE = re.compile(r"[^\S\n]+")
 _BLANK_LINES_RE = re.compile(r"\n\s*\n+")
@@ -166,8 +169,8 @@ def snippet_from_text(text: str, description: str | None, limit: int = SNIPPET_L
     issue 14). Cut at a word boundary with "…" when cut.
 
     Args:
-        text: The article body (plain text).
-        description: og:description or meta description, if any.
+        text: The article body (plain text); its first ``SNIPPET_READ_CHARS`` characters are read.
+        description: og:description or meta description, if any (its first ``SNIPPET_READ_CHARS``).
         limit: Maximum length of the result in characters.
         title: The headline; a snippet that merely repeats it at its start loses that part,
             since readers see the headline right above the snippet.
@@ -187,8 +190,8 @@ def snippet_from_text(text: str, description: str | None, limit: int = SNIPPET_L
     """
     if limit < 2:
         raise ValueError(f"limit must be >= 2, got {limit}")
-    body = normalize_whitespace(text)
-    desc = normalize_whitespace(description or "")
+    body = normalize_whitespace(text[:SNIPPET_READ_CHARS])
+    desc = normalize_whitespace((description or "")[:SNIPPET_READ_CHARS])
     sources = [desc, body] if desc and _is_good_lede(desc, body) else [body, desc]
     shown = [strip_dateline(_drop_leading_title(source, title)) for source in sources if source]
     for candidate in shown:
@@ -208,7 +211,7 @@ def is_usable_snippet(snippet: str | None) -> bool:
 
 
 def _drop_leading_title(source: str, title: str | None) -> str:
-    headline = normalize_whitespace(title or "")
+    headline = normalize_whitespace((title or "")[:SNIPPET_READ_CHARS])
     if len(headline) < 8 or not source.lower().startswith(headline.lower()):
         return source
     rest = source[len(headline):].lstrip(" .:;,-–—|")

@@ -10,6 +10,10 @@ from email.utils import parsedate_to_datetime
 
 from newsroom.times import parse_iso_datetime
 
+STATED_DATETIME_MAX_CHARS = 100
+"""A longer value is not a time and is not parsed (issue 32: every text a parser sees is capped); an
+RFC 822 date is about 31 characters, an ISO 8601 one at most 35."""
+
 
 def parse_stated_datetime(value: object) -> datetime | None:
     """A publication time as publishers write it: ISO 8601 (no offset: UTC), else RFC 822/HTTP-date.
@@ -19,6 +23,8 @@ def parse_stated_datetime(value: object) -> datetime | None:
     >>> parse_stated_datetime("2019-11-19 10:30:00").isoformat(), parse_stated_datetime("yesterday")
     ('2019-11-19T10:30:00+00:00', None)
     """
+    if isinstance(value, str) and len(value) > STATED_DATETIME_MAX_CHARS:
+        return None
     parsed = parse_iso_datetime(value, naive="utc")
     if parsed is not None or not isinstance(value, str) or not value.strip():
         return parsed

@@ -276,8 +276,8 @@ def _open_parquet(store: ObjectStore, key: str) -> pq.ParquetFile:
     """A Parquet file read by byte ranges where the store allows it (local or S3), else whole."""
     if isinstance(store, LocalStore | S3Store):
         fs, base = arrow_filesystem(store)
-        return pq.ParquetFile(fs.open_input_file(f"{base}/{key}"))
-    return pq.ParquetFile(io.BytesIO(store.get(key).data))
+        return pq.ParquetFile(fs.open_input_file(f"{base}/{key}"), pre_buffer=False)
+    return pq.ParquetFile(io.BytesIO(store.get(key).data), pre_buffer=False)
 
 
 def _row_groups_for(meta: pq.FileMetaData, column: int, wanted: Sequence[str]) -> list[int]:

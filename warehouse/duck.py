@@ -367,7 +367,7 @@ def damaged_files(store: ObjectStore, keys: Iterable[str], schema: pa.Schema) ->
     for key in keys:
         try:
             with fs.open_input_file(f"{base}/{key}") as handle:
-                parquet = pq.ParquetFile(handle)
+                parquet = pq.ParquetFile(handle, pre_buffer=False)
                 columns = [n for n in schema.names if n in parquet.schema_arrow.names]
                 for _ in parquet.iter_batches(columns=columns, use_threads=False):
                     pass

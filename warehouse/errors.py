@@ -6,7 +6,8 @@ from newsroom.errors import NewsroomError
 
 __all__ = [
     "CorruptObjectError", "NewsroomError", "ObjectNotFoundError", "PreconditionFailedError",
-    "ProfileDbError", "SchemaMismatchError", "SnapshotNotFoundError", "StateBlobError", "WarehouseError",
+    "ProfileDbError", "SchemaMismatchError", "SearchIndexError", "SearchQueryError", "SnapshotNotFoundError",
+    "StateBlobError", "WarehouseError",
 ]
 
 
@@ -56,3 +57,12 @@ class StateBlobError(WarehouseError, ValueError):
 
 class AggregatesUnreadableError(WarehouseError):
     """Rank's story aggregates cannot be read (already recorded as damage): rebuild them from the logs."""
+
+
+class SearchQueryError(WarehouseError):
+    """A search query that cannot be searched: too long, malformed, or with nothing to look for
+    (``warehouse.search_index.parse_query``; issue 30). The message never repeats the query."""
+
+
+class SearchIndexError(WarehouseError):
+    """Bytes that are not a search index this release can read (``warehouse.search_index``)."""

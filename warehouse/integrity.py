@@ -233,7 +233,8 @@ def change_log_gaps(store: ObjectStore, plan: TablePlan, checkpoint_offsets: Map
             runs[language].append(f.offsets)
             continue
         try:
-            offsets = pq.read_table(f"{base}/{f.key}", filesystem=fs, columns=["offset"]).column("offset")
+            with fs.open_input_file(f"{base}/{f.key}") as handle:  # on this thread (warehouse.tables)
+                offsets = pq.ParquetFile(handle, pre_buffer=False).read(columns=["offset"], use_threads=False).column("offset")
         except (pa.ArrowException, OSError) as e:
             log.warning("change_offsets_unreadable key=%s error=%s", f.key, describe_error(e))
             continue

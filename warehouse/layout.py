@@ -34,6 +34,17 @@ SERVICES_PREFIX = "state/services/"
 """One JSON object per long-running flow (``ingest``, ``rank``): when it last did a pass (issue 31)."""
 STORIES_PAGE = "stories"
 """The story snapshot (Full Coverage for every ranked story) lives at ``pages/stories/``."""
+SEARCH_PAGE = "search"
+"""The search index of the live window lives at ``pages/search/`` (issue 30): ``v{n}.tar`` versions
+(tantivy's files in one tar, not JSON) and a ``latest.json`` pointer like a page's."""
+SEARCH_VERSION_SUFFIX = ".tar"
+PENDING_SOURCES_PREFIX = "pending/sources/"
+"""Sources readers asked for (``POST /v1/subscriptions``, issue 30): one folder per feed, outside
+the operator's ``registry/``, read by ingest's planner (first in its run) until an operator
+imports the feed into the registry."""
+LIVE_EVENTS_PREFIX = "log/events/live/"
+"""Breaking events again, keyed by the time rank found them (``date=YYYY-MM-DD/HHMMSS-...``), so a
+serving replica lists only what is new since it last looked (issue 30)."""
 
 
 def _check(part: str, what: str) -> str:
@@ -156,6 +167,42 @@ def story_snapshot_pointer_key() -> str:
     return f"{PAGES_PREFIX}{STORIES_PAGE}/latest.json"
 
 
+def search_index_key(version: int) -> str:
+    """Key of an immutable search index version.
+
+    >>> search_index_key(3)
+    'pages/search/v3.tar'
+    """
+    if version < 1:
+        raise ValueError(f"search index versions start at 1, got {version}")
+    return f"{PAGES_PREFIX}{SEARCH_PAGE}/v{version}{SEARCH_VERSION_SUFFIX}"
+
+
+def search_index_pointer_key() -> str:
+    return f"{PAGES_PREFIX}{SEARCH_PAGE}/latest.json"
+
+
+def pending_source_key(feed_id: str, name: str) -> str:
+    """Key of one object of a pending source: ``request.json`` (serving) or ``poll.json`` (ingest).
+
+    >>> pending_source_key("f0123", "request.json")
+    'pending/sources/f0123/request.json'
+    """
+    if name not in ("request.json", "poll.json"):
+        raise ValueError(f"a pending source holds request.json and poll.json, not {name!r}")
+    return f"{PENDING_SOURCES_PREFIX}{_check(feed_id, 'feed id')}/{name}"
+
+
+def live_event_key(at: datetime, kind: str, event_id: str) -> str:
+    """Key of one live event, ordered by the instant it was found (then kind and id).
+
+    >>> live_event_key(datetime(2026, 12, 3, 9, 5, 7), "story.breaking", "s1")
+    'log/events/live/date=2026-12-03/090507-story.breaking-s1.json'
+    """
+    return (f"{LIVE_EVENTS_PREFIX}date={at:%Y-%m-%d}/{at:%H%M%S}-{_check(kind, 'event kind')}-"
+            f"{_check(event_id, 'event id')}.json")
+
+
 def article_links_key(day: datetime, segment_id: str) -> str:
     """Key of a segment of links from other URLs (AMP, print) to the article they copy."""
     return f"{ARTICLE_LINKS_PREFIX}date={day:%Y-%m-%d}/{_check(segment_id, 'segment id')}.parquet"
@@ -217,6 +264,8 @@ page's, but it is not a page and serving must not list it (issue 5)."""
 EVENTS_PREFIX = "log/events/"
 FEED_BOOSTS_KEY = "state/boosts/feeds.json"
 """``{publisher_id: until ISO instant}``: publishers whose feeds ingest should poll faster (issue 5)."""
+LEARNED_SECTIONS_KEY = "state/sections/learned.json"
+"""What the articles whose feed names their section taught the section classifier, per language (issue 33)."""
 
 
 def event_key(kind: str, event_id: str) -> str:

@@ -47,7 +47,7 @@ from warehouse.catalog import (
     is_compacted,
 )
 from warehouse.damage import collect_damage, describe_error, record_damage
-from warehouse.errors import CorruptObjectError, ObjectNotFoundError, SchemaMismatchError
+from warehouse.errors import SchemaMismatchError
 from warehouse.schemas import (
     ARTICLES_SCHEMA,
     CLICKS_SCHEMA,
@@ -64,8 +64,8 @@ from warehouse.tables import (
     content_segment_id,
     evolve_to_schema,
     list_segments,
-    parquet_bytes_to_table,
     read_segments,
+    stored_segment,
     write_segment,
 )
 
@@ -210,7 +210,8 @@ def _compacted_identities(store: ObjectStore, keys: list[str], identity: list[st
     seen: set[tuple[object, ...]] = set()
     for key in keys:
         try:
-            table = pq.read_table(f"{base}/{key}", filesystem=fs, columns=identity, use_threads=False)
+            with fs.open_input_file(f"{base}/{key}") as handle:  # on this thread (warehouse.tables)
+                table = pq.ParquetFile(handle, pre_buffer=False).read(columns=identity, use_threads=False)
         except (pa.ArrowException, OSError) as e:
             if store.head(key) is not None:
                 record_damage(key, f"corrupt: unreadable Parquet: {describe_error(e)}", "skipped")
@@ -235,12 +236,8 @@ def _read_each(store: ObjectStore, keys: Iterable[str], schema: pa.Schema,
     tables = {}
     newer = 0
     for key in keys:
-        try:
-            raw = parquet_bytes_to_table(store.get(key).data, key)
-        except ObjectNotFoundError:
-            continue
-        except CorruptObjectError as e:
-            record_damage(key, f"corrupt: {e.reason}", "skipped")
+        raw = stored_segment(store, key, "skipped")
+        if raw is None:
             continue
         if any(schema.get_field_index(n) < 0 for n in raw.schema.names):
             newer += 1

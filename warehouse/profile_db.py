@@ -8,7 +8,9 @@ chooses it, and its schema comes from versioned migration files in
 
 Serving writes follows, hides and reads through its ``ProfileStore``; the profiles fold writes
 ``weights``, ``clicks_consumed`` and ``clicks_folded`` through a :class:`FoldStore` from
-:func:`open_fold_store`, in one transaction per fold.
+:func:`open_fold_store`, in one transaction per fold. Both move the version of every reader they
+change (``profile_versions``, issue 29) in the same transaction, so replicas that cache profiles
+learn which ones to drop.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from warehouse.errors import ProfileDbError
-from warehouse.profiles import PROFILE_TABLES_SQL
+from warehouse.profiles import PROFILE_TABLES_SQL, TOUCH_PROFILE_SQLITE
 
 if TYPE_CHECKING:
     import psycopg
@@ -34,6 +36,17 @@ MIGRATION_LOCK_ID = 0x6E657773_0001
 FOLD_LOCK_ID = 0x6E657773_0002
 """Advisory lock key held by a fold's transaction: two folds at once never overwrite each other's weights."""
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+TOUCH_PROFILE_POSTGRES = (
+    "insert into profile_versions values (%(r)s, pg_current_xact_id()::text::bigint) "
+    "on conflict (reader_hash) do update set version = excluded.version"
+)
+"""Set a reader's version to the writing transaction's id (migration 0002 says why that id)."""
+TOUCH_PROFILES_POSTGRES = (
+    "insert into profile_versions select r, pg_current_xact_id()::text::bigint from unnest(%s::text[]) as r "
+    "on conflict (reader_hash) do update set version = excluded.version"
+)
+"""The same for many readers (distinct, sorted: two writers lock rows in one order)."""
 
 WeightRow = tuple[str, str, float, float]
 """``(kind, key, weight, as_of)`` of one stored weight; ``as_of`` in UNIX seconds."""
@@ -242,7 +255,9 @@ class SqliteFoldStore:
         try:
             db.execute("begin immediate")  # the one writer: serving's writes wait (WAL readers do not)
             try:
-                yield _SqliteFold(db)
+                fold = _SqliteFold(db)
+                yield fold
+                db.executemany(TOUCH_PROFILE_SQLITE, [(r,) for r in sorted(fold.touched)])
             except BaseException:
                 db.execute("rollback")
                 raise
@@ -257,6 +272,7 @@ class SqliteFoldStore:
 class _SqliteFold:
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
+        self.touched: set[str] = set()
 
     def weights_of(self, readers: Sequence[str]) -> dict[str, list[WeightRow]]:
         out: dict[str, list[WeightRow]] = {}
@@ -268,6 +284,7 @@ class _SqliteFold:
         return out
 
     def replace_weights(self, reader_hash: str, rows: Iterable[WeightRow]) -> None:
+        self.touched.add(reader_hash)
         self._db.execute("delete from weights where reader_hash = ?", (reader_hash,))
         self._db.executemany("insert into weights values (?, ?, ?, ?, ?)",
                              [(reader_hash, kind, key, w, as_of) for kind, key, w, as_of in rows])
@@ -317,7 +334,12 @@ class PostgresFoldStore:
         try:
             with self._conn.transaction():
                 self._conn.execute("select pg_advisory_xact_lock(%s)", (FOLD_LOCK_ID,))
-                yield _PostgresFold(self._conn)
+                fold = _PostgresFold(self._conn)
+                yield fold
+                # Last, so serving's writes to these readers wait on the version rows for
+                # milliseconds, not for the whole fold.
+                if fold.touched:
+                    self._conn.execute(TOUCH_PROFILES_POSTGRES, (sorted(fold.touched),))
         except psycopg.Error as e:
             raise self._error(e) from e
 
@@ -328,6 +350,7 @@ class PostgresFoldStore:
 class _PostgresFold:
     def __init__(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
         self._conn = conn
+        self.touched: set[str] = set()
 
     def weights_of(self, readers: Sequence[str]) -> dict[str, list[WeightRow]]:
         out: dict[str, list[WeightRow]] = {}
@@ -338,6 +361,7 @@ class _PostgresFold:
         return out
 
     def replace_weights(self, reader_hash: str, rows: Iterable[WeightRow]) -> None:
+        self.touched.add(reader_hash)
         self._conn.execute("delete from weights where reader_hash = %s", (reader_hash,))
         with self._conn.cursor() as cur:
             cur.executemany("insert into weights values (%s, %s, %s, %s, %s)",

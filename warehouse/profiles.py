@@ -1,7 +1,11 @@
 """The reader-profile database's tables (SQLite), and the keys of its ``term`` weights, defined once.
 
-Serving writes follows, hides and reads; the profiles flow writes ``weights``, ``clicks_consumed``
+Serving writes follows (topics, sources, keywords, alerts), hides, reads and subscriptions (the sources
+a reader asked for, issue 30); the profiles flow writes ``weights``, ``clicks_consumed``
 (segment keys read) and ``clicks_folded`` (click ids counted: compaction moves clicks to new keys).
+Every write to a reader's follows, hides, reads or weights also moves that reader's row in
+``profile_versions`` (issue 29), in the same transaction: each serving replica keeps recently used
+profiles in memory and asks for the versions that moved since it last asked, every second or so.
 Both create the tables with this one definition, and both key ``term`` weights by
 :func:`title_terms`: the profiles flow when it learns them from clicks, serving when it matches
 them against a story's title.
@@ -47,4 +51,20 @@ create table if not exists weights (
     as_of real not null, primary key (reader_hash, kind, key));
 create table if not exists clicks_consumed (segment_key text primary key, consumed_at real not null);
 create table if not exists clicks_folded (click_id text primary key, day text not null, folded_at real not null);
+create table if not exists profile_versions (reader_hash text primary key, version integer not null);
+create index if not exists profile_versions_version on profile_versions (version);
+create table if not exists subscriptions (
+    reader_hash text not null, feed_id text not null, feed_url text not null, site_url text not null,
+    title text not null, created_at real not null, primary key (reader_hash, feed_id));
+create index if not exists subscriptions_reader_created on subscriptions (reader_hash, created_at);
 """
+
+TOUCH_PROFILE_SQLITE = (
+    "insert into profile_versions (reader_hash, version) "
+    "values (?, (select coalesce(max(version), 0) + 1 from profile_versions)) "
+    "on conflict (reader_hash) do update set version = excluded.version"
+)
+"""Move a reader's version past every other, inside the write transaction that changed the reader.
+
+SQLite has one writer at a time, so versions are handed out in commit order: a replica that has
+seen every version up to ``v`` asks only for ``version > v``."""

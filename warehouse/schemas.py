@@ -92,6 +92,10 @@ ARTICLES_SCHEMA = pa.schema(
         # The section the title and lede suggest (tasks.sections.guess_sections), null where the
         # classifier abstained or there is no embedding; one of the article's section votes (issue 21).
         ("section_guess", pa.string()),
+        # The model the embedding was made by (transforms.embedding.EMBEDDING_MODEL_ID); vectors of
+        # different models are never compared. Null where there is no embedding, and in segments
+        # written before the column existed, whose embeddings are the legacy model's (issue 33).
+        ("embedding_model", pa.string()),
     ]
 )
 

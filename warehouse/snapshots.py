@@ -23,6 +23,7 @@ from warehouse.errors import (
     SnapshotNotFoundError,
     WarehouseError,
 )
+from warehouse.search_index import SearchIndexError, index_meta
 from warehouse.store import ObjectStore
 
 PAGE_SCHEMA = "newsroom.page/1"
@@ -118,9 +119,15 @@ def pointer_from_bytes(data: bytes, key: str) -> PagePointer:
         )
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise SnapshotNotFoundError("unreadable pointer", key=key) from e
-    if version < 1 or pointer.key != f"{key.rsplit('/', 1)[0]}/v{version}.json":
+    if version < 1 or pointer.key != f"{key.rsplit('/', 1)[0]}/v{version}{_version_suffix(key)}":
         raise SnapshotNotFoundError("unreadable pointer: it names no version of its own page", key=key)
     return pointer
+
+
+def _version_suffix(key: str) -> str:
+    """How a folder's version keys end: ``.tar`` for the search index (issue 30), else ``.json``."""
+    parts = key.split("/")
+    return layout.SEARCH_VERSION_SUFFIX if len(parts) == 3 and parts[1] == layout.SEARCH_PAGE else ".json"
 
 
 def _read_pointer_at(store: ObjectStore, pointer_key: str) -> tuple[PagePointer, str] | None:
@@ -255,10 +262,10 @@ def list_page_folders(store: ObjectStore) -> list[tuple[str, str]]:
     return sorted(pages)
 
 
-def _version_of_name(name: str) -> int | None:
+def _version_of_name(name: str, suffix: str = ".json") -> int | None:
     """``v12.json`` -> 12; anything else -> None."""
-    if name.startswith("v") and name.endswith(".json") and name[1:-5].isdigit():
-        return int(name[1:-5])
+    if name.startswith("v") and name.endswith(suffix) and name[1:-len(suffix)].isdigit():
+        return int(name[1:-len(suffix)])
     return None
 
 
@@ -272,6 +279,8 @@ def _version_payload(key: str, data: bytes) -> tuple[dict[str, Any] | None, str 
     """``(payload, None)`` when ``data`` is a valid snapshot to hold at the version key ``key``,
     else ``(None, why)``; see :func:`version_problem`."""
     parts = key.split("/")
+    if len(parts) == 3 and parts[1] == layout.SEARCH_PAGE:
+        return _search_version_payload(parts[-1], data)
     number = _version_of_name(parts[-1])
     try:
         payload = json.loads(data)
@@ -304,6 +313,16 @@ def _version_payload(key: str, data: bytes) -> tuple[dict[str, Any] | None, str 
                                                 for s in stories):
         return None, "its 'stories' are not a list of stories"
     return payload, None
+
+
+def _search_version_payload(name: str, data: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """A search index version (``v{n}.tar``): its meta when the bytes are an index of this release."""
+    if _version_of_name(name, layout.SEARCH_VERSION_SUFFIX) is None:
+        return None, "not a search index version"
+    try:
+        return index_meta(data), None
+    except SearchIndexError as e:
+        return None, str(e)
 
 
 def version_problem(key: str, data: bytes) -> str | None:
@@ -414,7 +433,7 @@ def servable_versions(store: ObjectStore, pointer_key: str, found: PointerRead, 
     folder = pointer_key.rsplit("/", 1)[0]
 
     def version_key(version: int) -> str:
-        return f"{folder}/v{version}.json"
+        return f"{folder}/v{version}{_version_suffix(pointer_key)}"
 
     candidates = sorted((v for v in _stored_versions(store, version_key)
                          if (ceiling is None or v <= ceiling) and (pointer is None or pointer.was_published(v))),
@@ -456,9 +475,10 @@ def _stale_reason(payload: Mapping[str, Any], live: Mapping[str, Any]) -> str | 
 
 def _stored_versions(store: ObjectStore, version_key: Callable[[int], str]) -> list[int]:
     folder = version_key(1).rsplit("/", 1)[0] + "/"
+    suffix = _version_suffix(version_key(1))
     versions = []
     for key in store.list(folder):
-        version = _version_of_name(key[len(folder):])
+        version = _version_of_name(key[len(folder):], suffix)
         if version is not None:
             versions.append(version)
     return versions
@@ -709,7 +729,7 @@ def repoint_to_newest_valid(store: ObjectStore, pointer_key: str, *, now: dateti
     folder = pointer_key.rsplit("/", 1)[0]
 
     def version_key(version: int) -> str:
-        return f"{folder}/v{version}.json"
+        return f"{folder}/v{version}{_version_suffix(pointer_key)}"
 
     try:
         obj = store.get(pointer_key)
@@ -738,3 +758,125 @@ def repoint_to_newest_valid(store: ObjectStore, pointer_key: str, *, now: dateti
         return PublishResult(key, version, False, LOST_RACE)
     return PublishResult(key, version, True, "repointed", previous=pointer.version if pointer else None,
                          moved_at=moved["published_at"])
+
+
+# -- the search index: a versioned object that is not JSON (issue 30) --------------------------
+
+
+def _put_blob(store: ObjectStore, version_key: Callable[[int], str], data: bytes, version: int) -> tuple[int, str]:
+    """Create version ``version`` holding ``data``, or the first free number after it (as
+    :func:`_put_version` does for a JSON payload)."""
+    missing = 0
+    for _ in range(_VERSION_ATTEMPTS):
+        key = version_key(version)
+        try:
+            store.put(key, data, if_none_match=True, content_type="application/x-tar")
+            return version, key
+        except PreconditionFailedError:
+            pass
+        try:
+            existing: bytes | None = store.get(key).data
+        except ObjectNotFoundError:
+            existing = None
+        if existing == data:
+            return version, key
+        if existing is None and missing < _PUT_ATTEMPTS:
+            missing += 1
+            time.sleep(_RETRY_PAUSE_SECONDS * missing)
+            continue
+        missing = 0
+        version = max([version, *_stored_versions(store, version_key)]) + 1
+    raise WarehouseError("no free version number after repeated conflicts", key=version_key(version))
+
+
+def read_search_pointer(store: ObjectStore) -> tuple[PagePointer, dict[str, Any]] | None:
+    """The search index's pointer and its JSON (``digest``, ``as_of``, ``documents``, ...), or None
+    before the first publish. Raises SnapshotNotFoundError when it is unreadable."""
+    pointer_key = layout.search_index_pointer_key()
+    found = _read_pointer_at(store, pointer_key)
+    if found is None:
+        return None
+    raw = json.loads(store.get(pointer_key).data)
+    return found[0], raw
+
+
+def publish_search_index(store: ObjectStore, build: Callable[[], bytes], *, digest: str, as_of: str,
+                         documents: int, now: datetime, validate: Callable[[bytes], str | None]) -> PublishResult:
+    """Publish a search index version beside the pages: validated, put, then the pointer moved.
+
+    Nothing is built or published when the live version indexes the same documents (``digest``),
+    and a version whose ``as_of`` is older than the live one's is refused (``stale: ...``), as for
+    a page. Otherwise ``build()`` makes the bytes (once), ``validate(data)`` opens them as a replica
+    would and returns a reason to refuse, or None; only then is the version put and the pointer
+    moved (If-Match on the pointer read, so a rival publisher is fenced and the loser starts
+    over). A damaged pointer is recorded and replaced; numbers are never reused.
+    """
+    made: list[bytes] = []
+    pointer_key = layout.search_index_pointer_key()
+    lost = PublishResult(pointer_key, 0, False, LOST_RACE)
+    for _ in range(_PUBLISH_ATTEMPTS):
+        try:
+            obj = store.get(pointer_key)
+        except ObjectNotFoundError:
+            obj = None
+        pointer: PagePointer | None = None
+        raw: dict[str, Any] = {}
+        if obj is not None:
+            try:
+                pointer = pointer_from_bytes(obj.data, pointer_key)
+                raw = json.loads(obj.data)
+            except SnapshotNotFoundError as e:
+                record_damage(pointer_key, f"corrupt: {e.reason}", "replaced by this publish")
+        if pointer is not None and raw.get("digest") == digest and store.head(pointer.key) is not None:
+            return PublishResult(pointer.key, pointer.version, False, "unchanged")
+        if pointer is not None and str(raw.get("as_of") or "") > as_of:
+            return PublishResult(pointer.key, pointer.version, False,
+                                 f"stale: as_of {as_of} is older than the live version's {raw.get('as_of')}")
+        high_water = pointer.high_water if pointer else 0
+        if not made:
+            made.append(build())
+        data = made[0]
+        problem = validate(data)
+        if problem is not None:
+            return PublishResult(layout.search_index_key(high_water + 1), high_water + 1, False, f"invalid: {problem}")
+        version, key = _put_blob(store, layout.search_index_key, data, high_water + 1)
+        moved: dict[str, Any] = {
+            "version": version, "key": key, "sha256": hashlib.sha256(data).hexdigest(),
+            "published_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "as_of": as_of, "digest": digest,
+            "documents": documents,
+        }
+        # As for a page: numbers skipped on the way (a crashed publish's, a rival's) never go live.
+        orphans = sorted({*(pointer.orphans if pointer else ()), *range(high_water + 1, version)})
+        if orphans:
+            moved["orphans"] = orphans
+        try:
+            if obj is None:
+                store.put(pointer_key, dump_snapshot(moved), if_none_match=True, content_type="application/json")
+            else:
+                store.put(pointer_key, dump_snapshot(moved), if_match=obj.etag, content_type="application/json")
+        except PreconditionFailedError:
+            lost = PublishResult(key, version, False, LOST_RACE)
+            continue
+        return PublishResult(key, version, True, "published", previous=pointer.version if pointer else None,
+                             moved_at=moved["published_at"])
+    return lost
+
+
+def prune_search_versions(store: ObjectStore, *, keep: int) -> list[str]:
+    """Delete search index versions more than ``keep`` below the live one (none while the pointer
+    is unreadable). Returns the keys deleted. Nothing rebuilds a past index (``rank --as-of``
+    rebuilds pages), so the ``keep`` before the live one are only what a replica falls back to."""
+    try:
+        found = _read_pointer_at(store, layout.search_index_pointer_key())
+    except SnapshotNotFoundError:
+        return []
+    if found is None:
+        return []
+    live = found[0].version
+    deleted = []
+    for version in sorted(_stored_versions(store, layout.search_index_key)):
+        if version < live - keep:
+            key = layout.search_index_key(version)
+            store.delete(key)
+            deleted.append(key)
+    return deleted

@@ -66,19 +66,34 @@ def table_to_parquet_bytes(table: pa.Table, row_group_rows: int | None = None) -
 def parquet_bytes_to_table(data: bytes, key: str | None = None) -> pa.Table:
     """Decode one stored object on the calling thread.
 
-    Objects are small (a micro-batch, a state table), so Arrow's thread pool buys nothing here;
-    and a short process that started that pool can abort at exit ("terminate called without an
-    active exception", pyarrow 25 and 26 on the project machines: 10 of 30 runs of a one-read
-    script, 0 of 30 with ``use_threads=False``), which broke the exit code of CLI commands.
+    Objects are small (a micro-batch, a state table), so Arrow's thread pools buy nothing here;
+    and a short process that started one can abort at exit ("terminate called without an active
+    exception", pyarrow 25 and 26 on the project machines: 10 of 30 runs of a one-read script, 0 of
+    30 with ``use_threads=False``), which broke the exit code of CLI commands. ``pq.read_table``
+    reads through the dataset scanner, whose reads go through Arrow's IO thread pool even without
+    ``use_threads`` (8 and 24 of 30 runs of ``newsroom doctor`` aborted so); ``ParquetFile.read``
+    reads on the calling thread.
 
     Raises:
         CorruptObjectError: The bytes are not a readable Parquet file (truncated, garbage); it
             names ``key``.
     """
     try:
-        return pq.read_table(io.BytesIO(data), use_threads=False)
+        return pq.ParquetFile(io.BytesIO(data), pre_buffer=False).read(use_threads=False)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptObjectError(f"unreadable Parquet: {describe_error(e)}", key=key) from e
+
+
+def stored_segment(store: ObjectStore, key: str, action: str) -> pa.Table | None:
+    """A stored segment's table as written (its own columns); None when it is gone since listed,
+    or unreadable, which is recorded with ``action`` (what the reader does instead)."""
+    try:
+        return parquet_bytes_to_table(store.get(key).data, key)
+    except ObjectNotFoundError:
+        return None
+    except CorruptObjectError as e:
+        record_damage(key, f"corrupt: {e.reason}", action)
+        return None
 
 
 def rows_to_table(rows: Iterable[dict[str, object]], schema: pa.Schema) -> pa.Table:

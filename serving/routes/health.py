@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from serving.deps import CacheDep
 from serving.models import DegradedPublic, HealthPublic, SkippedPublic
@@ -17,7 +17,7 @@ router = APIRouter(tags=["health"])
     responses={503: {"model": HealthPublic, "description": "No page can be served (nothing valid in the store, "
                                                            "or the store unreachable since start)."}},
 )
-def healthz(cache: CacheDep, response: Response) -> HealthPublic:
+def healthz(request: Request, cache: CacheDep, response: Response) -> HealthPublic:
     """200 while any page can be served, ``degraded`` naming what is served from an older valid
     version or not at all (a page, the story snapshot, a story a page lists: issue 32), with every
     version passed over and why; 503 when no page can be (issue 16), so a load balancer skips this
@@ -39,5 +39,6 @@ def healthz(cache: CacheDep, response: Response) -> HealthPublic:
         status=status,
         pages=len(state.pages),
         stories_version=state.stories.version if state.stories else None,
+        search_version=held.version if (held := request.app.state.search.held) is not None else None,
         degraded=degraded,
     )

@@ -7,6 +7,12 @@
 // goes there (the click is logged, then the server redirects to the publisher). For-you cards
 // also carry anonymous click URLs, used when minting fails or nobody is signed in.
 //
+// Live updates (issue 30): the page holds one Server-Sent Events stream per edition (read with
+// fetch, so a signed-in reader's stream carries the session as a bearer token, never in a URL).
+// It announces new page versions ("New stories · Show them") and, to a signed-in reader, Breaking
+// stories (opted in) and stories matching a followed keyword; on a dropped connection it
+// reconnects with the last event id, so nothing is shown twice.
+//
 // Words, dates and relative times follow the edition's language (issue 21): every string the
 // page shows lives in /static/i18n/{language}.json, one file per language (English is the
 // fallback for a missing file or key), so adding a language is adding one file. Section slugs
@@ -29,12 +35,16 @@
     cardTemplate: $("story-card"),
     account: $("account"),
     pill: $("new-stories"),
+    alerts: $("alerts"),
+    searchForm: $("search-form"),
+    searchInput: $("search-input"),
+    feedLink: $("feed-link"),
   };
 
   const SESSION_KEY = "newsroom.session";
   const FALLBACK_LANGUAGE = "en";
-  const pollParam = Number(new URLSearchParams(window.location.search).get("poll_ms"));
-  const VERSION_POLL_MS = pollParam >= 200 ? pollParam : 60_000;
+  const LIVE_RETRY_MS = 3000;
+  const MAX_ALERTS = 4;
 
   const state = {
     editions: [], edition: null, section: null, pageKey: null, shownVersion: null, session: loadSession(),
@@ -125,6 +135,9 @@
     for (const node of document.querySelectorAll("[data-i18n]")) node.textContent = t(node.dataset.i18n);
     for (const node of document.querySelectorAll("[data-i18n-aria-label]")) {
       node.setAttribute("aria-label", t(node.dataset.i18nAriaLabel));
+    }
+    for (const node of document.querySelectorAll("[data-i18n-placeholder]")) {
+      node.setAttribute("placeholder", t(node.dataset.i18nPlaceholder));
     }
     for (const node of document.querySelectorAll("template")) {
       for (const inner of node.content.querySelectorAll("[data-i18n]")) inner.textContent = t(inner.dataset.i18n);
@@ -230,11 +243,18 @@
   // #/                          default edition, top stories
   // #/e/{edition}/{section}     one edition page
   // #/story/{id}                Full Coverage of one story
+  // #/search?q=&section=&publisher=&language=   search over the live window
 
   function parseHash() {
     // A hand-edited or truncated link ("#/story/%E2") must not throw: unreadable parts are dropped.
     const decode = (part) => { try { return decodeURIComponent(part); } catch (error) { return ""; } };
-    const parts = window.location.hash.replace(/^#\/?/, "").split("/").map(decode);
+    const raw = window.location.hash.replace(/^#\/?/, "");
+    if (raw.startsWith("search")) {
+      const params = new URLSearchParams(raw.slice(raw.indexOf("?") + 1 || raw.length));
+      return { view: "search", q: params.get("q") || "", section: params.get("section"),
+               publisher: params.get("publisher"), language: params.get("language") };
+    }
+    const parts = raw.split("/").map(decode);
     if (parts[0] === "story" && parts[1]) return { view: "story", storyId: parts[1] };
     if (parts[0] === "foryou") return { view: "foryou", edition: parts[1] || null };
     if (parts[0] === "e" && parts[1]) return { view: "page", edition: parts[1], section: parts[2] || null };
@@ -251,6 +271,12 @@
 
   function storyHash(storyId) {
     return `#/story/${enc(storyId)}`;
+  }
+
+  function searchHash(q, filters = {}) {
+    const params = new URLSearchParams({ q });
+    for (const [name, value] of Object.entries(filters)) if (value) params.set(name, value);
+    return `#/search?${params.toString()}`;
   }
 
   function pickEdition(wanted) {
@@ -448,6 +474,10 @@
     if (options.why && story.score_parts) list.after(whyPanel(story, options.why));
 
     const more = node.querySelector(".full-coverage");
+    if (story.has_coverage === false) {
+      more.remove();  // found by search, listed on no page: its Full Coverage does not open
+      return node;
+    }
     more.href = storyHash(story.story_id);
     const hidden = sources.length - MAX_SOURCES_ON_CARD;
     more.textContent = hidden > 0 ? t("full_coverage_more", { count: hidden }) : t("full_coverage");
@@ -614,6 +644,7 @@
       return;
     }
     const key = `${edition}/${section}/${page.version}`;
+    setFeedLink(`/v1/editions/${enc(edition)}/${enc(section)}/feed.atom`);
     if (quiet && key === state.pageKey && !els.front.hidden) return;
     state.pageKey = key;
     state.shownVersion = { edition, section, version: page.version };
@@ -640,6 +671,7 @@
     state.edition = edition;
     state.shownVersion = null;
     els.pill.hidden = true;
+    setFeedLink(null);
     renderEditionPicker();
     renderTabs("@foryou");
     els.coverage.hidden = true;
@@ -665,12 +697,239 @@
     }
     const grid = el("div", "story-grid for-you-grid");
     grid.append(...feed.stories.map((story, i) => storyCard(story, i, { surface: "for_you", controls: true })));
-    parts.push(grid);
+    parts.push(readerTools(profile), grid);
     els.front.replaceChildren(...parts);
     els.front.hidden = false;
     state.pageKey = null;
     document.title = `${t("for_you")} · ${editionLabel(edition)} · newsroom`;
     setStatus(feed.stories.length ? "" : t("nothing_new"));
+    loadSources();
+  }
+
+  // Keywords followed, Breaking alerts, and the reader's own sources (issue 30).
+  function readerTools(profile) {
+    const tools = el("section", "reader-tools");
+    const keywords = el("div", "your-keywords");
+    keywords.append(el("h3", null, t("your_keywords")));
+    const followed = (profile.follows && profile.follows.keyword) || [];
+    if (followed.length) {
+      const list = el("ul", "keyword-list");
+      list.append(...followed.map((keyword) => {
+        const li = el("li", "keyword");
+        li.dataset.keyword = keyword;
+        const a = el("a", "keyword-link", keyword);
+        a.href = searchHash(keyword);
+        const remove = el("button", "unfollow-keyword", "×");
+        remove.type = "button";
+        remove.setAttribute("aria-label", t("unfollow_keyword", { keyword }));
+        remove.addEventListener("click", async () => {
+          try {
+            await personal("DELETE", `/v1/me/keywords?q=${enc(keyword)}`);
+            await showForYou(state.edition);
+          } catch (error) { console.error(error); }
+        });
+        li.append(a, remove);
+        return li;
+      }));
+      keywords.append(list);
+    } else {
+      keywords.append(el("p", "note", t("no_keywords")));
+    }
+    const alerts = el("label", "breaking-toggle");
+    const box = el("input");
+    box.type = "checkbox";
+    box.id = "breaking-alerts";
+    box.checked = Boolean(profile.breaking_alerts);
+    box.addEventListener("change", async () => {
+      try {
+        state.profile = await personal(box.checked ? "PUT" : "DELETE", "/v1/me/alerts/breaking");
+      } catch (error) { console.error(error); box.checked = !box.checked; }
+    });
+    alerts.append(box, document.createTextNode(` ${t("breaking_alerts")}`));
+    keywords.append(alerts);
+
+    const sources = el("div", "your-sources");
+    sources.append(el("h3", null, t("your_sources")));
+    const form = el("form", "source-form");
+    form.id = "source-form";
+    const input = el("input");
+    input.id = "source-url";
+    input.type = "text";
+    input.inputMode = "url";
+    input.required = true;
+    input.maxLength = 2048;
+    input.placeholder = t("source_url_example");
+    input.setAttribute("aria-label", t("source_url"));
+    const suggest = el("button", "primary", t("suggest_source"));
+    suggest.type = "submit";
+    const message = el("p", "source-message");
+    message.id = "source-message";
+    message.setAttribute("role", "status");
+    form.append(input, suggest);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      message.textContent = t("checking_source");
+      const response = await fetch("/v1/subscriptions", {
+        method: "POST", credentials: "omit",
+        headers: { "Content-Type": "application/json", Authorization: `Bearer ${state.session.token}` },
+        body: JSON.stringify({ url: input.value.trim() }),
+      });
+      const answer = await response.json().catch(() => ({}));
+      if (response.ok) {
+        message.textContent = t("source_pending", { title: answer.title || answer.feed_url });
+        input.value = "";
+        loadSources();
+      } else {
+        message.textContent = typeof answer.detail === "string" ? answer.detail : t("source_refused");
+      }
+    });
+    const list = el("ul", "source-list");
+    list.id = "source-list";
+    sources.append(form, message, list);
+    tools.append(keywords, sources);
+    return tools;
+  }
+
+  async function loadSources() {
+    const list = $("source-list");
+    if (!list || !state.session) return;
+    try {
+      const answer = await personal("GET", "/v1/subscriptions");
+      list.replaceChildren(...answer.sources.map((source) => {
+        const li = el("li", `pending-source status-${source.status}`);
+        li.dataset.feedId = source.feed_id;
+        li.append(el("span", "source-name", source.title || source.feed_url),
+          el("span", "source-status", t(`source_status_${source.status}`)));
+        if (Array.isArray(source.items) && source.items.length) {
+          const items = el("ul", "source-items");
+          items.append(...source.items.slice(0, 5).map((item) => {
+            const row = el("li");
+            row.append(externalLink(item.link, item.title || item.link, "source-item"));
+            return row;
+          }));
+          li.append(items);
+        }
+        return li;
+      }));
+    } catch (error) {
+      console.error(error);
+    }
+  }
+
+  // ---- search (issue 30) ---------------------------------------------------------------------
+
+  const FACETS = ["section", "publisher", "language"];
+
+  async function showSearch(where) {
+    const edition = pickEdition(null);
+    await useLanguage(edition);
+    state.edition = edition;
+    state.shownVersion = null;
+    els.pill.hidden = true;
+    renderEditionPicker();
+    renderTabs(null);
+    els.coverage.hidden = true;
+    els.searchInput.value = where.q;
+    const filters = { section: where.section, publisher: where.publisher, language: where.language };
+    const heading = el("h2", "page-heading", t("search_results", { query: where.q }));
+    document.title = `${where.q} · ${t("search")} · newsroom`;
+    if (!where.q.trim()) {
+      els.front.replaceChildren(heading);
+      els.front.hidden = false;
+      setStatus("");
+      return;
+    }
+    setStatus(t("searching"));
+    const params = new URLSearchParams({ q: where.q, edition, limit: "20" });
+    for (const [name, value] of Object.entries(filters)) if (value) params.set(name, value);
+    const response = await fetch(`/v1/search?${params}`, { headers: { Accept: "application/json" }, credentials: "omit" });
+    const result = await response.json().catch(() => ({}));
+    setFeedLink(`/v1/search/feed.atom?${new URLSearchParams({ q: where.q, edition })}`);
+    if (!response.ok) {
+      const why = el("p", "notice search-error", typeof result.detail === "string" ? result.detail : t("load_failed"));
+      els.front.replaceChildren(heading, why);
+      els.front.hidden = false;
+      setStatus("");
+      return;
+    }
+    const parts = [heading, el("p", "search-count", t("search_count", { count: result.total }))];
+    if (state.session) parts.push(await followSearchButton(result.query));
+    parts.push(facetsBlock(result, where));
+    const grid = el("div", "story-grid search-grid");
+    grid.append(...result.stories.map((story, i) => storyCard(story, i, { surface: "search" })));
+    parts.push(grid);
+    if (result.next_offset !== null && result.next_offset !== undefined) {
+      const more = el("button", "more-results", t("more_results"));
+      more.type = "button";
+      let offset = result.next_offset;
+      more.addEventListener("click", async () => {
+        params.set("offset", String(offset));
+        const next = await getJson(`/v1/search?${params}`);
+        if (!next) return;
+        grid.append(...next.stories.map((story, i) => storyCard(story, offset + i, { surface: "search" })));
+        offset = next.next_offset;
+        if (offset === null || offset === undefined) more.remove();
+      });
+      parts.push(more);
+    }
+    els.front.replaceChildren(...parts);
+    els.front.hidden = false;
+    state.pageKey = null;
+    setStatus(result.total ? "" : t("no_results"));
+  }
+
+  async function followSearchButton(query) {
+    if (!state.profile) {
+      try { state.profile = await personal("GET", "/v1/me"); } catch (error) { console.error(error); }
+    }
+    const following = Boolean(state.profile && (state.profile.follows.keyword || []).includes(query));
+    const button = el("button", "follow-keyword", t(following ? "following_keyword" : "follow_keyword", { keyword: query }));
+    button.type = "button";
+    button.id = "follow-search";
+    button.setAttribute("aria-pressed", following ? "true" : "false");
+    button.addEventListener("click", async () => {
+      const now = button.getAttribute("aria-pressed") === "true";
+      try {
+        state.profile = now
+          ? await personal("DELETE", `/v1/me/keywords?q=${enc(query)}`)
+          : await personal("POST", "/v1/me/keywords", { query });
+      } catch (error) {
+        console.error(error);
+        return;
+      }
+      button.setAttribute("aria-pressed", now ? "false" : "true");
+      button.textContent = t(now ? "follow_keyword" : "following_keyword", { keyword: query });
+    });
+    return button;
+  }
+
+  function facetLabel(name, value) {
+    if (name === "section") return sectionLabel(value.value);
+    if (name === "language") return editionLabel(value.value);
+    return value.label || value.value;
+  }
+
+  function facetsBlock(result, where) {
+    const block = el("div", "facets");
+    for (const name of FACETS) {
+      const values = (result.facets && result.facets[name]) || [];
+      if (!values.length) continue;
+      const group = el("div", "facet");
+      group.dataset.facet = name;
+      group.append(el("span", "facet-name", t(`facet_${name}`)));
+      for (const value of values) {
+        const chosen = where[name] === value.value;
+        const filters = { section: where.section, publisher: where.publisher, language: where.language };
+        filters[name] = chosen ? null : value.value;
+        const a = el("a", "facet-value", `${facetLabel(name, value)} (${value.count})`);
+        a.href = searchHash(where.q, filters);
+        a.dataset.value = value.value;
+        a.setAttribute("aria-pressed", chosen ? "true" : "false");
+        group.append(a);
+      }
+      block.append(group);
+    }
+    return block;
   }
 
   async function toggleFollow(topic, following) {
@@ -712,17 +971,121 @@
     }
   });
 
-  // ---- new stories pill ------------------------------------------------------------------
+  // ---- live updates: one Server-Sent Events stream per edition (issue 30) ------------------
 
-  async function checkVersion() {
+  const live = { controller: null, key: null, lastEventId: null, timer: null };
+
+  function liveKey() {
+    return `${state.edition || ""}|${state.session ? state.session.token : ""}`;
+  }
+
+  // (Re)open the stream when the edition or the reader changed; keep it otherwise.
+  function ensureLive() {
+    if (!state.edition) return;
+    const key = liveKey();
+    if (live.key === key && live.controller) return;
+    stopLive();
+    live.key = key;
+    // A first connection names the page shown, so a version published since it loaded is announced.
     const shown = state.shownVersion;
-    if (!shown || document.hidden) return;
-    try {
-      const live = await getJson(`/v1/editions/${enc(shown.edition)}/${enc(shown.section)}/version`);
-      if (live && state.shownVersion === shown && live.version > shown.version) els.pill.hidden = false;
-    } catch (error) {
-      console.error(error);
+    live.lastEventId = shown && shown.edition === state.edition ? `v1;p=${shown.section}:${shown.version};b=;k=0` : null;
+    openLive();
+  }
+
+  function stopLive() {
+    if (live.controller) live.controller.abort();
+    if (live.timer) clearTimeout(live.timer);
+    live.controller = null;
+    live.timer = null;
+    live.key = null;
+  }
+
+  async function openLive() {
+    const controller = new AbortController();
+    live.controller = controller;
+    const key = live.key;
+    const headers = { Accept: "text/event-stream" };
+    if (live.lastEventId) headers["Last-Event-ID"] = live.lastEventId;
+    let path = `/v1/live/${enc(state.edition)}`;
+    if (state.session) {
+      headers.Authorization = `Bearer ${state.session.token}`;
+      path = `/v1/me/live?edition=${enc(state.edition)}`;
     }
+    let retry = LIVE_RETRY_MS;
+    try {
+      const response = await fetch(path, { headers, credentials: "omit", cache: "no-store", signal: controller.signal });
+      if (response.ok && response.body) {
+        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = "";
+        let message = { event: "message", data: [], id: null };
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += value;
+          let end;
+          while ((end = buffer.search(/\r\n|\r|\n/)) >= 0) {
+            const line = buffer.slice(0, end);
+            buffer = buffer.slice(end + (buffer.startsWith("\r\n", end) ? 2 : 1));
+            if (line === "") {
+              if (message.id !== null) live.lastEventId = message.id;
+              if (message.data.length) onLiveEvent(message.event, message.data.join("\n"));
+              message = { event: "message", data: [], id: null };
+            } else if (!line.startsWith(":")) {
+              const colon = line.indexOf(":");
+              const name = colon < 0 ? line : line.slice(0, colon);
+              const text = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+              if (name === "event") message.event = text;
+              else if (name === "data") message.data.push(text);
+              else if (name === "id") message.id = text;
+              else if (name === "retry" && /^\d+$/.test(text)) retry = Number(text);
+            }
+          }
+        }
+      } else if (response.status === 401) {
+        signOut();
+      } else if (response.headers.get("retry-after")) {
+        retry = Number(response.headers.get("retry-after")) * 1000 || retry;
+      }
+    } catch (error) {
+      if (controller.signal.aborted) return;
+      console.warn(error);
+    }
+    if (controller.signal.aborted || live.key !== key) return;
+    live.controller = null;
+    live.timer = setTimeout(() => { if (live.key === key) { live.timer = null; openLive(); } }, retry);
+  }
+
+  function onLiveEvent(kind, text) {
+    let data;
+    try { data = JSON.parse(text); } catch { return; }
+    if (kind === "pages") {
+      const shown = state.shownVersion;
+      if (!shown || data.edition !== shown.edition) return;
+      const page = (data.pages || []).find((p) => p.section === shown.section);
+      if (page && page.version > shown.version) els.pill.hidden = false;
+    } else if (kind === "breaking") {
+      showAlert("breaking", t("breaking_alert"), data.title || data.story_id, data.story_id);
+    } else if (kind === "keyword" && data.story) {
+      showAlert("keyword", t("keyword_alert", { keyword: data.keyword }), data.story.title, data.story.story_id,
+        data.story.has_coverage !== false);
+    }
+  }
+
+  function showAlert(kind, label, title, storyId, opens = true) {
+    const box = el("div", `alert alert-${kind}`);
+    box.dataset.storyId = storyId || "";
+    box.setAttribute("role", kind === "breaking" ? "alert" : "status");
+    box.append(el("strong", "alert-label", label));
+    const headline = el(opens ? "a" : "span", "alert-title", title);
+    if (opens) headline.href = storyHash(storyId);
+    box.append(headline);
+    const close = el("button", "alert-close", "×");
+    close.type = "button";
+    close.setAttribute("aria-label", t("dismiss"));
+    close.addEventListener("click", () => box.remove());
+    box.append(close);
+    els.alerts.prepend(box);
+    while (els.alerts.childElementCount > MAX_ALERTS) els.alerts.lastElementChild.remove();
   }
 
   els.pill.addEventListener("click", async () => {
@@ -746,6 +1109,7 @@
   }
 
   async function showStory(storyId) {
+    setFeedLink(null);
     await useLanguage(state.edition || pickEdition(null));
     setStatus(t("loading_coverage"));
     const story = await getJson(`/v1/stories/${enc(storyId)}`);
@@ -867,12 +1231,26 @@
     try {
       if (where.view === "story") await showStory(where.storyId);
       else if (where.view === "foryou") await showForYou(where.edition);
+      else if (where.view === "search") await showSearch(where);
       else await showPage(where.edition, where.section, { quiet });
     } catch (error) {
       if (!quiet) setStatus(t("load_failed"));
       console.error(error);
     }
+    ensureLive();
   }
+
+  function setFeedLink(path) {
+    els.feedLink.hidden = !path;
+    if (path) els.feedLink.href = path;
+    else els.feedLink.removeAttribute("href");
+  }
+
+  els.searchForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const q = els.searchInput.value.trim();
+    if (q) window.location.hash = searchHash(q);
+  });
 
   els.editionSelect.addEventListener("change", () => {
     const edition = els.editionSelect.value;
@@ -883,7 +1261,6 @@
   window.addEventListener("hashchange", () => route());
 
   async function start() {
-    setInterval(checkVersion, VERSION_POLL_MS);
     try {
       await loadEditions();
     } catch (error) {

@@ -21,11 +21,13 @@ from tasks.identity import (
     mark_pending,
     roll_forward_pending,
 )
+from tasks.ingest.article import BUDGET_KINDS
 from tasks.ingest.plan import load_feed_states
 from tasks.ingest.poll import ShardResult
 from tasks.ingest.robots import save_robots_cache
 from tasks.politeness import host_of_url
 from tasks.registry import load_registry
+from tasks.sections import store_taught_sections, teach_sections
 from tasks.settings import IngestSettings, WebSubSettings, get_ingest_settings, get_websub_settings
 from tasks.websub import SubscriptionTarget, delete_push_markers, maintain_subscriptions, retire_subscriptions
 from transforms.records import ArticleRow
@@ -72,6 +74,8 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
             articles.setdefault((row.article_id, row.content_hash), row)
     identity = assign_identities(store, list(articles.values()), now)
     rows = sorted(identity.rows, key=lambda r: (r.first_seen_at, r.article_id))
+    # Sections: guessed with what the articles naming theirs taught, then those folded in (issue 33).
+    rows, taught = teach_sections(store, rows, now)
     written = False
     if rows:
         table = rows_to_table([row.to_row() for row in rows], ARTICLES_SCHEMA)
@@ -85,6 +89,8 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
         # The writers consume segments from the moment they exist; the event wakes them now (issue 31).
         events.emit(events.ARTICLES_APPENDED, events.resource_id("log", "articles"),
                     {"segment": key, "articles": len(rows), "languages": sorted({r.language for r in rows})})
+    # After the rows: a crash before this only loses what they taught (a rerun folds them again).
+    sections_taught = store_taught_sections(store, taught)
     states, etag = load_feed_states(store)
     for shard in shards:
         for state in shard.states:
@@ -115,6 +121,11 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
     for s in shards:
         for e in s.page_errors:
             errors[f"page_{e.error_kind}"] += 1
+    # Pages whose own work went past the per-article budget are named in the summary, not only counted
+    # (issue 32); log/fetches has every page error with its URL.
+    over_budget = sorted(({"feed_id": e.feed_id, "url": e.url, "kind": e.error_kind, "error": e.error}
+                          for s in shards for e in s.page_errors if e.error_kind in BUDGET_KINDS),
+                         key=lambda f: (f["feed_id"], f["url"]))
     return {
         "feeds_polled": len(reports),
         "not_modified": sum(1 for r in reports if r.status == 304),
@@ -123,6 +134,7 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
         "identity": identity.counts,
         "rolled_forward": rolled_forward,
         "segment_written": written,
+        "sections_taught": len(taught.rows) if sections_taught else 0,
         "errors": dict(sorted(errors.items())),
         "warnings": dict(sorted(warnings.items())),
         "parked": sum(1 for r in reports if r.is_parked),
@@ -130,6 +142,7 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
         "robots_fetched": len(robots_fetched),
         "websub": subscriptions,
         "lag_seconds_by_tier": discovery_lag_by_tier(store, rows),
+        "over_budget": over_budget,
         "failures": [
             {"feed_id": r.feed_id, "url": r.url, "status": r.status, "kind": r.error_kind or r.warning_kind,
              "error": r.error or r.warning, "is_error": r.error_kind is not None,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from newsroom.times import parse_iso_datetime
+from tasks.ingest.feed_job import FeedJob
 from tasks.politeness import host_of_url
 from tasks.registry import load_registry
 from tasks.settings import get_websub_settings
@@ -28,24 +29,6 @@ from warehouse.tables import read_table
 # A Breaking boost polls a publisher's feeds faster, but never sooner than the publisher asked
 # (Retry-After) or than a failing or parked feed is due.
 BOOST_NEVER_OVERRIDES = frozenset({"retry_after", "backoff", "parked", "gone"})
-
-
-@dataclass(frozen=True, slots=True)
-class FeedJob:
-    """One due feed for a shard: where it is, whose it is, and its state as stored."""
-
-    feed_id: str
-    url: str
-    publisher_id: str
-    language: str
-    region: str
-    section_hint: str
-    state: FeedState
-    tier: int = 2
-    push_keys: tuple[str, ...] = ()
-    """Push markers (WebSub delivery, publisher ping) that put this feed in the priority lane."""
-    site_languages: tuple[str, ...] = ()
-    """The languages the registry's publishers declare: a page declaring none is guessed among these only."""
 
 
 def load_feed_states(store: ObjectStore) -> tuple[dict[str, FeedState], str | None]:

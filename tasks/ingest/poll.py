@@ -19,15 +19,10 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.errors import FetchError
 from tasks.http import fetch_url, make_client
-from tasks.ingest.pages import (
-    NO_RESPONSE_KINDS,
-    PageError,
-    fetch_article,
-    no_link_error,
-    page_status,
-    skipped_page,
-)
-from tasks.ingest.plan import FeedJob
+from tasks.ingest.article import ARTICLE_WORK, NO_RESPONSE_KINDS, PageError
+from tasks.ingest.budget import article_workers
+from tasks.ingest.feed_job import FeedJob
+from tasks.ingest.pages import fetch_article_timed, no_link_error, page_status, skipped_page
 from tasks.ingest.robots import RobotsCache
 from tasks.politeness import HostLimiter, HostLimits, HostStats, host_of_url, run_per_host
 from tasks.settings import IngestSettings, WebSubSettings, get_websub_settings
@@ -144,9 +139,12 @@ def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime,
     most ``host_max_concurrency`` requests in flight and its token-bucket rate, however many
     workers run. One failure never stops the rest. Pushed feeds come first in ``jobs`` (the plan's
     priority lane); with WebSub on, a feed with a live lease gets the relaxed backstop interval.
+    Each fetched page's row is built in this process's article workers, under the per-article budget
+    (:mod:`tasks.ingest.budget`; none with ``article_workers`` 0).
     """
     result = ShardResult()
     backstop = websub.backstop_seconds if websub is not None and websub.enabled else None
+    articles = article_workers(ARTICLE_WORK, settings)  # started first: the workers load their models while feeds are polled
     limiter = HostLimiter(host_limits_from(settings))
     workers = settings.max_workers
     with make_client(settings) as client, ThreadPoolExecutor(max_workers=workers) as pool:
@@ -164,11 +162,14 @@ def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime,
         origins = sorted(o for o in {RobotsCache.origin_of(item.link or "") for _, item in work} if not robots.has(o))
         run_per_host(origins, host_of=host_of_url, work=robots.load, status_of=lambda _: 200,
                      limiter=limiter, pool=pool, max_in_flight=workers)
-        pages = run_per_host(
+        # A page's host is judged on its answer only: the row's build and the wait for an article
+        # worker are ours, and counted as a slow response they once tripped healthy hosts (issue 32).
+        timed = run_per_host(
             work, host_of=lambda w: host_of_url(w[1].link or ""),
-            work=lambda w: fetch_article(w[0], w[1], client, robots, settings, now),
-            status_of=page_status, limiter=limiter, pool=pool, max_in_flight=workers,
-            skip=lambda w: skipped_page(w[0], w[1]))
+            work=lambda w: fetch_article_timed(w[0], w[1], client, robots, settings, now, articles),
+            status_of=lambda t: page_status(t[0]), elapsed_of=lambda t: t[1], limiter=limiter, pool=pool,
+            max_in_flight=workers, skip=lambda w: (skipped_page(w[0], w[1]), None))
+        pages = [outcome for outcome, _ in timed]
     retry: dict[str, set[str]] = defaultdict(set)
     for page in pages:
         if isinstance(page, ArticleRow):

@@ -18,7 +18,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.errors import FetchError
 from tasks.http import fetch_url
-from tasks.ingest.plan import FeedJob
+from tasks.ingest.feed_job import FeedJob
 from tasks.politeness import host_of_url
 from tasks.settings import IngestSettings, get_ingest_settings
 from transforms.robots import (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import socket
 import time
@@ -113,6 +114,28 @@ def test_document_faults(site: ReplaySite) -> None:
     assert b"<pubDate>32 Foo" in dates
     _, _, huge = _get(_feed(site, "huge_feed"))
     assert len(huge) >= HUGE_FEED_BYTES and b"<item>" in huge
+
+
+def test_hostile_pages_add_their_items_to_the_feed_and_serve_their_pages(site: ReplaySite) -> None:
+    from replay.hostile import HOSTILE_KINDS, LONG_CHARS, NESTED_100MB_BYTES, hostile_url
+
+    url = _feed(site, "hostile_pages")
+    base = url.removesuffix("/feeds/rss.xml")
+    _, _, feed = _get(url)
+    _, _, normal = _get(_feed(site, None))
+    assert feed.count(b"<item>") == normal.count(b"<item>") + len(HOSTILE_KINDS)
+    assert b"<title>" + b"titleabcdefghijklmnopqrstu" * 10 in feed and b"&#233;&amp;" * 5_000 in feed
+    _feed(site, "hostile_pages")
+    _, _, title_page = _get(hostile_url(base, "long-title"))
+    assert len(title_page) > 3 * LONG_CHARS and b" " not in title_page[title_page.index(b"<title>"):][:LONG_CHARS]
+    status, headers, nested = _get(hostile_url(base, "nested-100mb"))
+    assert status == 200 and headers["Content-Encoding"] == "gzip" and len(nested) < 1_000_000
+    inflated = gzip.GzipFile(fileobj=io.BytesIO(nested))
+    assert sum(len(chunk) for chunk in iter(lambda: inflated.read(2**20), b"")) >= NESTED_100MB_BYTES
+    assert _get(base + "/articles/hostile/no-such-kind")[0] == 404
+    assert _get(hostile_url(base, "nested"))[0] == 200
+    _feed(site, None)
+    assert _get(hostile_url(base, "nested"))[0] == 404  # served only while the fault is on
 
 
 def test_timeout_and_slow_drip_hold_the_client(site: ReplaySite) -> None:

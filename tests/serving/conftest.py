@@ -382,3 +382,21 @@ def token_json(token: str) -> str:
     """What anyone can read from a token without the key: its payload, as text."""
     raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
     return raw[:-32].decode()
+
+
+# -- the search index of the live window (issue 30) ------------------------------------------------
+
+
+def publish_search(store: ObjectStore, stories: dict[str, dict[str, Any]], now: datetime | None = None) -> int:
+    """Build and publish a search index over story snapshot ``stories`` as rank does; returns its version."""
+    from tasks.search import snapshot_documents
+    from warehouse.search_index import build_search_index, documents_digest
+    from warehouse.snapshots import publish_search_index
+
+    now = now or datetime.now(UTC).replace(microsecond=0)
+    docs = snapshot_documents(stories, lambda sid: ())
+    at = _iso(now)
+    result = publish_search_index(store, lambda: build_search_index(docs, {"as_of": at}), digest=documents_digest(docs),
+                                  as_of=at, documents=len(docs), now=now, validate=lambda data: None)
+    assert result.published, result
+    return result.version

@@ -294,7 +294,8 @@ def test_cookies_and_credentials_do_not_change_shared_answers(client: TestClient
 
 
 def test_healthz(client: TestClient) -> None:
-    assert client.get("/healthz").json() == {"status": "ok", "pages": 4, "stories_version": 1, "degraded": []}
+    assert client.get("/healthz").json() == {"status": "ok", "pages": 4, "stories_version": 1, "search_version": None,
+                                             "degraded": []}
 
 
 def test_reader_page_and_its_assets_are_served_locally(client: TestClient) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
+from itertools import islice
 from typing import Any
 
 import pytest
 
-from serving.foryou import build_pool, rerank_for_you
+from serving.foryou import MAX_RUN, build_pool, rank_for_you, rerank_for_you
 from serving.profiles import Profile
 
 
@@ -64,3 +66,71 @@ def test_terms_and_sources_count_too() -> None:
     e = next(p for p in picks if p.candidate.story_id == "e")
     assert e.score == pytest.approx(1.0 * (1 + 1.0 + 0.5))
     assert e.reason == "Because you read P5"
+
+
+# -- issue 29: the order made lazily, and a section filter ----------------------------------------------
+
+
+def _world(seed: int, n: int) -> tuple[list[dict[str, Any]], list[Profile]]:
+    """``n`` stories with many equal scores (ties at every cut) and a few profiles."""
+    rng = random.Random(seed)
+    sections = ["world", "sports", "technology", "science"]
+    stories = [story(f"s{i:04d}", round(rng.choice([1.0, 2.0, 2.5, 3.0]) + rng.random() * (i % 3 == 0), 2),
+                     rng.choice(sections), rng.sample([f"p{k}" for k in range(12)], rng.randint(1, 3)),
+                     title=" ".join(rng.sample(["battery", "trains", "storm", "league", "vaccine", "orbit"], 2)))
+               for i in range(n)]
+    profiles = [
+        Profile("r", followed_topics=frozenset({"sports"})),
+        Profile("r", topic_weights={"world": 2.0, "science": 1.0}, source_weights={"p3": 1.0, "p4": 0.7},
+                term_weights={"storm": 1.0}, hidden_sources=frozenset({"p1"}),
+                hidden_stories=frozenset({"s0003", "s0010"}), reads={"s0001": 4e9}),
+        Profile("r", followed_sources=frozenset({"p2", "p5"}), term_weights={"league": 0.4, "orbit": 1.0}),
+    ]
+    return stories, profiles
+
+
+def _limit_runs_before(order: list[int], topics: list[int], max_run: int) -> list[int]:
+    """The run limit as serving/foryou.py wrote it before issue 29 (a whole list at once)."""
+    out: list[int] = []
+    deferred: list[int] = []
+    last, run = -1, 0
+
+    def take(i: int) -> None:
+        nonlocal last, run
+        out.append(i)
+        run = run + 1 if topics[i] == last else 1
+        last = topics[i]
+
+    for i in order:
+        while deferred and not (run >= max_run and topics[deferred[0]] == last):
+            take(deferred.pop(0))
+        if run >= max_run and topics[i] == last:
+            deferred.append(i)
+        else:
+            take(i)
+    while deferred:
+        take(deferred.pop(0))
+    return out
+
+
+@pytest.mark.parametrize("n", [5, 200, 257, 700], ids=["tiny", "sorted-at-once", "just-past", "two-blocks"])
+def test_the_lazy_order_is_the_full_order(n: int) -> None:
+    stories, profiles = _world(n, n)
+    pool = build_pool([stories])
+    for profile in profiles:
+        ranking = rank_for_you(pool, profile)
+        kept = sorted(ranking.order)
+        full = sorted(kept, key=lambda i: (-ranking.scores[i], pool.candidates[i].story_id))
+        assert ranking.order == tuple(_limit_runs_before(full, pool.run_topics, MAX_RUN))
+        assert list(islice(rank_for_you(pool, profile).iter_order(), 30)) == list(ranking.order[:30])
+
+
+def test_a_section_filter_ranks_as_a_pool_of_that_section_alone() -> None:
+    stories, profiles = _world(3, 400)
+    pool = build_pool([stories])
+    alone = build_pool([[s for s in stories if "sports" in s["sections"]]])
+    for profile in profiles:
+        filtered = rank_for_you(pool, profile, only=pool.in_section("sports")).order
+        expected = rank_for_you(alone, profile).order
+        assert [pool.candidates[i].story_id for i in filtered] == [alone.candidates[i].story_id for i in expected]
+        assert filtered  # every profile keeps some sports stories

@@ -20,13 +20,14 @@ from pgserver import run_postgres
 
 from serving.app import create_app
 from serving.errors import ProfileStoreError
-from serving.profiles import MAX_READS, MAX_TERMS, ProfileStore, SqliteProfileStore
+from serving.profiles import MAX_READS, MAX_TERMS, ProfileStore, SqliteProfileStore, Subscription
 from serving.profiles_postgres import PostgresProfileStore
 from serving.settings import ServingSettings
 from tasks.profiles import fold_clicks
 from warehouse import layout
 from warehouse.errors import ProfileDbError
 from warehouse.profile_db import (
+    TOUCH_PROFILE_POSTGRES,
     Migration,
     connect_postgres,
     migrate_profiles,
@@ -103,6 +104,36 @@ def test_follows_and_hides_round_trip_per_reader(profiles: ProfileStore) -> None
     assert profiles.load("r1").followed_sources == {"tech-dispatch"}
 
 
+def test_keyword_follows_and_alert_opt_ins_round_trip(profiles: ProfileStore) -> None:
+    """Issue 30: two new follow kinds; on PostgreSQL, migration 0003 lets the check constraint take them."""
+    before = profiles.load("r1").version
+    profiles.follow("r1", "keyword", 'sea wall -"opinion piece"')
+    profiles.follow("r1", "alert", "breaking")
+    one = profiles.load("r1")
+    assert one.followed_keywords == {'sea wall -"opinion piece"'} and one.breaking_alerts
+    assert not one.is_empty and one.version != before
+    profiles.unfollow("r1", "alert", "breaking")
+    assert not profiles.load("r1").breaking_alerts and profiles.load("r2").followed_keywords == frozenset()
+
+
+def test_subscriptions_are_counted_and_limited_per_reader(profiles: ProfileStore) -> None:
+    def sub(i: int, at: float) -> Subscription:
+        return Subscription(f"p{i:018d}", f"https://s{i}.example/feed", f"https://s{i}.example/", f"Site {i}", at)
+
+    now = 1_800_000_000.0
+    assert profiles.subscription_counts("r1", now) == (0, 0)
+    outcomes = [profiles.add_subscription("r1", sub(i, now - 100_000 * (3 - i)), per_day=1, in_all=4) for i in range(3)]
+    assert outcomes == ["added"] * 3  # each more than a day after the one before: one a day is allowed
+    assert [profiles.add_subscription("r1", sub(i, now + i), per_day=2, in_all=4) for i in (3, 4)] == \
+        ["added", "over_total_limit"]
+    assert profiles.add_subscription("r1", sub(3, now + 9), per_day=2, in_all=9) == "exists"
+    assert profiles.add_subscription("r1", sub(5, now + 9), per_day=1, in_all=9) == "over_daily_limit"
+    assert profiles.subscription_counts("r1", now + 10) == (1, 4)
+    assert [s.feed_id for s in profiles.subscriptions("r1")][0] == sub(3, 0).feed_id  # newest first
+    profiles.remove_subscription("r1", sub(3, 0).feed_id)
+    assert profiles.subscription_counts("r1", now + 10) == (0, 3) and profiles.subscriptions("r2") == []
+
+
 def test_reads_keep_the_latest_instant_and_only_the_newest(profiles: ProfileStore) -> None:
     profiles.record_read("r1", "s-a", 2000.0)
     profiles.record_read("r1", "s-a", 1000.0)  # an older read never moves it back
@@ -133,6 +164,36 @@ def test_only_the_strongest_terms_enter_the_profile(profiles_at: str, profiles: 
     assert "tie-b" not in profile.term_weights and "t020" not in profile.term_weights
     assert profile.topic_weights == {"technology": 0.5}
     assert profile.source_weights == {"tech-dispatch": 2.0}
+
+
+def test_changed_since_names_every_reader_written_after_the_mark(profiles_at: str, profiles: ProfileStore) -> None:
+    """What replicas poll (issue 29): every write and every fold moves the reader's version."""
+    profiles.follow("r0", "topic", "world")  # before the mark: never listed
+    start = profiles.changed_since(None)
+    assert start.changed == ()
+    profiles.follow("r1", "topic", "world")
+    profiles.hide("r2", "story", WORLD_STORY)
+    profiles.record_read("r3", WORLD_STORY, 1.0)
+    profiles.unfollow("r4", "topic", "never-followed")  # a no-op still counts: harmless
+    fold = open_fold_store(profiles_at)
+    try:
+        with fold.transaction() as tx:
+            tx.replace_weights("r5", [("topic", "technology", 1.0, 1.0)])
+    finally:
+        fold.close()
+    changes = profiles.changed_since(start.mark)
+    latest = dict(changes.changed)
+    assert set(latest) == {"r1", "r2", "r3", "r4", "r5"}
+    for reader, version in latest.items():
+        assert profiles.load(reader).version == version  # a load reads the version with the rows
+    assert profiles.load("nobody").version == 0
+
+    profiles.follow("r1", "source", "tech-dispatch")
+    again = profiles.changed_since(changes.mark)
+    assert "r1" in dict(again.changed) and dict(again.changed)["r1"] != latest["r1"]
+    assert "r0" not in dict(again.changed)
+    if not profiles_at.startswith("postgresql://"):  # PostgreSQL may list a recent change again: harmless
+        assert profiles.changed_since(again.mark).changed == ()
 
 
 # -- the profiles fold ---------------------------------------------------------------------------------
@@ -211,24 +272,34 @@ def test_two_folds_at_once_count_each_click_once(
 
 
 def test_a_follow_made_through_one_app_is_seen_by_another(profiles_at: str, tmp_path: Path) -> None:
-    """Two app instances (two replicas) over one profile store and one HMAC key."""
+    """Two app instances (two replicas) over one profile store and one HMAC key.
+
+    Each replica keeps the profiles it read in memory (issue 29): its own writes show on its next
+    request, another replica's within its next poll of the store (1 s here; the bound is 5 s).
+    """
     store = LocalStore(tmp_path / "store")
     publish_fixture(store)
     with TestClient(create_app(store, settings_at(profiles_at, tmp_path))) as a, \
             TestClient(create_app(store, settings_at(profiles_at, tmp_path))) as b:
         dana = sign_in(a, "dana")  # a session is a signed token: any replica with the key accepts it
+        b.app.state.profiles.poll()  # type: ignore[attr-defined]  # as b's poller does when it starts
         before = b.get("/v1/feed", headers=dana).json()
         assert before["mode"] == "top_stories"
+        assert b.app.state.profiles.stats()["held"] == 1  # type: ignore[attr-defined]  # b keeps dana's profile
 
         assert a.put("/v1/me/follows/topic/technology", headers=dana).status_code == 200
+        assert a.get("/v1/feed", headers=dana).json()["mode"] == "for_you"  # a: on its next request
+        assert _eventually(lambda: b.get("/v1/feed", headers=dana).json()["mode"] == "for_you", seconds=5)
         after = b.get("/v1/feed", headers=dana).json()
-        assert after["mode"] == "for_you"
         order = [s["story_id"] for s in after["stories"]]
         assert order.index(TECH_STORY) < [s["story_id"] for s in before["stories"]].index(TECH_STORY)
         assert after["stories"][order.index(TECH_STORY)]["reason"] == "Because you follow Technology"
 
         assert b.post("/v1/me/hide", json={"story": TECH_STORY}, headers=dana).status_code == 200
-        assert TECH_STORY not in {s["story_id"] for s in a.get("/v1/feed", headers=dana).json()["stories"]}
+        assert TECH_STORY not in {s["story_id"] for s in b.get("/v1/feed", headers=dana).json()["stories"]}
+        assert _eventually(
+            lambda: TECH_STORY not in {s["story_id"] for s in a.get("/v1/feed", headers=dana).json()["stories"]},
+            seconds=5)
         assert a.get("/v1/me", headers=dana).json()["follows"]["topic"] == ["technology"]
 
 
@@ -353,6 +424,31 @@ def test_a_migration_edited_after_it_was_applied_is_refused(postgres_url: str) -
         assert migrate_profiles(conn, [first, later]) == []
     finally:
         conn.close()
+
+
+@pytest.mark.integration
+def test_a_write_that_commits_after_a_later_one_is_still_listed(postgres_url: str) -> None:
+    """Transactions commit out of order: a poll must not step past one still open (migration 0002)."""
+    import psycopg
+
+    store = PostgresProfileStore(postgres_url)
+    try:
+        mark = store.changed_since(None).mark  # also migrates
+        slow = psycopg.connect(postgres_url)  # a transaction: begun first, committed last
+        try:
+            slow.execute("insert into follows values ('late', 'topic', 'world', 0)")
+            slow.execute(TOUCH_PROFILE_POSTGRES, {"r": "late"})  # its id is the smaller one
+            store.follow("early", "topic", "world")  # begun and committed after it
+            first = store.changed_since(mark)
+            assert dict(first.changed).keys() == {"early"}
+            slow.commit()
+        finally:
+            slow.close()
+        second = store.changed_since(first.mark)
+        assert "late" in dict(second.changed)  # a mark at the highest version seen would have missed it
+        assert store.load("late").version == dict(second.changed)["late"]
+    finally:
+        store.close()
 
 
 @pytest.mark.slow

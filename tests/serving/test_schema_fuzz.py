@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 import schemathesis
-from conftest import HMAC_KEY, publish_fixture
+from conftest import HMAC_KEY, publish_fixture, publish_search
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
@@ -31,7 +31,8 @@ pytestmark = pytest.mark.slow
 def fuzz_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastAPI]:
     root = tmp_path_factory.mktemp("fuzz")
     store = LocalStore(root / "store")
-    publish_fixture(store)
+    fixture = publish_fixture(store)
+    publish_search(store, fixture.stories_snapshot["stories"])  # GET /v1/search answers (issue 30)
     app = create_app(store, ServingSettings(refresh_seconds=3600, profiles_path=str(root / "p.sqlite3"),
                                             hmac_key=HMAC_KEY))
     with TestClient(app) as client:  # runs the lifespan: pages loaded

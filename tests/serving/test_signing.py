@@ -20,6 +20,7 @@ from conftest import (
 )
 from fastapi.testclient import TestClient
 
+from serving.errors import InvalidTokenError
 from serving.signing import PERSONAL_CLICK_SECONDS, header_safe_url, is_web_url
 from warehouse.store import ObjectStore
 
@@ -193,3 +194,16 @@ def test_version_1_tokens_still_redirect_but_anonymously() -> None:
     v1 = s._seal(s._click_key, [1, "a", "s", "https://x.example/", s.reader_hash("alice"), "top", 0, int(time.time())])
     click = s.verify_click(v1)
     assert click.reader_hash == "" and click.url == "https://x.example/"
+
+
+def test_a_remembered_session_still_expires_and_a_forged_one_is_never_remembered() -> None:
+    s = signer()
+    token, session = s.issue_session("alice", now=1_000.0)
+    assert s.verify_session(token, now=1_001.0) == session  # worked out once, then remembered
+    assert s.verify_session(token, now=1_002.0) == session
+    with pytest.raises(InvalidTokenError, match="expired"):
+        s.verify_session(token, now=session.expires_at + 1.0)
+    forged = token[:-2] + ("AA" if token[-2:] != "AA" else "BA")
+    for _ in range(2):
+        with pytest.raises(InvalidTokenError):
+            s.verify_session(forged, now=1_001.0)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.ingest.pages import build_article_row
+from tasks.ingest.article import build_article_row
 from tasks.ingest.plan import FeedJob
 from tasks.sections import guess_sections, load_section_model
 from transforms.embedding import EMBEDDING_MODEL, embed_texts

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tasks.ingest.pages import build_article_row
+from tasks.ingest.article import build_article_row
 from tasks.ingest.plan import FeedJob
 from transforms.feeds import parse_feed
 from transforms.records import ArticleRow, FeedState

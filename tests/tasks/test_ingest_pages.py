@@ -13,8 +13,8 @@ import pytest
 from loopback import serve
 
 from tasks.http import fetch_url, make_client
+from tasks.ingest.article import PageError, build_article_row
 from tasks.ingest.commit import commit_ingest
-from tasks.ingest.pages import PageError, build_article_row
 from tasks.ingest.plan import FeedJob, plan_due_feeds
 from tasks.ingest.poll import poll_shard
 from tasks.registry import import_publishers
@@ -151,6 +151,16 @@ def test_build_article_row_caps_the_title(html: str, feed_title: str) -> None:
     item = FeedItem("g", "https://x.example/a", feed_title, "", None, None, (), None, None, None)
     row = build_article_row(job, item, html.encode(), "https://x.example/a", NOW, embed=False)
     assert 0 < len(row.title) <= TITLE_MAX_CHARS
+
+
+def test_build_article_row_keeps_at_most_max_categories() -> None:
+    from tasks.ingest.article import MAX_CATEGORIES
+
+    job = FeedJob("f", "https://x.example/feed", "p", "en", "US", "", FeedState("f"))
+    categories = tuple(f"tag {i}" for i in range(10_000))
+    item = FeedItem("g", "https://x.example/a", "Budget", "", None, None, categories, None, None, None)
+    row = build_article_row(job, item, b"<p>Budget</p>", "https://x.example/a", NOW, embed=False)
+    assert row.categories == categories[:MAX_CATEGORIES]
 
 
 def test_build_article_row_uses_the_http_charset() -> None:

@@ -172,3 +172,19 @@ def test_a_host_that_keeps_failing_is_tripped_and_its_remaining_work_skipped() -
     stats = limiter.stats()
     assert stats["0"].skipped == 7 and stats["0"].requests == 3 and stats["1"].skipped == 0
     assert all(s.in_flight == 0 for s in stats.values())
+
+
+@pytest.mark.parametrize(("answered", "decreased"), [(0.01, False), (None, True)], ids=["host-was-quick", "wall-time"])
+def test_a_host_is_judged_on_its_answer_not_on_the_work_after_it(answered: float | None, decreased: bool) -> None:
+    """A page whose row takes long to build (or waits for an article worker) is no slow response of
+    its host's (issue 32); without a time of the answer, the work's wall time counts."""
+    limiter = HostLimiter(HostLimits(rate_per_second=1000.0, burst=100.0, slow_seconds=0.05))
+
+    def work(i: int) -> tuple[int, float | None]:
+        time.sleep(0.1)  # the build after the fetch
+        return 200, answered
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        run_per_host([0], host_of=lambda i: "h", work=work, status_of=lambda r: r[0], elapsed_of=lambda r: r[1],
+                     limiter=limiter, pool=pool, max_in_flight=1)
+    assert (limiter.stats()["h"].decreases == 1) is decreased

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from tasks.health import check_health
+from tasks.ingest.article import build_article_row
 from tasks.ingest.commit import discovery_lag_by_tier
-from tasks.ingest.pages import build_article_row
 from tasks.ingest.plan import FeedJob
 from tasks.registry import import_publishers
 from transforms.feeds import FeedItem, is_plausible_published_at

@@ -206,3 +206,13 @@ def test_variants_share_an_article_id() -> None:
     ]
     ids = {article_id_from_url(canonicalize_url(v)) for v in variants}
     assert len(ids) == 1
+
+
+def test_a_url_past_the_cap_is_refused_before_it_is_parsed() -> None:
+    from transforms.canonical_url import MAX_URL_CHARS, absolute_http_url
+
+    long = "https://example.com/" + "a" * MAX_URL_CHARS
+    with pytest.raises(ValueError, match="character cap"):
+        canonicalize_url(long)
+    assert absolute_http_url(long, None) is None
+    assert choose_canonical_url("https://example.com/a", long, None) == "https://example.com/a"

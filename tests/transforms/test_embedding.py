@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from transforms.clustering import ClusterParams, link_story_profiles
@@ -74,3 +76,47 @@ def test_mutual_best_pairs_do_not_depend_on_the_chunk_size() -> None:
     sims = left @ right.T
     for i, j in whole:  # each pair is the row's best and the column's best
         assert sims[i].argmax() == j and sims[:, j].argmax() == i and sims[i, j] >= 0.3
+
+
+def test_the_encoder_is_never_given_more_than_its_caps() -> None:
+    """A 1 MB title or lede without a space once cost 44 s and 6 GB (issue 32): the text is cut to
+    EMBED_TEXT_MAX_CHARS and each word to EMBED_WORD_MAX_CHARS, whatever the caller passes."""
+    from transforms.embedding import EMBED_TEXT_MAX_CHARS, EMBED_WORD_MAX_CHARS
+
+    text = embedding_text("Quake " + "T" * 1_000_000, "lede " * 100 + "x" * 1_000_000, "en")
+    assert len(text) <= EMBED_TEXT_MAX_CHARS and max(len(w.rstrip(".")) for w in text.split()) <= EMBED_WORD_MAX_CHARS
+    assert text.startswith("Quake " + "T" * EMBED_WORD_MAX_CHARS + ". lede lede")
+    cjk = embedding_text("台风" * 10_000, "台风来袭" * 10_000, "zh")
+    assert len(cjk) <= EMBED_TEXT_MAX_CHARS
+    long, capped = embed_texts(["word " * 100_000, ("word " * 100_000)[:EMBED_TEXT_MAX_CHARS]])
+    assert np.array_equal(long, capped)
+
+
+def _at_cosine(base: list[float], other: list[float], cosine: float) -> list[float]:
+    """A unit vector at ``cosine`` from unit ``base``, in the plane of ``base`` and ``other``."""
+    b, o = np.asarray(base), np.asarray(other)
+    o = o - (o @ b) * b
+    o /= np.linalg.norm(o)
+    return list(cosine * b + math.sqrt(1 - cosine**2) * o)
+
+
+def test_a_cross_language_link_is_decided_on_names_and_numbers_as_well_as_the_embeddings() -> None:
+    """Issue 33: a pair the embeddings alone put just over their bar needs shared names or
+    numbers, and the story a link goes to is the best match on both signals."""
+    zh = _unit(1, 0, 0, 0)
+    language_of = {"en-court": "en", "en-forgery": "en", "zh-court": "zh"}
+    embeddings = {"zh-court": [zh], "en-forgery": [_at_cosine(zh, _unit(0, 1, 0, 0), 0.54)],
+                  "en-court": [_at_cosine(zh, _unit(0, 0, 1, 0), 0.53)]}
+    # Only the embeddings: the forgery story is the closer, and it is linked.
+    assert link_story_profiles(language_of, {}, embeddings, ClusterParams()) == {}
+    assert link_story_profiles(language_of, {}, embeddings, ClusterParams(link_token_weight=0.0,
+                                                                          link_score_threshold=0.5)) == {
+        "en-forgery": "en-forgery", "zh-court": "en-forgery"}
+    # The court story and the Chinese one both print the lawyer's name and the case number.
+    tokens = {"zh-court": {"ravi": 2.0, "2022": 1.0}, "en-court": {"ravi": 3.0, "2022": 1.0, "sbs": 1.0},
+              "en-forgery": {"courts": 1.0}}
+    assert link_story_profiles(language_of, tokens, embeddings, ClusterParams()) == {
+        "en-court": "en-court", "zh-court": "en-court"}
+    # Below the embeddings' own floor, shared names are not enough.
+    far = {**embeddings, "en-court": [_at_cosine(zh, _unit(0, 0, 1, 0), 0.45)]}
+    assert link_story_profiles(language_of, tokens, far, ClusterParams()) == {}

@@ -446,3 +446,30 @@ def test_a_byline_or_section_holding_text_is_capped_like_a_title() -> None:
     extracted = extract_page(page, "https://news.example/a")
     assert extracted.author is not None and len(extracted.author) <= TITLE_MAX_CHARS
     assert extracted.section is not None and len(extracted.section) <= TITLE_MAX_CHARS
+
+
+def test_a_page_is_parsed_up_to_its_markup_cap() -> None:
+    """Unclosed nested markup past MAX_MARKUP_TAGS is not parsed (200,000 elements took trafilatura 23 s);
+    the metadata before it and the body text up to it still are (issue 32)."""
+    from transforms.extraction import MAX_MARKUP_TAGS
+
+    head = ('<html lang="en"><head><title>Council passes the budget</title><meta name="description" content="'
+            'The vote came late."></head><body><article><h1>Council passes the budget</h1>'
+            + "<p>The council met on Monday to vote on the budget for the schools of the city.</p>" * 5)
+    page = extract_page((head + "<div><p><b>" * (MAX_MARKUP_TAGS * 4)).encode(), "https://example.com/a")
+    assert page.title == "Council passes the budget" and page.description == "The vote came late."
+    assert "The council met on Monday to vote" in page.text
+
+
+def test_metadata_and_body_are_read_up_to_their_caps() -> None:
+    from transforms.extraction import BODY_MAX_CHARS
+
+    word = "x" * 1_000_000
+    html = (f'<html lang="{word}"><head><meta property="og:title" content="{word}"><meta name="author" '
+            f'content="{word}"><meta property="og:image" content="https://example.com/{word}"></head><body>'
+            f"<article><h1>A</h1><p>{'y' * 300_000}</p></article></body></html>")
+    page = extract_page(html.encode(), "https://example.com/a")
+    assert page.title is not None and len(page.title) == TITLE_MAX_CHARS
+    assert page.author is not None and len(page.author) <= TITLE_MAX_CHARS
+    assert page.image_url is None  # longer than any URL we keep
+    assert page.language is None and len(page.text) <= BODY_MAX_CHARS

@@ -73,3 +73,16 @@ def test_a_reprint_of_a_real_article_under_a_new_headline_is_still_a_copy() -> N
     clusterer.assign(_f("m0", "Klitschko stops Rahman", mannheim(0), 0, "p0"))
     reprint = clusterer.assign(_f("w0", "Wire: Rahman beaten", "MANNHEIM (Wire) - " + mannheim(0), 1, "p9"))
     assert reprint.copy_of == "m0"
+
+
+def test_no_term_or_entity_is_longer_than_its_cap_and_the_body_is_read_up_to_its_cap() -> None:
+    """A 1 MB token (a page without spaces) is never a term or an entity; only the first
+    FEATURE_TEXT_MAX_CHARS of a body count (issue 32)."""
+    from transforms.features import ENTITY_MAX_CHARS, FEATURE_TEXT_MAX_CHARS, TERM_MAX_CHARS
+
+    body = mannheim(0) + "\n" + "Council " + "X" * 1_000_000 + " met. " + "word " * 10
+    features = _f("x", "Klitschko stops Rahman in Mannheim", body)
+    assert features.terms and max(map(len, features.terms)) <= TERM_MAX_CHARS
+    assert features.entities and max(map(len, features.entities)) <= ENTITY_MAX_CHARS
+    padded = mannheim(0) + "\n" + "filler " * (FEATURE_TEXT_MAX_CHARS // 7 + 1)
+    assert _f("x", "T", padded + "Zebrafish zebrafish zebrafish.").terms == _f("x", "T", padded).terms

@@ -104,7 +104,8 @@ def _articles() -> list[ReplayArticle]:
     when = datetime(2026, 12, 2, 11, 0, tzinfo=UTC)
     return [ReplayArticle(article_id=f"a{k}", publisher_id="p1", url=f"http://daily.example/a{k}",
                           title=f"Tom & Jerry <{k}>", text="Body text. " * 30, language="en", published_at=when,
-                          event="e", reprint_of=None, edits=(), feed_url=f"http://daily.example/a{k}?utm=x")
+                          event="e", reprint_of=None, edits=(), feed_url=f"http://daily.example/a{k}?utm=x",
+                          section="world" if k == 0 else None)
             for k in range(3)]
 
 

@@ -69,3 +69,10 @@ def test_a_guess_votes_beside_the_hint_and_the_category() -> None:
                                  [None, "sports", "weather"]) == [[], ["sports", "business", "sports"], ["business"]]
     assert set(SECTIONS) == {"world", "politics", "business", "technology", "science", "health", "sports",
                              "entertainment"}
+
+
+def test_a_hint_longer_than_any_section_name_is_not_matched() -> None:
+    from transforms.sections import SECTION_HINT_MAX_CHARS, canonical_section
+
+    assert canonical_section("Sport") == "sports"
+    assert canonical_section("Sport" + " " * SECTION_HINT_MAX_CHARS) is None

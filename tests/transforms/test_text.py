@@ -187,3 +187,10 @@ def test_snippet_falls_back_past_a_stub(text: str, description: str | None, expe
     snippet = snippet_from_text(text, description, title=HEADLINE)
     assert snippet.startswith(expected_start)
     assert snippet == "" or is_usable_snippet(snippet)
+
+
+def test_a_snippet_reads_only_the_head_of_a_huge_body() -> None:
+    from transforms.text import SNIPPET_READ_CHARS
+
+    huge = LONG_TEXT + " " + "x" * (SNIPPET_READ_CHARS * 50)
+    assert snippet_from_text(huge, "y" * (SNIPPET_READ_CHARS * 50)) == snippet_from_text(LONG_TEXT, None)

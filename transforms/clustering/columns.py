@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from transforms.clustering.params import ClusterParams
-from transforms.clustering.state import params_from_state
+from transforms.clustering.state import drop_embeddings, params_from_state, stored_embedding_model
 from transforms.clustering.story import Journal, Member, Story, count_embeddings
 from transforms.signatures import NUM_PERM, SIGNATURE_VERSION
 
@@ -87,7 +87,8 @@ def mark_committed(clusterer: LanguageClusterer) -> None:
 
 def _meta(clusterer: LanguageClusterer, df_replaced: bool) -> dict[str, Any]:
     idf = clusterer.online_idf
-    return {"version": COLUMNS_VERSION, "signature_version": SIGNATURE_VERSION, "language": clusterer.language,
+    return {"version": COLUMNS_VERSION, "signature_version": SIGNATURE_VERSION,
+            "embedding_model": clusterer.embedding_model, "language": clusterer.language,
             "params": asdict(clusterer.params), "clock_ms": clusterer.clock_ms, "decayed_ms": clusterer.decayed_ms,
             "n_docs": idf.n_docs, "df_scale": idf.scale, "df_replaced": df_replaced}
 
@@ -242,6 +243,11 @@ def clusterer_from_columns(columns: StateColumns, cls: type[C]) -> C:
                         np.asarray(recent["seen_ms"]).tolist(), strict=True))
         out.copies.add_all(rows, np.asarray(recent["minhash"], dtype=np.uint32))
     mark_committed(out)
+    if stored_embedding_model(meta) != out.embedding_model:
+        # Another model's vectors are never compared (issue 33): forgotten, and the next commit
+        # restates everything as a base, so no stored chain holds them under this model's name.
+        drop_embeddings(out.stories)
+        out.journal = None
     return out
 
 

@@ -25,6 +25,8 @@ import numpy.typing as npt
 from transforms.signatures import NUM_PERM, estimate_jaccard, lsh_band_keys, lsh_bands, lsh_bands_many
 
 _MIN_CAPACITY = 1024
+_EMPTY = np.uint32(0xFFFFFFFF)
+"""Every position of the empty signature (``transforms.signatures``: a body too short to sign)."""
 _MIN_PENDING_ROWS = 2048
 _PENDING_SHARE = 32
 """Rows added since the sorted keys were rebuilt are merged into them past 1/32 of those rows."""
@@ -193,11 +195,20 @@ class CopyIndex:
         return rows[self._alive[rows]]
 
     def best_match(self, article_id: str, minhash: Sequence[int], live_stories: Container[str],
-                   threshold: float) -> tuple[Recent, float] | None:
+                   threshold: float, among: Iterable[str] | None = None) -> tuple[Recent, float] | None:
         """The LSH candidate with the highest estimated Jaccard at or above ``threshold`` (ties by
-        article id), among recent articles of ``live_stories`` other than ``article_id`` itself."""
+        article id), among recent articles of ``live_stories`` other than ``article_id`` itself;
+        with ``among``, those recent articles are the candidates instead of the LSH's."""
         _, keys, mine = self._signature(minhash)
-        rows = self._candidate_rows(keys)
+        if among is None:
+            rows = self._candidate_rows(keys)
+        elif not keys:
+            return None  # the empty signature (a body too short to sign) is a copy of nothing
+        else:
+            listed = [row for aid in among if (row := self.row_of.get(aid)) is not None]
+            rows = np.asarray(sorted(set(listed)), dtype=np.int64)
+            # Neither is an empty signature any row's original (all positions equal: Jaccard 1.0).
+            rows = rows[self._sig[rows].min(axis=1) != _EMPTY] if rows.size else rows
         if rows.size == 0:
             return None
         # estimate_jaccard's value: the share of equal positions (an empty signature has no keys,
@@ -216,10 +227,12 @@ class CopyIndex:
         return None if best is None else (self.recent_row(best[0]), best[1])
 
     def find_copy(self, article_id: str, minhash: Sequence[int], live_stories: Container[str],
-                  copy_jaccard: float, chain_jaccard: float) -> tuple[str, str, float] | None:
+                  copy_jaccard: float, chain_jaccard: float, among: Iterable[str] | None = None
+                  ) -> tuple[str, str, float] | None:
         """The original an article would be named a copy of, without remembering it.
 
-        The best LSH candidate at or above ``copy_jaccard`` is the match. The copy names the
+        The best LSH candidate (or, given ``among``, the best of those recent articles) at or
+        above ``copy_jaccard`` is the match. The copy names the
         first article of the match's chain of copies when it is clearly a copy of that article
         too (estimated Jaccard at least ``chain_jaccard``), else the match itself. A chain
         can hold a weak link: two reports of one event whose estimated Jaccard crossed
@@ -230,7 +243,7 @@ class CopyIndex:
         Returns:
             ``(original_id, story_id, jaccard with the match)``, or None if it is no copy.
         """
-        match = self.best_match(article_id, minhash, live_stories, copy_jaccard)
+        match = self.best_match(article_id, minhash, live_stories, copy_jaccard, among)
         if match is None:
             return None
         recent, jaccard = match

@@ -1,8 +1,10 @@
 """Cross-language story links: stories of different languages that report the same event.
 
-Linked by their mean sentence embeddings where both stories have them (mutual best match per
-language pair), else by IDF-weighted profiles of language-neutral tokens (names, acronyms,
-numbers); groups are joined with union-find. Runs over a window's stories, after clustering.
+Linked where both stories have sentence embeddings by two signals at once: the cosine of their
+mean embeddings plus a share of the IDF-weighted cosine of their language-neutral tokens (names,
+acronyms, numbers), each story the other's best match in its language (issue 33); else by the
+token profiles alone. Groups are joined with union-find. Runs over a window's stories, after
+clustering.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -104,12 +107,16 @@ def link_languages(
 
 
 def _mutual_best_pairs(left: npt.NDArray[np.float64], right: npt.NDArray[np.float64], threshold: float,
-                       chunk: int = 1024) -> list[tuple[int, int]]:
+                       chunk: int = 1024, *, left_tokens: Any = None, right_tokens: Any = None,
+                       token_weight: float = 0.0, floor: float = -1.0) -> list[tuple[int, int]]:
     """Index pairs ``(i, j)`` where row ``i`` of ``left`` and row ``j`` of ``right`` are each other's
-    most similar (dot product; first index on ties) and their dot is at least ``threshold``.
+    most similar and similar enough.
 
-    Computed in row chunks, so memory stays ``chunk × len(right)`` however many stories a
-    snapshot lists.
+    The similarity is the dot product of the rows, plus ``token_weight`` times the dot product of
+    the rows' token profiles when given (``left_tokens``, ``right_tokens``: sparse matrices, one row
+    per story, over one vocabulary); a pair is kept when that similarity is at least ``threshold``
+    and the rows' own dot product at least ``floor`` (first index on ties). Computed in row chunks,
+    so memory stays ``chunk × len(right)`` however many stories a snapshot lists.
 
     >>> eye = np.eye(3)
     >>> _mutual_best_pairs(eye, eye[[2, 0]], 0.5)
@@ -117,19 +124,56 @@ def _mutual_best_pairs(left: npt.NDArray[np.float64], right: npt.NDArray[np.floa
     """
     best_right = np.empty(len(left), dtype=np.int64)
     best_right_score = np.empty(len(left))
+    best_right_dot = np.empty(len(left))
     col_best = np.full(len(right), -1, dtype=np.int64)
     col_score = np.full(len(right), -np.inf)
+    tokens_t = right_tokens.T.tocsc() if token_weight and right_tokens is not None else None
     for start in range(0, len(left), chunk):
-        sims = left[start : start + chunk] @ right.T
-        best_right[start : start + len(sims)] = np.argmax(sims, axis=1)
-        best_right_score[start : start + len(sims)] = sims.max(axis=1)
+        dots = left[start : start + chunk] @ right.T
+        sims = dots
+        if tokens_t is not None:
+            sims = dots + token_weight * (left_tokens[start : start + chunk] @ tokens_t).toarray()
+        rows_best = np.argmax(sims, axis=1)
+        best_right[start : start + len(sims)] = rows_best
+        best_right_score[start : start + len(sims)] = sims[np.arange(len(sims)), rows_best]
+        best_right_dot[start : start + len(sims)] = dots[np.arange(len(sims)), rows_best]
         rows = np.argmax(sims, axis=0)
         scores = sims[rows, np.arange(len(right))]
         better = scores > col_score  # strictly: an earlier row keeps a tie
         col_best[better] = rows[better] + start
         col_score[better] = scores[better]
     return [(i, int(j)) for i, j in enumerate(best_right.tolist())
-            if col_best[j] == i and best_right_score[i] >= threshold]
+            if col_best[j] == i and best_right_score[i] >= threshold and best_right_dot[i] >= floor]
+
+
+def _token_vectors(ordered: Sequence[str], token_counts: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """Each story's language-neutral tokens, IDF-weighted over the stories given, L2-normalised."""
+    df: dict[str, int] = defaultdict(int)
+    for sid in ordered:
+        for token in token_counts.get(sid, {}):
+            df[token] += 1
+    n = len(ordered)
+    vectors: dict[str, dict[str, float]] = {}
+    for sid in ordered:
+        raw = {t: (1.0 + math.log(c)) * math.log((n + 1) / (df[t] + 0.5)) for t, c in token_counts.get(sid, {}).items()}
+        norm = math.sqrt(sum(v * v for v in raw.values()))
+        vectors[sid] = {t: v / norm for t, v in raw.items()} if norm > 0 else {}
+    return vectors
+
+
+def _token_matrix(ids: Sequence[str], vectors: Mapping[str, Mapping[str, float]], columns: Mapping[str, int]) -> Any:
+    """The token vectors of ``ids`` as a sparse matrix (one row per story, ``columns`` its vocabulary)."""
+    from scipy import sparse
+
+    rows: list[int] = []
+    cols: list[int] = []
+    values: list[float] = []
+    for row, sid in enumerate(ids):
+        for token, weight in vectors[sid].items():
+            rows.append(row)
+            cols.append(columns[token])
+            values.append(weight)
+    return sparse.csr_matrix((np.asarray(values, dtype=np.float64), (rows, cols)), shape=(len(ids), max(1, len(columns))))
 
 
 def link_story_profiles(
@@ -164,6 +208,8 @@ def link_story_profiles(
             parent[max(a, b)] = min(a, b)
 
     ordered = sorted(language_of)
+    vectors = _token_vectors(ordered, token_counts)
+    columns = {token: i for i, token in enumerate(sorted({t for v in vectors.values() for t in v}))}
     directions = {sid: d for sid in ordered if (d := mean_direction(embeddings.get(sid) or ())) is not None}
     by_language: dict[str, list[str]] = defaultdict(list)
     for sid in ordered:
@@ -173,22 +219,19 @@ def link_story_profiles(
     for i, first in enumerate(languages):
         for second in languages[i + 1 :]:
             a_ids, b_ids = by_language[first], by_language[second]
+            # Two signals: the embeddings' cosine, and the names and numbers both stories print
+            # (issue 33): each story's best match is chosen on both, and a link whose cosine alone
+            # falls short of link_score_threshold needs shared names or numbers to make it up.
             for a, b in _mutual_best_pairs(np.vstack([directions[s] for s in a_ids]),
                                            np.vstack([directions[s] for s in b_ids]),
-                                           params.link_embedding_threshold):
+                                           params.link_score_threshold,
+                                           left_tokens=_token_matrix(a_ids, vectors, columns),
+                                           right_tokens=_token_matrix(b_ids, vectors, columns),
+                                           token_weight=params.link_token_weight,
+                                           floor=params.link_embedding_threshold):
                 union(a_ids[a], b_ids[b])
 
-    # Token profiles, for the pairs the embeddings cannot judge (a story without embeddings).
-    df: dict[str, int] = defaultdict(int)
-    for sid in ordered:
-        for token in token_counts.get(sid, {}):
-            df[token] += 1
-    n = len(ordered)
-    vectors: dict[str, dict[str, float]] = {}
-    for sid in ordered:
-        raw = {t: (1.0 + math.log(c)) * math.log((n + 1) / (df[t] + 0.5)) for t, c in token_counts.get(sid, {}).items()}
-        norm = math.sqrt(sum(v * v for v in raw.values()))
-        vectors[sid] = {t: v / norm for t, v in raw.items()} if norm > 0 else {}
+    # Token profiles alone, for the pairs the embeddings cannot judge (a story without embeddings).
     index: dict[str, list[str]] = defaultdict(list)
     for sid in ordered:
         for token in vectors[sid]:

@@ -29,6 +29,7 @@ class ClustererParts(Protocol):
     online_idf: OnlineIdf
     clock_ms: int | None
     decayed_ms: int | None
+    embedding_model: str
 
     def __init__(self, language: str, params: ClusterParams | None = None) -> None: ...
 

@@ -18,7 +18,8 @@ stories active in the last ``lookback_hours``, with every member at hand:
   the online rule (the same score, the same ``join_threshold``; the story it missed may have
   grown, and the IDF settled, since it was placed) is merged into that story, which keeps its id.
 - **merge**: stories whose members are close on average (mean cross cosine at least
-  ``merge_threshold``), that share an entity word, whose dateline years do not conflict and
+  ``merge_threshold``, or at least ``merge_low_threshold`` when their summed sentence embeddings
+  agree at ``merge_embedding_threshold``: two signals, issue 33), that share an entity word, whose dateline years do not conflict and
   whose times overlap within ``merge_gap_hours``, are agglomerated by average link (see
   :func:`plan_merges`): one pass can fold several fragments of one event into the oldest of
   them, which survives; the others become its aliases. Two stories the split rule would cut
@@ -61,6 +62,11 @@ class RepairParams:
         lookback_hours: Only stories with an article in this window are looked at.
         cooldown_minutes: A story repaired less than this long ago is left alone.
         merge_threshold: Least mean cross-story member cosine for a merge.
+        merge_low_threshold: A pair below ``merge_threshold`` but at or above this is merged
+            when a second signal agrees: the cosine of the two groups' summed member embeddings is
+            at least ``merge_embedding_threshold`` (issue 33: fragments of one event told in other
+            words; None: words alone decide).
+        merge_embedding_threshold: See ``merge_low_threshold``.
         merge_min_shared_entities: Least entity words the two stories share.
         merge_gap_hours: Most hours between the two stories' spans.
         split_margin: Least (within-half mean cosine − across mean cosine) for a split.
@@ -85,9 +91,13 @@ class RepairParams:
     split_min_sources: int = 4
     max_split_members: int = 200
     adopt: bool = True
+    merge_low_threshold: float | None = 0.15
+    merge_embedding_threshold: float = 0.75
 
     def __post_init__(self) -> None:
-        for name in ("merge_threshold", "split_margin", "split_max_across"):
+        if self.merge_low_threshold is not None and not 0.0 <= self.merge_low_threshold <= 1.0:
+            raise ValueError(f"merge_low_threshold must be in [0, 1], got {self.merge_low_threshold}")
+        for name in ("merge_threshold", "split_margin", "split_max_across", "merge_embedding_threshold"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
@@ -618,10 +628,35 @@ def plan_merges(
     rank = {sid: i for i, sid in enumerate(sorted(candidates))}
     heap: list[tuple[float, int, int, str, str]] = []
 
+    codes: dict[str, npt.NDArray[np.float64] | None] = {}
+
+    def code_sum(sid: str) -> npt.NDArray[np.float64] | None:
+        """A story's summed member embeddings (computed when a pair first needs them)."""
+        if sid not in codes:
+            held = [code_vector(m.embedding) for m in clusterer.story_members(sid) if m.copy_of is None
+                    and m.embedding is not None]
+            codes[sid] = np.sum(held, axis=0).astype(np.float64) if held else None
+        return codes[sid]
+
+    def embedding_cosine(a: str, b: str) -> float:
+        left = [c for s in groups[a] if (c := code_sum(s)) is not None]
+        right = [c for s in groups[b] if (c := code_sum(s)) is not None]
+        if not left or not right:
+            return -1.0
+        x, y = np.sum(left, axis=0), np.sum(right, axis=0)
+        norm = float(np.linalg.norm(x) * np.linalg.norm(y))
+        return float(x @ y) / norm if norm > 0 else -1.0
+
+    def qualifies(a: str, b: str, score: float) -> bool:
+        if score >= params.merge_threshold:
+            return True
+        low = params.merge_low_threshold
+        return low is not None and score >= low and embedding_cosine(a, b) >= params.merge_embedding_threshold
+
     def push(a: str, b: str) -> None:
         a, b = (a, b) if a < b else (b, a)
         score = mean(a, b)
-        if score >= params.merge_threshold:
+        if qualifies(a, b, score):
             heapq.heappush(heap, (-score, -rank[a], -rank[b], a, b))
 
     for (a, b) in cross:

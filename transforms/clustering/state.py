@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from typing import TypeVar
 
 import numpy as np
@@ -23,6 +23,7 @@ import numpy.typing as npt
 from transforms.clustering.params import ClusterParams
 from transforms.clustering.parts import ClustererParts
 from transforms.clustering.story import Member, Story, count_embeddings
+from transforms.embedding import LEGACY_EMBEDDING_MODEL_ID
 from transforms.signatures import SIGNATURE_VERSION
 
 STATE_VERSION = 4
@@ -126,6 +127,7 @@ def clusterer_to_state(clusterer: ClustererParts) -> dict[str, object]:
     return {
         "version": STATE_VERSION,
         "signature_version": SIGNATURE_VERSION,
+        "embedding_model": clusterer.embedding_model,
         "language": clusterer.language,
         "params": asdict(clusterer.params),
         "clock_ms": clusterer.clock_ms,
@@ -138,6 +140,24 @@ def clusterer_to_state(clusterer: ClustererParts) -> dict[str, object]:
         "recent": [[r.article_id, r.story_id, r.root_id, r.seen_ms, encode_minhash(r.minhash)]
                    for r in clusterer.copies.recent.values()],
     }
+
+
+def stored_embedding_model(raw: Mapping[str, object]) -> str:
+    """The model of the member embeddings a state holds (a state written before it was stored
+    names none: the legacy model's, see :data:`transforms.embedding.LEGACY_EMBEDDING_MODEL_ID`)."""
+    return str(raw.get("embedding_model") or LEGACY_EMBEDDING_MODEL_ID)
+
+
+def drop_embeddings(stories: Mapping[str, Story]) -> int:
+    """Forget every member's embedding (they are another model's than the writer compares with);
+    returns how many were dropped. The stories' embedding sums are recounted (to none)."""
+    dropped = 0
+    for story in stories.values():
+        if any(m.embedding is not None for m in story.members):
+            dropped += sum(m.embedding is not None for m in story.members)
+            story.members = [m if m.embedding is None else replace(m, embedding=None) for m in story.members]
+            count_embeddings(story)
+    return dropped
 
 
 def params_from_state(raw: Mapping[str, object]) -> ClusterParams:
@@ -178,4 +198,6 @@ def clusterer_from_state(state: Mapping[str, object], cls: type[C]) -> C:
     if rows:
         signatures = np.vstack([decode_minhash(row[4]) for row in rows])
         out.copies.add_all([(str(aid), str(sid), str(root), int(seen)) for aid, sid, root, seen, _ in rows], signatures)
+    if stored_embedding_model(state) != out.embedding_model:
+        drop_embeddings(out.stories)  # another model's vectors are never compared (issue 33)
     return out

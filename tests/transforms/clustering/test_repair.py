@@ -14,6 +14,7 @@ from transforms.clustering import (
     Member,
     RepairParams,
     cluster_and_repair,
+    member_vector,
     repair_stories,
     split_members,
     story_representative,
@@ -446,3 +447,41 @@ def test_the_merge_pass_merges_as_a_scan_of_every_pair_would(seed: int) -> None:
     expected = _agglomerate_by_scan(clusterer, candidates, 0.2)
     assert len(expected) >= 5
     assert {frozenset(g) for g in groups.values()} == expected
+
+
+
+_VOTE = ("Voters in Turkmenistan cast ballots on Sunday in a parliamentary election that observers called a "
+         "formality for the ruling party.")
+_COUNT = ("Polls closed in Turkmenistan where turnout passed ninety percent, the central election commission "
+          "reported late on Sunday.")
+
+
+def _two_fragments(second: tuple[float, ...] | None = None) -> LanguageClusterer:
+    """Two one-article stories of one event told in other words (only a duplicate joins online)."""
+    clusterer = LanguageClusterer("en", ClusterParams(join_threshold=1.0, entity_bonus=0.0, embedding_weight=0.0,
+                                                      headline_embedding_weight=0.0))
+    for i, (text, base) in enumerate([(_VOTE, direction(1)), (_COUNT, direction(1) if second is None else second)]):
+        body = f"{text} {text}"  # long enough to be a body (MIN_COPY_SHINGLES)
+        clusterer.assign(features_from_text(f"a{i}", text.split(",")[0], body, "en", T0 + timedelta(minutes=i),
+                                            f"p{i}", embedding=near(base, 10 + i)))
+    return clusterer
+
+
+def test_fragments_told_in_other_words_merge_when_their_embeddings_agree() -> None:
+    """Issue 33: a pair below the words' bar is merged only when a second signal, the sentence
+    embeddings, agrees."""
+    probe = _two_fragments()
+    assert len(probe.story_ids()) == 2
+    first, second = (member_vector(probe.story_members(s)[0], probe.idf()) for s in probe.story_ids())
+    words = sum(w * second.get(t, 0.0) for t, w in first.items())  # their members' cosine in words
+    assert 0.05 < words < 0.5
+    bar = RepairParams(merge_threshold=words + 0.05, merge_low_threshold=words - 0.05,
+                       merge_embedding_threshold=0.75)
+
+    def stories_after(clusterer: LanguageClusterer, params: RepairParams) -> int:
+        repair_stories(clusterer, T0 + timedelta(minutes=10), params)
+        return len(clusterer.story_ids())
+
+    assert stories_after(_two_fragments(), bar) == 1
+    assert stories_after(_two_fragments(), dataclasses.replace(bar, merge_low_threshold=None)) == 2
+    assert stories_after(_two_fragments(direction(2)), bar) == 2  # the embeddings disagree

@@ -25,6 +25,7 @@ from transforms.clustering.state import (
     story_to_json,
 )
 from transforms.clustering.story import Member, Story, embedding_code
+from transforms.embedding import EMBEDDING_MODEL_ID
 from transforms.features import ArticleFeatures
 
 # Written by scripts/make_clustering_state_fixture.py at commit 47422e0, the last one with
@@ -58,7 +59,7 @@ def test_a_state_written_before_loads_and_is_written_back_as_version_4(written_b
     state = written_before["state"]
     assert state["version"] == 3 and STATE_VERSION == 4
     written = json.loads(json.dumps(LanguageClusterer.from_state(state).to_state()))
-    assert written == {**_as_version_4(state), "params": written["params"]}
+    assert written == {**_as_version_4(state), "params": written["params"], "embedding_model": EMBEDDING_MODEL_ID}
     assert {k: v for k, v in written["params"].items() if k in state["params"]} == state["params"]
     assert json.loads(json.dumps(LanguageClusterer.from_state(written).to_state())) == written
 
