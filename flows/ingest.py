@@ -30,6 +30,7 @@ from tasks.services import (
     one_pass_at_a_time,
     serve_passes,
     service_markdown,
+    stop_requested,
     write_heartbeat,
 )
 from tasks.settings import get_freshness_settings, get_ingest_settings, get_websub_settings
@@ -107,6 +108,7 @@ def ingest_service(run_minutes: float | None = 60.0, shards: int = 4, report_eve
         return {"skipped": freshness.mode}
     store = configured_store()
     deadline = None if run_minutes is None else time.monotonic() + run_minutes * 60
+    stop_requested("ingest", reset=True)
     push_interval = get_websub_settings().ping_min_interval_seconds
     waiter = EventWaiter([FEED_PUSHED])
     waiter.start()
@@ -126,7 +128,7 @@ def ingest_service(run_minutes: float | None = 60.0, shards: int = 4, report_eve
     try:
         report = serve_passes(
             "ingest", run_pass, clock=lambda: resolve_now(None),
-            until=lambda: deadline is not None and time.monotonic() > deadline, waiter=waiter,
+            until=lambda: stop_requested("ingest") or (deadline is not None and time.monotonic() > deadline), waiter=waiter,
             backstop_seconds=freshness.ingest_backstop_seconds, next_due=lambda at: next_due_at(store, at, push_min_interval_seconds=push_interval),
             batch_seconds=freshness.ingest_batch_seconds, exclusive=lambda: one_pass_at_a_time("ingest"),
             heartbeat=lambda passes: write_heartbeat(store, "ingest", passes), on_pass=on_pass)

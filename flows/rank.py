@@ -25,6 +25,7 @@ from tasks.services import (
     one_pass_at_a_time,
     serve_passes,
     service_markdown,
+    stop_requested,
     write_heartbeat,
 )
 from tasks.settings import get_freshness_settings, get_rank_settings
@@ -86,6 +87,7 @@ def rank_service(run_minutes: float | None = 60.0, report_every_passes: int = 20
         return {"skipped": freshness.mode}
     store = configured_store()
     deadline = None if run_minutes is None else time.monotonic() + run_minutes * 60
+    stop_requested("rank", reset=True)
     waiter = EventWaiter([STORIES_COMMITTED])
     waiter.start()
 
@@ -103,7 +105,7 @@ def rank_service(run_minutes: float | None = 60.0, report_every_passes: int = 20
     try:
         report = serve_passes(
             "rank", run_pass, clock=lambda: resolve_now(None),
-            until=lambda: deadline is not None and time.monotonic() > deadline, waiter=waiter,
+            until=lambda: stop_requested("rank") or (deadline is not None and time.monotonic() > deadline), waiter=waiter,
             backstop_seconds=freshness.rank_backstop_seconds, debounce_seconds=freshness.rank_debounce_seconds,
             exclusive=lambda: one_pass_at_a_time("rank"),
             heartbeat=lambda passes: write_heartbeat(store, "rank", passes), on_pass=on_pass)

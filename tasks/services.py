@@ -56,6 +56,24 @@ MIN_DUE_WAIT_SECONDS = 1.0
 UNTIL_CHECK_SECONDS = 1.0
 """A long-running flow checks whether its time is up at least this often."""
 
+_STOP: dict[ServiceName, threading.Event] = {"ingest": threading.Event(), "rank": threading.Event()}
+"""Set by :func:`request_stop`: the long-running ``name`` flow of this process ends at its next check."""
+
+
+def request_stop(name: ServiceName) -> None:
+    """End this process's long-running ``name`` flow within a second (after its pass in flight), as
+    its run time running out does; for what runs the flow inside a larger process. A flow starting
+    later is not affected (:func:`stop_requested` is reset as it starts)."""
+    _STOP[name].set()
+
+
+def stop_requested(name: ServiceName, *, reset: bool = False) -> bool:
+    """Whether :func:`request_stop` asked the ``name`` flow to end; ``reset``: clear the request (a flow starting)."""
+    if reset:
+        _STOP[name].clear()
+        return False
+    return _STOP[name].is_set()
+
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:

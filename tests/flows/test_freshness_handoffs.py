@@ -25,7 +25,7 @@ from flows.rank import rank_and_publish, rank_service
 from tasks.cluster import cluster_language
 from tasks.rank import publish_all
 from tasks.registry import import_publishers
-from tasks.services import LIMIT_NAMES, one_pass_at_a_time, write_heartbeat
+from tasks.services import LIMIT_NAMES, one_pass_at_a_time, request_stop, write_heartbeat
 from tasks.settings import FreshnessSettings, current_settings, get_rank_settings, use_settings
 from tasks.storage import configured_store
 from transforms.features import features_from_text, features_to_row
@@ -182,9 +182,11 @@ def test_a_writer_commit_during_a_scheduled_rank_is_published_by_the_next_pass(s
     while time.monotonic() < deadline and not {"m4", "b0"} <= _live_articles(store):
         time.sleep(0.2)
     published = datetime.now(UTC)
+    request_stop("rank")  # the service ends after its pass in flight instead of running out its time
+    thread.join(timeout=15)
+    assert not thread.is_alive(), "the service ran on after it was asked to stop"
     assert {"m4", "b0"} <= _live_articles(store), "the commit made during the scheduled pass was skipped"
     assert (published - released).total_seconds() < 15  # the event's pass, not the minute backstop
-    thread.join()
     assert service["totals"]["woken_by"].get("event", 0) >= 1
     _assert_no_double_publish(store)
 
@@ -250,7 +252,12 @@ def test_a_ping_recorded_by_the_receiver_is_fetched_at_once(tmp_path: Path) -> N
                           if r["feed_id"] in feed_ids}
             time.sleep(0.2)
         fetched_after = time.monotonic() - pinged
-        thread.join()
+        # The service ends after its pass in flight instead of running out its time; the second lets a
+        # push event that arrived during a due pass that fetched the feed start its own pass first.
+        time.sleep(1)
+        request_stop("ingest")
+        thread.join(timeout=15)
+        assert not thread.is_alive(), "the service ran on after it was asked to stop"
     assert found, "the pinged publisher's new articles were not fetched"
     assert fetched_after < 15  # the push's pass, not the next minute
     assert service["totals"]["woken_by"].get("event", 0) >= 1
