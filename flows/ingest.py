@@ -12,16 +12,12 @@ from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
-from prefect import flow, get_run_logger, unmapped
+from prefect import flow, get_run_logger
 
-from tasks.assets import materializing
+from flows.ingest_pass import ingest_pass, log_pass
 from tasks.clock import resolve_now
 from tasks.events import FEED_PUSHED, EventWaiter
-from tasks.ingest.commit import commit_ingest_task
-from tasks.ingest.pending import poll_pending_sources_task
-from tasks.ingest.plan import next_due_at, plan_due_feeds_task
-from tasks.ingest.poll import poll_shard_task
-from tasks.ingest.robots import load_robots_cache_task, robots_for_shard
+from tasks.ingest.plan import next_due_at
 from tasks.reports import ingest_markdown, publish_artifact
 from tasks.runners import ingest_task_runner
 from tasks.services import (
@@ -33,37 +29,8 @@ from tasks.services import (
     stop_requested,
     write_heartbeat,
 )
-from tasks.settings import get_freshness_settings, get_ingest_settings, get_websub_settings
-from tasks.storage import ObjectStore, configured_store
-
-
-def ingest_pass(store: ObjectStore, at: datetime, shards: int, *, skip_idle: bool = False) -> dict[str, Any]:
-    """Plan, poll (fanned out on the flow's task runner) and commit one ingest pass at ``at``.
-
-    ``skip_idle``: with no feed due and no push, commit nothing (the long-running ingest's idle
-    looks); a pass of the minute deployment always commits, as it always did.
-    """
-    settings = get_ingest_settings()
-    # Sources readers suggested go first: a new one is polled in the run after it was suggested (issue 30).
-    pending = poll_pending_sources_task(store, settings, at)
-    plan = plan_due_feeds_task(store, at, shards)
-    if skip_idle and not plan:
-        return {"feeds_polled": 0, "new_articles": 0, "idle": True, "pending_sources": pending}
-    # robots.txt verdicts earlier runs fetched and still fresh go to the shards of their hosts
-    # (shards may run on workers without the store); the commit writes back those fetched this run.
-    robots = load_robots_cache_task(store, at) if plan else {}
-    futures = poll_shard_task.map(plan, settings=unmapped(settings), now=unmapped(at),
-                                  robots_cache=[robots_for_shard(robots, jobs) for jobs in plan]) if plan else []
-    results = [f.result() for f in futures]
-    commit = materializing(commit_ingest_task, store, writes=("articles", "feeds"), reads=("registry",))
-    summary: dict[str, Any] = commit(store, results, at)
-    summary["pending_sources"] = pending
-    return summary
-
-
-def _log_pass(summary: dict[str, Any], at: datetime) -> None:
-    brief = {k: v for k, v in summary.items() if k not in ("failures", "lag_seconds_by_tier", "over_budget")}
-    get_run_logger().info("ingest_done now=%s %s", at.isoformat(), " ".join(f"{k}={v}" for k, v in brief.items()))
+from tasks.settings import get_freshness_settings, get_websub_settings
+from tasks.storage import configured_store
 
 
 @flow(name="ingest_feeds", log_prints=False, task_runner=ingest_task_runner())
@@ -85,7 +52,7 @@ def ingest_feeds(now: str | None = None, shards: int = 4) -> dict[str, Any]:
         if on_events:
             at = resolve_now(None)  # when it got the slot: after the pass it waited for
         summary = ingest_pass(store, at, shards)
-    _log_pass(summary, at)
+    log_pass(summary, at)
     publish_artifact("ingest-summary", ingest_markdown(summary, at.isoformat()), "ingest run summary")
     return summary
 
@@ -116,7 +83,7 @@ def ingest_service(run_minutes: float | None = 60.0, shards: int = 4, report_eve
     def run_pass(at: datetime) -> dict[str, Any]:
         summary = ingest_pass(store, at, shards, skip_idle=True)
         if not summary.get("idle"):
-            _log_pass(summary, at)
+            log_pass(summary, at)
         if summary.get("new_articles") or summary.get("errors"):  # what the minute runs reported, when it says something
             publish_artifact("ingest-summary", ingest_markdown(summary, at.isoformat()), "ingest run summary")
         return {k: v for k, v in summary.items() if k in ("feeds_polled", "new_articles", "pushed", "idle")}
