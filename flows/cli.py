@@ -218,7 +218,10 @@ def _wait_http(url: str, seconds: float) -> bool:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    """Prefect server (UI), a process worker, every deployment, the API, and optionally the replay site."""
+    """Prefect server (UI), a process worker, every deployment, the API, the WebSub receiver when WebSub
+    is enabled, and optionally the replay site."""
+    from tasks.settings import current_settings
+
     env = _prefect_env(args.prefect_port)
     prefect = str(Path(sys.executable).with_name("prefect"))
     _say(f"starting the Prefect server on 127.0.0.1:{args.prefect_port} ...")
@@ -256,19 +259,41 @@ def cmd_up(args: argparse.Namespace) -> int:
         _say(deployed.stdout[-3000:] + deployed.stderr[-3000:])
         return 1
     _start_logged("prefect-worker", [prefect, "worker", "start", "--pool", "newsroom"], env)
+    _start_long_running(env["PREFECT_API_URL"])
+    websub = ""
+    if current_settings().websub.enabled:
+        # The receiver records pushes and tells Prefect (newsroom.feed.pushed), so the long-running
+        # ingest polls a pushed feed at once (#31); it runs beside the flows, not as a deployment.
+        _start_logged("websub", [sys.executable, "-m", "flows.cli", "websub"], env)
+        websub = f"WebSub:      {current_settings().websub.callback_base_url} (receiver)\n"
     api_port = args.port
     _start_logged("api", [sys.executable, "-m", "serving", "--host", "127.0.0.1", "--port", str(api_port),
                           "--log-level", "warning"], env)
     _say(f"Prefect UI:  http://127.0.0.1:{args.prefect_port}/\nAPI:         http://127.0.0.1:{api_port}/v1/editions\n"
-         f"Reader page: http://127.0.0.1:{api_port}/\nlogs and pids in {RUN_DIR}/; stop with `newsroom down`")
+         f"Reader page: http://127.0.0.1:{api_port}/\n{websub}logs and pids in {RUN_DIR}/; stop with `newsroom down`")
     return 0
+
+
+LONG_RUNNING = ("cluster_writer_service/cluster_writer_service-long-running",
+                "ingest_service/ingest_service-long-running", "rank_service/rank_service-long-running")
+"""Deployments whose runs last an hour: `newsroom up` starts one of each at once, since their hourly
+schedule would start the first an hour after the deploy (each does nothing unless its setting picks it)."""
+
+
+def _start_long_running(api_url: str) -> None:
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: api_url}):
+        for name in LONG_RUNNING:
+            run_deployment(name, timeout=0, as_subflow=False)
 
 
 def cmd_down(args: argparse.Namespace) -> int:
     """Stop what `newsroom up` started; the worker needs SIGINT to shut down cleanly."""
     stopped = []
-    for name, sig in [("prefect-worker", signal.SIGINT), ("api", signal.SIGTERM), ("replay", signal.SIGTERM),
-                      ("prefect-server", signal.SIGTERM)]:
+    for name, sig in [("prefect-worker", signal.SIGINT), ("api", signal.SIGTERM), ("websub", signal.SIGTERM),
+                      ("replay", signal.SIGTERM), ("prefect-server", signal.SIGTERM)]:
         pid_file = RUN_DIR / f"{name}.pid"
         if not pid_file.exists():
             continue

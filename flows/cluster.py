@@ -7,8 +7,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import Task, flow, get_run_logger
 
+from tasks.assets import materializing
 from tasks.clock import resolve_now
 from tasks.cluster import (
     WriterFencedError,
@@ -16,9 +17,10 @@ from tasks.cluster import (
     keep_states_in_memory,
     languages_in_log_task,
 )
+from tasks.events import ARTICLES_APPENDED, EventWaiter
 from tasks.repair import RepairInputsOnce, repair_language_task
 from tasks.reports import cluster_markdown, publish_artifact
-from tasks.settings import get_scale_settings
+from tasks.settings import get_freshness_settings, get_scale_settings
 from tasks.storage import ObjectStore, configured_store
 from tasks.writer_service import ServiceReport, serve_language_writers
 
@@ -83,6 +85,9 @@ def run_language_writers(job: str, language_task: Callable[[ObjectStore, str, da
     at = resolve_now(now)
     store = configured_store()
     targets = writer_languages(store, languages, except_languages)
+    if isinstance(language_task, Task):  # the commit materializes the change log, from the article log
+        language_task = materializing(language_task, store, writes=("story_changes",),
+                                      reads=("articles",))
     summaries = run_each_language(targets, lambda language: language_task(store, language, at), job)
     for s in summaries:
         logger.info("%s_done %s", job, " ".join(f"{k}={v}" for k, v in s.items()))
@@ -148,16 +153,27 @@ def cluster_writer_service(languages: list[str] | None = None, run_minutes: floa
         return {"skipped": settings.writer_mode}
     store = configured_store()
     deadline = None if run_minutes is None else time.monotonic() + run_minutes * 60
+    # With event-driven hand-offs the writer wakes as soon as ingest appends a segment (a
+    # ``newsroom.articles.appended`` event, issue 31); its poll stays the backstop.
+    waiter = EventWaiter([ARTICLES_APPENDED]) if get_freshness_settings().mode == "events" else None
+    if waiter is not None:
+        waiter.start()
 
     def on_batch(summary: dict[str, Any], report: ServiceReport) -> None:
         logger.info("writer_batch %s", " ".join(f"{k}={v}" for k, v in summary.items() if k not in ("sizes", "damaged")))
         if len(report.batches) % report_every_batches == 0:
             publish_artifact("cluster-writer-service", _service_markdown(report, summary), "long-running writer progress")
 
-    report = serve_language_writers(
-        store, languages, clock=lambda: resolve_now(None), until=lambda: deadline is not None and time.monotonic() > deadline,
-        poll_seconds=poll_seconds or settings.writer_poll_seconds, compact_every=settings.writer_compact_every,
-        repair_every_minutes=repair_every_minutes, on_batch=on_batch)
+    try:
+        report = serve_language_writers(
+            store, languages, clock=lambda: resolve_now(None),
+            until=lambda: deadline is not None and time.monotonic() > deadline,
+            poll_seconds=poll_seconds or settings.writer_poll_seconds, compact_every=settings.writer_compact_every,
+            repair_every_minutes=repair_every_minutes, on_batch=on_batch,
+            sleep=time.sleep if waiter is None else waiter.wait)
+    finally:
+        if waiter is not None:
+            waiter.stop()
     totals = report.totals()
     publish_artifact("cluster-writer-service", _service_markdown(report, report.batches[-1] if report.batches else {}),
                      "long-running writer progress")

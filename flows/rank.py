@@ -1,28 +1,118 @@
-"""Rank & publish flow: score stories per edition and publish validated page snapshots."""
+"""Rank & publish flows: score stories per edition and publish validated page snapshots.
+
+``rank_and_publish`` is one pass (the minute deployment, the command line, the demo);
+``rank_service`` is the long-running rank of issue 31: it ranks as soon as a writer commits,
+while the minute deployment stands by as the fallback.
+"""
 
 from __future__ import annotations
 
+import time
+from contextlib import nullcontext
+from datetime import datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
 
+from tasks.assets import materializing
 from tasks.clock import resolve_now
+from tasks.events import STORIES_COMMITTED, EventWaiter
 from tasks.rank import publish_all_task
 from tasks.reports import publish_artifact, rank_markdown
-from tasks.settings import get_rank_settings
-from tasks.storage import configured_store
+from tasks.services import (
+    PassReport,
+    is_service_alive,
+    one_pass_at_a_time,
+    serve_passes,
+    service_markdown,
+    stop_requested,
+    write_heartbeat,
+)
+from tasks.settings import get_freshness_settings, get_rank_settings
+from tasks.storage import ObjectStore, configured_store
 
 
-@flow(name="rank_and_publish")
-def rank_and_publish(now: str | None = None) -> dict[str, Any]:
-    """Publish every edition page whose content changed as of ``now``."""
+def rank_pass(store: ObjectStore, at: datetime) -> dict[str, Any]:
+    """Rank and publish every edition as of ``at``; log and report what was published."""
     logger = get_run_logger()
-    at = resolve_now(now)
-    summary = publish_all_task(configured_store(), at, get_rank_settings())
+    publish = materializing(publish_all_task, store, writes=("pages",), reads=("story_changes", "articles", "registry"))
+    summary: dict[str, Any] = publish(store, at, get_rank_settings())
     logger.info("rank_done pages=%s published=%d refused=%d not_published=%d stories=%s breaking=%d",
                 summary["pages"], len(summary["published"]), len(summary["refused"]),
                 len(summary["not_published"]), summary["stories"], len(summary["breaking"]))
     for page, reason in sorted(summary["not_published"].items()):
         logger.warning("page_not_published page=%s reason=%s", page, reason)
+    return summary
+
+
+@flow(name="rank_and_publish")
+def rank_and_publish(now: str | None = None) -> dict[str, Any]:
+    """Publish every edition page whose content changed as of ``now``.
+
+    With ``NEWSROOM_FRESHNESS_MODE=events``, a run on the current time stands by while the
+    long-running rank (:func:`rank_service`) reported a pass recently, and otherwise holds rank's
+    concurrency slot, so two rank passes never run side by side (``tasks.services``).
+    """
+    at = resolve_now(now)
+    store = configured_store()
+    freshness = get_freshness_settings()
+    on_events = now is None and freshness.mode == "events"
+    if on_events and is_service_alive(store, "rank", at, freshness.service_stale_seconds):
+        get_run_logger().info("rank_standby: the long-running rank publishes")
+        return {"standby": True, "pages": 0, "published": [], "refused": {}, "not_published": {}, "stories": 0,
+                "breaking": []}
+    with one_pass_at_a_time("rank") if on_events else nullcontext():
+        if on_events:
+            at = resolve_now(None)  # when it got the slot: after the pass it waited for, never older
+        summary = rank_pass(store, at)
     publish_artifact("rank-summary", rank_markdown(summary, at.isoformat()), "rank run summary")
     return summary
+
+
+@flow(name="rank_service")
+def rank_service(run_minutes: float | None = 60.0, report_every_passes: int = 20) -> dict[str, Any]:
+    """The long-running rank: rank and publish as soon as a writer commits (a
+    ``newsroom.stories.committed`` event; commits arriving within
+    ``NEWSROOM_FRESHNESS_RANK_DEBOUNCE_SECONDS`` of each other share a pass), and at least every
+    ``NEWSROOM_FRESHNESS_RANK_BACKSTOP_SECONDS``, one pass at a time, for ``run_minutes`` (None: until
+    stopped); the ``rank_service-long-running`` deployment starts one an hour.
+
+    Each pass holds rank's concurrency slot, so a minute run of ``rank_and_publish`` never runs
+    beside it. Does nothing unless ``NEWSROOM_FRESHNESS_MODE=events``.
+    """
+    logger = get_run_logger()
+    freshness = get_freshness_settings()
+    if freshness.mode != "events":
+        logger.info("rank_service_skipped mode=%s: rank_and_publish ranks each minute", freshness.mode)
+        return {"skipped": freshness.mode}
+    store = configured_store()
+    deadline = None if run_minutes is None else time.monotonic() + run_minutes * 60
+    stop_requested("rank", reset=True)
+    waiter = EventWaiter([STORIES_COMMITTED])
+    waiter.start()
+
+    def run_pass(at: datetime) -> dict[str, Any]:
+        summary = rank_pass(store, at)
+        if summary["published"]:
+            publish_artifact("rank-summary", rank_markdown(summary, at.isoformat()), "rank run summary")
+        return {"published": len(summary["published"]), "stories": summary["stories"],
+                "breaking": len(summary["breaking"])}
+
+    def on_pass(summary: dict[str, Any], report: PassReport) -> None:
+        if len(report.passes) % report_every_passes == 0:
+            publish_artifact("rank-service", service_markdown("Long-running rank", report), "long-running rank")
+
+    try:
+        report = serve_passes(
+            "rank", run_pass, clock=lambda: resolve_now(None),
+            until=lambda: stop_requested("rank") or (deadline is not None and time.monotonic() > deadline), waiter=waiter,
+            backstop_seconds=freshness.rank_backstop_seconds, debounce_seconds=freshness.rank_debounce_seconds,
+            exclusive=lambda: one_pass_at_a_time("rank"),
+            heartbeat=lambda passes: write_heartbeat(store, "rank", passes), on_pass=on_pass)
+    finally:
+        waiter.stop()
+        write_heartbeat(store, "rank", 0, stopped=True)  # the minute deployment takes over at once
+    publish_artifact("rank-service", service_markdown("Long-running rank", report), "long-running rank")
+    totals = report.totals()
+    logger.info("rank_service_done %s", " ".join(f"{k}={v}" for k, v in totals.items()))
+    return totals

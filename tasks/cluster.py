@@ -34,6 +34,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from tasks import events
 from tasks.crashpoints import crash_point
 from tasks.errors import WriterFencedError
 from tasks.writer_state import (
@@ -452,6 +453,9 @@ def commit_writer_state(store: ObjectStore, language: str, etag: str | None, off
     with If-Match. A writer that loses the change segment to other decisions, or the checkpoint
     to any other commit, raises :class:`WriterFencedError` and nothing of its own becomes visible.
 
+    A commit that holds is announced as a ``newsroom.stories.committed`` event (rank acts on it at
+    once, issue 31), a fenced one as ``newsroom.writer.fenced`` (an automation alerts on it).
+
     The state object is a delta of what changed since the chain the checkpoint names
     (:func:`tasks.writer_state.store_state`; a base when there is none yet). Its key is its own
     (its offset and a hash of its bytes), so it is never contested: one a crashed run left at the
@@ -466,6 +470,28 @@ def commit_writer_state(store: ObjectStore, language: str, etag: str | None, off
     Returns:
         The new offset, and what was stored.
     """
+    try:
+        new_offset, stored = _commit_writer_state(
+            store, language, etag, offset, changes, clusterer, seen, consumed, now, kill_before_checkpoint,
+            state_key, chain=chain, seen_added=seen_added, compact_every=compact_every)
+    except WriterFencedError as e:
+        events.emit(events.WRITER_FENCED, events.resource_id("writer", language),
+                    {"language": language, "offset": offset, "reason": str(e)[:500]})
+        raise
+    if changes:  # a commit that only marks segments consumed changes no story
+        events.emit(events.STORIES_COMMITTED, events.resource_id("writer", language),
+                    {"language": language, "offset": new_offset, "changes": len(changes),
+                     "kinds": dict(Counter(c.kind for c in changes))})
+    return new_offset, stored
+
+
+def _commit_writer_state(store: ObjectStore, language: str, etag: str | None, offset: int,
+                         changes: list[StoryChange], clusterer: LanguageClusterer, seen: dict[str, str],
+                         consumed: list[str], now: datetime, kill_before_checkpoint: bool = False,
+                         state_key: str | None = None, *, chain: list[str] | None = None,
+                         seen_added: list[tuple[str, str]] | None = None,
+                         compact_every: int = COMPACT_EVERY) -> tuple[int, StoredState]:
+    """See :func:`commit_writer_state`."""
     new_offset = offset + len(changes)
     if len(seen) > SEEN_ARTICLES_KEPT:
         for article_id in list(seen)[:len(seen) - SEEN_ARTICLES_KEPT]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -32,6 +33,7 @@ import polars as pl
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from tasks import events
 from tasks.aggregates import (
     AggregateView,
     Registry,
@@ -100,7 +102,7 @@ class RankOutput:
     breaking: list[dict[str, Any]]
     listings: list[dict[str, Any]] = field(default_factory=list)
     """Articles the story snapshot holds for the first time (``LISTINGS_SCHEMA`` rows), for the
-    freshness dashboard: written once the snapshot is live."""
+    freshness dashboard: written once the pages are live, stamped with that moment."""
     choices: dict[tuple[str, str], RepresentativeChoice] = field(default_factory=dict)
     """How each (edition, story) representative was chosen (``newsroom explain``)."""
 
@@ -519,13 +521,20 @@ def story_links(story_ids: Iterable[str], by_story: Mapping[str, list[dict[str, 
     return link_story_profiles(language_of, tokens, embeddings, ClusterParams())
 
 
-def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, settings: RankSettings) -> dict[str, Any]:
+def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, settings: RankSettings,
+                     elapsed: Callable[[], float] = lambda: 0.0) -> dict[str, Any]:
     """Publish every page whose content changed; a refused version leaves the live one in place and
     its reason is recorded (the summary, a warning, and ``log/events/page.refused/``).
 
     A page (or the story snapshot) that is neither published, unchanged nor refused by validation
     (``stale: ...`` from a run older than the live version, or a lost pointer race) is counted in
     ``not_published`` with its reason and logged as a warning.
+
+    The articles the story snapshot lists for the first time go to ``log/listings/`` once the page
+    pointers moved, stamped ``now`` plus ``elapsed()`` (seconds since the cycle's ``now``): on the
+    real clock, the moment they went live, which the freshness dashboard measures to (issue 31);
+    a cycle at a replayed instant stays within seconds of it. Published pages are then announced
+    as a ``newsroom.pages.published`` event.
     """
 
     def check(validator: Callable[..., str | None]) -> Callable[[dict[str, Any], dict[str, Any] | None], str | None]:
@@ -539,9 +548,6 @@ def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, sett
     # it was refused (stale) or lost its race, this cycle's pages wait for a later one.
     story_result = publish_stories(store, output.stories, now=now, validate=lambda new, prev: None)
     stories_live = story_result.published or story_result.reason == "unchanged"
-    if story_result.published and output.listings:
-        table = rows_to_table(output.listings, LISTINGS_SCHEMA)
-        write_segment(store, layout.listing_segment_key(now, content_segment_id(table)), table, LISTINGS_SCHEMA)
     crash_point("rank.after_stories")
     for i, ((edition, section), payload) in enumerate(sorted(output.pages.items())):
         if i == len(output.pages) // 2:
@@ -559,13 +565,23 @@ def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, sett
             _write_event(store, "page.refused", f"{edition}.{section}.{now:%Y%m%dT%H%M%S}",
                          {"kind": "page.refused", "edition": edition, "section": section, "at": iso(now),
                           "version": result.version, "reason": result.reason})
+    if story_result.published and output.listings:
+        live_at = now + timedelta(seconds=max(0.0, elapsed()))
+        rows = [dict(row, listed_at=live_at) for row in output.listings]
+        table = rows_to_table(rows, LISTINGS_SCHEMA)
+        write_segment(store, layout.listing_segment_key(now, content_segment_id(table)), table, LISTINGS_SCHEMA)
+    published = sorted(k for k, r in results.items() if r.published)
+    if published or story_result.published:
+        events.emit(events.PAGES_PUBLISHED, events.resource_id("pages"),
+                    {"as_of": iso(now), "published": published[:200], "pages": len(published),
+                     "stories_version": story_result.version if story_result.published else None})
     not_published = {k: r.reason for k, r in [(layout.STORIES_PAGE, story_result), *sorted(results.items())]
                      if not r.published and r.reason != "unchanged" and not r.reason.startswith("invalid")}
     for page, reason in not_published.items():
         log.warning("page_not_published page=%s reason=%s", page, reason)
     return {
         "pages": len(output.pages),
-        "published": sorted(k for k, r in results.items() if r.published),
+        "published": published,
         "refused": {k: r.reason for k, r in results.items() if r.reason.startswith("invalid")},
         "not_published": not_published,
         "stories": len(output.stories["stories"]),
@@ -639,10 +655,11 @@ def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> di
     instead (docs/store-faults.md): a corrupt segment left out, a damaged pointer or live version
     replaced by a new version, and so on; the rest of the cycle goes on (issue 16).
     """
+    started = time.monotonic()
     with collect_damage() as damaged:
         output, view = pages_and_aggregates(store, now, settings, PageHistory(store), persist=True)
         record_member_cache(store, view)
-        summary = publish_computed(store, output, now, settings)
+        summary = publish_computed(store, output, now, settings, elapsed=lambda: time.monotonic() - started)
         summary["aggregates"] = {**view.summary, "bytes_read": view.counter.total}
         summary["live_events"] = record_live_breaking(store, output.breaking, now, output.stories["stories"])
         summary["breaking_events"] = record_breaking(store, output.breaking, now, settings)["events"]

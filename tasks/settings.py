@@ -252,6 +252,46 @@ def get_scale_settings() -> ScaleSettings:
     return _in_effect_or_environment("scale", ScaleSettings)
 
 
+class FreshnessSettings(BaseSettings):
+    """Event-driven hand-offs (``NEWSROOM_FRESHNESS_*``, issue 31): who reacts to the pipeline's Prefect events."""
+
+    model_config = SettingsConfigDict(env_prefix="NEWSROOM_FRESHNESS_", env_file=".env", extra="ignore",
+                                      allow_inf_nan=False)
+
+    mode: Literal["events", "minute"] = Field(
+        "events",
+        description="events: the long-running ingest and rank flows act as soon as a push is recorded, a feed "
+        "falls due or a writer commits (Prefect events), and the minute deployments stand by as the fallback; "
+        "minute: every step runs on its own schedule only (the behaviour before issue 31).",
+    )
+    rank_debounce_seconds: float = Field(
+        1.0, ge=0, le=60,
+        description="After a writer's commit, rank waits this long for other languages' commits, so one pass "
+        "covers them.",
+    )
+    rank_backstop_seconds: float = Field(
+        60.0, gt=0, le=3600, description="The rank flow ranks at least this often when no commit arrives.",
+    )
+    ingest_batch_seconds: float = Field(
+        5.0, ge=0, le=300,
+        description="A feed falling due waits at most this long for others to fall due, so they share one pass "
+        "(a push never waits).",
+    )
+    ingest_backstop_seconds: float = Field(
+        60.0, gt=0, le=3600, description="The ingest flow looks at the feeds at least this often.",
+    )
+    service_stale_seconds: float = Field(
+        120.0, gt=0, le=3600,
+        description="A scheduled ingest or rank run leaves the work to the long-running flow while that flow "
+        "reported a pass this recently, and does it itself otherwise (the fallback).",
+    )
+
+
+def get_freshness_settings() -> FreshnessSettings:
+    """The settings in effect (:func:`use_settings`), else the environment's, read once."""
+    return _in_effect_or_environment("freshness", FreshnessSettings)
+
+
 class WebSubSettings(BaseSettings):
     """WebSub subscriber and publisher pings (``NEWSROOM_WEBSUB_*``, issue 3)."""
 
@@ -359,6 +399,7 @@ def get_profiles_settings() -> ProfilesSettings:
 
 SETTINGS_CLASSES: tuple[type[BaseSettings], ...] = (
     WarehouseSettings, IngestSettings, RankSettings, ScaleSettings, WebSubSettings, ProfilesSettings,
+    FreshnessSettings,
 )
 """Every settings class the pipeline reads (serving checks its own when it starts)."""
 
@@ -383,6 +424,7 @@ class PipelineSettings:
     scale: ScaleSettings
     websub: WebSubSettings
     profiles: ProfilesSettings
+    freshness: FreshnessSettings
 
     @classmethod
     def from_environment(cls, **replaced: object) -> PipelineSettings:
@@ -422,7 +464,7 @@ class PipelineSettings:
 
 _PIPELINE_CLASSES: dict[str, type[BaseSettings]] = {
     "warehouse": WarehouseSettings, "ingest": IngestSettings, "rank": RankSettings, "scale": ScaleSettings,
-    "websub": WebSubSettings, "profiles": ProfilesSettings,
+    "websub": WebSubSettings, "profiles": ProfilesSettings, "freshness": FreshnessSettings,
 }
 
 

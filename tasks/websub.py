@@ -32,6 +32,7 @@ import uvicorn
 from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
+from tasks import events
 from tasks.errors import FetchError
 from tasks.http import FetchResult, make_client, post_form
 from tasks.registry import load_registry
@@ -129,6 +130,13 @@ def write_push_marker(store: ObjectStore, feed_id: str, source: str, received_at
     store.put(key, json.dumps(payload, sort_keys=True).encode("utf-8"), if_none_match=True,
               content_type="application/json")
     return key
+
+
+def announce_push(feed_id: str, source: str, marker: str) -> None:
+    """Tell Prefect a push was recorded, so the long-running ingest polls the feed now (issue 31);
+    without the event the marker still puts the feed first in the next ingest pass."""
+    events.emit(events.FEED_PUSHED, events.resource_id("feed", feed_id),
+                {"feed_id": feed_id, "source": source, "marker": marker})
 
 
 def list_push_markers(store: ObjectStore) -> dict[str, list[str]]:
@@ -527,8 +535,9 @@ class WebSubReceiver:
             # §8: a subscriber MAY acknowledge an invalid delivery with 2xx, so a forger learns
             # nothing from the answer; the delivery is ignored and the reason recorded.
             return Reply(202, b"accepted\n")
-        write_push_marker(self._store, feed_id, "websub", now,
-                          {"algorithm": verdict.algorithm, "body_bytes": len(body)})
+        marker = write_push_marker(self._store, feed_id, "websub", now,
+                                   {"algorithm": verdict.algorithm, "body_bytes": len(body)})
+        announce_push(feed_id, "websub", marker)
         self._count("delivery_accepted")
         log.info("websub_delivery_accepted feed_id=%s algorithm=%s bytes=%d", feed_id, verdict.algorithm, len(body))
         return Reply(202, b"accepted\n")
@@ -580,7 +589,8 @@ class WebSubReceiver:
             self._count("ping_unknown")
             return Reply(404, b"unknown publisher\n")
         for feed_id in sorted(feeds):
-            write_push_marker(self._store, feed_id, "ping", now, {"publisher_id": publisher_id})
+            marker = write_push_marker(self._store, feed_id, "ping", now, {"publisher_id": publisher_id})
+            announce_push(feed_id, "ping", marker)
         self._count("ping_accepted")
         log.info("websub_ping_accepted publisher_id=%s feeds=%d", publisher_id, len(feeds))
         return Reply(202, json.dumps({"feeds": len(feeds)}).encode(), "application/json")

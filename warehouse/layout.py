@@ -30,6 +30,8 @@ run rolls a crashed run's segment forward instead of writing its articles again 
 ROBOTS_CACHE_KEY = "state/robots/robots.json.gz"
 """robots.txt verdicts by origin with their fetch time (gzip JSON), reused across ingest runs
 until a TTL (RFC 9309 §2.4); replaced only with a conditional put."""
+SERVICES_PREFIX = "state/services/"
+"""One JSON object per long-running flow (``ingest``, ``rank``): when it last did a pass (issue 31)."""
 STORIES_PAGE = "stories"
 """The story snapshot (Full Coverage for every ranked story) lives at ``pages/stories/``."""
 SEARCH_PAGE = "search"
@@ -294,3 +296,13 @@ def feed_id_of_push_marker(key: str) -> str:
     if not key.startswith(PUSH_PREFIX):
         raise ValueError(f"not a push marker key: {key!r}")
     return key[len(PUSH_PREFIX):].split("/", 1)[0]
+
+
+def service_heartbeat_key(name: str) -> str:
+    """Key of a long-running flow's heartbeat: when it last did a pass, so a scheduled run of the same
+    step knows whether to stand by (issue 31).
+
+    >>> service_heartbeat_key("rank")
+    'state/services/rank.json'
+    """
+    return f"{SERVICES_PREFIX}{_check(name, 'service name')}.json"

@@ -12,6 +12,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from tasks import events
 from tasks.crashpoints import crash_point
 from tasks.identity import (
     assign_identities,
@@ -85,6 +86,9 @@ def _commit_ingest(store: ObjectStore, shards: list[ShardResult], now: datetime,
     commit_identities(store, identity, now)
     if rows:
         clear_pending(store)
+        # The writers consume segments from the moment they exist; the event wakes them now (issue 31).
+        events.emit(events.ARTICLES_APPENDED, events.resource_id("log", "articles"),
+                    {"segment": key, "articles": len(rows), "languages": sorted({r.language for r in rows})})
     # After the rows: a crash before this only loses what they taught (a rerun folds them again).
     sections_taught = store_taught_sections(store, taught)
     states, etag = load_feed_states(store)

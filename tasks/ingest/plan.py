@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections import defaultdict
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -88,11 +88,7 @@ def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
         push_keys = tuple(pushed.get(feed["feed_id"], ()))
         if push_keys and not is_push_due(state.last_polled_at, now, push_min_interval_seconds):
             push_keys = ()
-        due_at = state.next_poll_at
-        if boosted.get(feed["publisher_id"], now) > now and is_push_due(state.last_polled_at, now,
-                                                                       boost_interval_seconds) \
-                and not state.is_parked and state.poll_reason not in BOOST_NEVER_OVERRIDES:
-            due_at = None  # a Breaking story's publishers are polled faster for an hour (issue 5)
+        due_at = _due_at(state, boosted.get(feed["publisher_id"]), now, boost_interval_seconds)
         if not push_keys and due_at is not None and due_at > now:
             continue
         job = FeedJob(feed["feed_id"], feed["url"], feed["publisher_id"], publisher["language"],
@@ -101,6 +97,42 @@ def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
         host = host_of_url(feed["url"])
         buckets[int(hashlib.blake2b(host.encode(), digest_size=4).hexdigest(), 16) % max(1, shards)].append(job)
     return [sorted(jobs, key=lambda j: (not j.push_keys, j.feed_id)) for _, jobs in sorted(buckets.items())]
+
+
+def _due_at(state: FeedState, boosted_until: datetime | None, now: datetime, boost_interval_seconds: int
+            ) -> datetime | None:
+    """When a feed falls due as of ``now`` (None: now), its pushes aside."""
+    if boosted_until is not None and boosted_until > now and not state.is_parked \
+            and state.poll_reason not in BOOST_NEVER_OVERRIDES:
+        # A Breaking story's publishers are polled faster for an hour (issue 5).
+        if is_push_due(state.last_polled_at, now, boost_interval_seconds):
+            return None
+        assert state.last_polled_at is not None  # is_push_due is true for a feed never polled
+        return min(state.next_poll_at or now, state.last_polled_at + timedelta(seconds=boost_interval_seconds))
+    return state.next_poll_at
+
+
+def next_due_at(store: ObjectStore, now: datetime, *, push_min_interval_seconds: int = PUSH_MIN_INTERVAL_SECONDS,
+                boost_interval_seconds: int = 60) -> datetime | None:
+    """The earliest instant a feed of :func:`plan_due_feeds` falls due, pushed feeds included (a push
+    waiting out ``push_min_interval_seconds`` falls due when that runs out); None with no feed.
+
+    The long-running ingest sleeps until then (issue 31), so a feed is polled when it falls due
+    rather than at the next minute.
+    """
+    registry = load_registry(store)
+    states, _ = load_feed_states(store)
+    pushed = list_push_markers(store)
+    boosted = load_feed_boosts(store)
+    earliest: datetime | None = None
+    for feed in registry.read_feeds():
+        state = states.get(feed["feed_id"]) or FeedState(feed["feed_id"])
+        due = _due_at(state, boosted.get(feed["publisher_id"]), now, boost_interval_seconds) or now
+        if pushed.get(feed["feed_id"]):
+            last = state.last_polled_at
+            due = min(due, now if last is None else max(now, last + timedelta(seconds=push_min_interval_seconds)))
+        earliest = due if earliest is None else min(earliest, due)
+    return earliest
 
 
 @task(name="plan_due_feeds", retries=2, retry_delay_seconds=2, timeout_seconds=120, cache_policy=NO_CACHE)

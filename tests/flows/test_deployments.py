@@ -23,7 +23,7 @@ def test_entrypoint_is_a_flow(deployment: dict[str, object]) -> None:
     flow = getattr(module, name)
     assert isinstance(flow, Flow)
     assert deployment["name"].startswith(f"{flow.name}-")  # named <flow>-<cadence>
-    assert deployment["schedules"], "every deployment runs on a schedule"
+    assert deployment.get("schedules") or deployment.get("triggers"), "every deployment runs on a schedule or a trigger"
 
 
 def test_every_flow_has_a_deployment() -> None:
@@ -69,3 +69,32 @@ def test_the_writer_mode_setting_chooses_which_writer_deployment_writes(mode: st
     else:
         assert "skipped" not in service and service["batches"] == 0
         assert minute == []  # a scheduled per-minute run leaves the language to the long-running writer
+
+
+def test_the_long_running_ingest_and_rank_are_deployed_beside_their_minute_fallbacks() -> None:
+    # #31: the long-running flows act on events; the minute deployments of the same steps stay scheduled
+    # as the fallback, and NEWSROOM_FRESHNESS_MODE makes exactly one of each pair do the work.
+    by_name = {d["name"]: d for d in DEPLOYMENTS}
+    for service, minute in [("ingest_service-long-running", "ingest_feeds-every-minute"),
+                            ("rank_service-long-running", "rank_and_publish-every-minute")]:
+        assert by_name[service]["parameters"] == {"run_minutes": 60}
+        assert by_name[service]["concurrency_limit"] == 1
+        assert [s["interval"] for s in by_name[service]["schedules"] if s.get("active", True)] == [3600]
+        assert [s["interval"] for s in by_name[minute]["schedules"] if s.get("active", True)] == [60]
+
+
+@pytest.mark.parametrize("mode", ["events", "minute"])
+def test_the_freshness_mode_chooses_who_polls_and_ranks(mode: str, tmp_path: Path) -> None:
+    from prefect.logging import disable_run_logger
+
+    from flows.ingest import ingest_service
+    from flows.rank import rank_service
+    from tasks.settings import FreshnessSettings, PipelineSettings, use_settings
+
+    settings = PipelineSettings.from_environment(freshness=FreshnessSettings(mode=mode)).with_store(str(tmp_path / "store"))
+    if mode == "minute":
+        with use_settings(settings), disable_run_logger():
+            assert ingest_service.fn(run_minutes=0.0) == {"skipped": "minute"}
+            assert rank_service.fn(run_minutes=0.0) == {"skipped": "minute"}
+    else:
+        assert settings.freshness.mode == "events" == FreshnessSettings.model_fields["mode"].default
