@@ -19,9 +19,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	@$(BIN)/newsroom demo $(DEMO_ARGS)
 
+# Test modules are imported by their basename (rootdir-relative imports of conftest and the
+# harnesses), so two test files of one name stop the whole run at collection: refuse that first.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	@dups=$$(find tests -name 'test_*.py' -printf '%f\n' | sort | uniq -d); \
+	if [ -n "$$dups" ]; then echo "test files share a basename (rename one): $$dups"; exit 1; fi
 
 test: $(STAMP)
 	bash scripts/ensure-chromium.sh
