@@ -33,5 +33,9 @@ test: $(STAMP)
 	$(MAKE) lint
 	$(BIN)/pytest -q
 
+# The headline figures, each beside its same-run baseline, as one JSON object (docs/measurements.md).
+bench: $(STAMP)
+	$(BIN)/python bench/headline.py $(BENCH_ARGS)
+
 clean:
 	rm -rf var .pytest_cache
