@@ -32,6 +32,7 @@ import httpx
 import pytest
 from corpus_paths import CLUSTERING_CORPORA
 from distributed import Client
+from loopback import free_ports
 from pgserver import PostgresServer, find_pg_binary, run_postgres
 from pipeline_harness import START, cycle_times, pipeline_env, s3_env
 from repair_corpus import changes_of
@@ -188,7 +189,7 @@ def _started_cluster(tmp_path: Path) -> Iterator[tuple[Processes, dict[str, Any]
         _step("process_started", name="postgres", port=pg.port)
         stack.callback(processes.stop_all)
         store_vars = s3_env(s3, "cluster")
-        prefect_port, dask_port = _free_port(), _free_port()
+        prefect_port, dask_port = free_ports(2)
         api = f"http://127.0.0.1:{prefect_port}/api"
         base_env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "NEWSROOM_"))}
         env = {**base_env, **store_vars, "PYTHONPATH": str(REPO), "NEWSROOM_HOME": str(REPO),

@@ -4,7 +4,6 @@ on schedule and publish artifacts; `newsroom down` stops everything."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,17 +13,12 @@ import httpx
 import pytest
 import yaml
 from corpus_paths import CORPUS
+from loopback import free_ports
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYMENTS = {d["name"] for d in yaml.safe_load((REPO / "prefect.yaml").read_text())["deployments"]}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _newsroom(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -41,7 +35,7 @@ def _wait_for_health(url: str, deadline: float) -> httpx.Response:
 
 
 def test_up_runs_every_deployment_and_down_stops_it(tmp_path: Path) -> None:
-    prefect_port, api_port, replay_port = _free_port(), _free_port(), _free_port()
+    prefect_port, api_port, replay_port = free_ports(3)
     env = {**os.environ, "PYTHONPATH": str(REPO), "NEWSROOM_WAREHOUSE_ROOT": str(tmp_path / "store"),
            "NEWSROOM_SERVING_PROFILES_PATH": str(tmp_path / "profiles.sqlite3"),
            "NEWSROOM_SERVING_HMAC_KEY": "k" * 40, "NEWSROOM_CORPUS_DIR": str(CORPUS)}
