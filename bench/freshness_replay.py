@@ -34,7 +34,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,6 +51,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from flows.prefect_server import free_ports  # noqa: E402
 from replay.corpus import load_corpus  # noqa: E402
 from replay.live import LivePlan, LiveReplaySite, publisher_label  # noqa: E402
 
@@ -74,19 +74,6 @@ STAGE_NAMES = {"seen": "first seen", "in_story": "in a story", "on_page": "on a 
                "served": "served by a replica"}
 WATCH_SECONDS = 0.5
 MASTER_SECRET = "freshness-bench-master-secret"
-
-
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports: every probe stays bound until all are chosen (one probe at a
-    time may be handed the same port twice, and then the API and the Prefect server race for it)."""
-    probes = [socket.socket() for _ in range(count)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [int(probe.getsockname()[1]) for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
 
 
 def _say(text: str) -> None:
@@ -302,7 +289,7 @@ def run_mode(mode: str, args: argparse.Namespace, corpus: list[Any], run_dir: Pa
 
     run_dir.mkdir(parents=True, exist_ok=True)
     store_dir = run_dir / "store"
-    prefect_port, api_port, websub_port = _free_ports(3)
+    prefect_port, api_port, websub_port = free_ports(3)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "NEWSROOM_"))}
     env.update({
         "PYTHONPATH": str(REPO), "NEWSROOM_WAREHOUSE_ROOT": str(store_dir),

@@ -52,6 +52,19 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(probe.getsockname()[1])
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct free ports: every probe stays bound until all are chosen (probed one at
+    a time, the same port can come back twice and two servers then race for it)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind((host, 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
 def _is_healthy(api_url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{api_url}/health", timeout=2) as response:  # noqa: S310 (loopback only)

@@ -1,8 +1,7 @@
-"""A real HTTP server on loopback for one test: ``with serve(Handler) as base_url: ...``; free ports."""
+"""A real HTTP server on loopback for one test: ``with serve(Handler) as base_url: ...``."""
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,16 +18,3 @@ def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports: every probe stays bound until all are chosen (probed
-    one at a time, the same port can come back twice and two servers then race for it)."""
-    probes = [socket.socket() for _ in range(count)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [int(probe.getsockname()[1]) for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()

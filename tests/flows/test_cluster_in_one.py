@@ -32,12 +32,12 @@ import httpx
 import pytest
 from corpus_paths import CLUSTERING_CORPORA
 from distributed import Client
-from loopback import free_ports
 from pgserver import PostgresServer, find_pg_binary, run_postgres
 from pipeline_harness import START, cycle_times, pipeline_env, s3_env
 from repair_corpus import changes_of
 from s3server import run_seaweedfs
 
+from flows.prefect_server import free_ports
 from tasks.registry import import_publishers
 from tasks.replay_control import download_publishers_csv, set_replay_clock
 from warehouse import layout

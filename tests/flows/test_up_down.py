@@ -13,7 +13,8 @@ import httpx
 import pytest
 import yaml
 from corpus_paths import CORPUS
-from loopback import free_ports
+
+from flows.prefect_server import free_ports
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
