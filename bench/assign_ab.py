@@ -1,7 +1,7 @@
 """Interleaved A/B of ``LanguageClusterer.assign`` between two checkouts, in one process (issue 15).
 
-    taskset -c 0,1 .venv/bin/python bench/repair_scale.py write WRITER       # once (see there)
-    taskset -c 0,1 .venv/bin/python bench/assign_ab.py --a /tmp/before --b . WRITER
+    taskset -c 0,1 .venv/bin/python -m bench.repair_scale write WRITER       # once (see there)
+    taskset -c 0,1 .venv/bin/python -m bench.assign_ab --a /tmp/before --b . WRITER
 
 On a shared machine, two processes timed one after the other can differ by 20% or more for the
 same code. Here both checkouts run in one process: the ``transforms`` package of ``--b`` is
@@ -24,14 +24,14 @@ import gc
 import pickle
 import re
 import shutil
-import statistics
-import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-_HERE = Path(__file__).resolve().parent
+from bench.harness import import_checkout, interleaved_rounds, ratio_spread
+
 _RENAMED = "transforms_b"
 
 
@@ -61,7 +61,8 @@ def _compare(args: argparse.Namespace) -> str:
     if not type(writer_b).__module__.startswith(_RENAMED + "."):
         raise RuntimeError(f"B's writer was loaded as {type(writer_b).__module__}, not from the copy of --b")
     import transforms_b.features as features_b  # type: ignore[import-not-found]
-    from repair_scale import placement, unseen_minute
+
+    from bench.repair_scale import placement, unseen_minute
 
     stream_a = unseen_minute(writer_a, now, args.seed, args.per_minute)
     stream_b = [features_b.ArticleFeatures(**{k: getattr(f, k) for k in f.__slots__}) for f in stream_a]
@@ -69,25 +70,26 @@ def _compare(args: argparse.Namespace) -> str:
     gc.collect()
     gc.freeze()
 
-    sides: dict[str, tuple[Any, list[Any], list[Any]]] = {"a": (writer_a, stream_a, []), "b": (writer_b, stream_b, [])}
-    cpu = {"a": 0.0, "b": 0.0}
-    ratios = []
-    for chunk, start in enumerate(range(0, len(stream_a), args.chunk)):
-        spent = {}
-        for side in ("a", "b") if chunk % 2 == 0 else ("b", "a"):
-            writer, stream, out = sides[side]
+    out_a: list[Any] = []
+    out_b: list[Any] = []
+
+    def assign_chunk(writer: Any, stream: list[Any], out: list[Any]) -> Callable[[int], float]:
+        def run(chunk: int) -> float:
             began = time.process_time()
-            out.extend(writer.assign(f) for f in stream[start:start + args.chunk])
-            spent[side] = time.process_time() - began
-            cpu[side] += spent[side]
-        ratios.append(spent["b"] / spent["a"])
-    out_a, out_b = sides["a"][2], sides["b"][2]
+            out.extend(writer.assign(f) for f in stream[chunk * args.chunk:(chunk + 1) * args.chunk])
+            return time.process_time() - began
+        return run
+
+    chunks = -(-len(stream_a) // args.chunk)
+    spent = interleaved_rounds({"a": assign_chunk(writer_a, stream_a, out_a),
+                                "b": assign_chunk(writer_b, stream_b, out_b)}, chunks)
+    cpu = {side: sum(seconds) for side, seconds in spent.items()}
     same = [placement(x) for x in out_a] == [placement(x) for x in out_b]
     largest = max(abs(x.score - y.score) for x, y in zip(out_a, out_b, strict=True))
     n = len(stream_a)
     return (f"A {cpu['a']:.2f} s = {n / cpu['a']:.0f}/s, B {cpu['b']:.2f} s = {n / cpu['b']:.0f}/s, "
-            f"B/A {cpu['b'] / cpu['a']:.3f}; per-chunk B/A median {statistics.median(ratios):.3f} "
-            f"[{min(ratios):.3f}..{max(ratios):.3f}] over {len(ratios)} chunks; "
+            f"B/A {cpu['b'] / cpu['a']:.3f}; per-chunk B/A median "
+            f"{ratio_spread(spent['b'], spent['a']).describe('chunks')}; "
             f"same placements {same}, largest score difference {largest:.1e}")
 
 
@@ -104,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="assign-ab-"))
     try:
         _renamed_copy(args.b.resolve(), scratch)
-        sys.path[:0] = [str(args.a.resolve()), str(scratch), str(_HERE)]
+        import_checkout(args.a)
+        import_checkout(scratch, (_RENAMED,))
         print(_compare(args))  # noqa: T201
     finally:
         shutil.rmtree(scratch)

@@ -1,7 +1,7 @@
 """CPU time of ``LanguageClusterer.assign`` alone, for A/B runs of two checkouts (issue 15).
 
-    taskset -c 0,1 .venv/bin/python bench/assign_cpu.py write --stories 50000 --articles 5000 STREAM
-    taskset -c 0,1 .venv/bin/python bench/assign_cpu.py time --code-root A STREAM   # then B, A, B ...
+    taskset -c 0,1 .venv/bin/python -m bench.assign_cpu write --stories 50000 --articles 5000 STREAM
+    taskset -c 0,1 .venv/bin/python -m bench.assign_cpu time --code-root A STREAM   # then B, A, B ...
 
 ``write`` builds ``bench/cluster_speed.py``'s synthetic checkpoint and stream (seeded, so every
 checkout writes the same) and pickles them, once: on a busy 2-core machine the generation alone
@@ -24,32 +24,26 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
-import importlib.util
 import pickle
 import sys
-import time
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
+from bench.harness import REPO, import_checkout, timed
 
 
 def _write(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(_HERE.parent))
-    spec = importlib.util.spec_from_file_location("cluster_speed", _HERE / "cluster_speed.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from bench import cluster_speed
     from transforms.clustering import ClusterParams
 
-    synth = bench._Synth(args.seed, embeddings=not args.no_embeddings, headline_share=args.headline_share)
-    state, topics, prebuilt = bench.build_state(synth, args.stories, ClusterParams())
-    stream = bench.build_stream(synth, args.articles, topics, prebuilt, len(prebuilt) / 48.0)
+    synth = cluster_speed._Synth(args.seed, embeddings=not args.no_embeddings, headline_share=args.headline_share)
+    state, topics, prebuilt = cluster_speed.build_state(synth, args.stories, ClusterParams())
+    stream = cluster_speed.build_stream(synth, args.articles, topics, prebuilt, len(prebuilt) / 48.0)
     with args.stream.open("wb") as fh:
         pickle.dump((state, [features for features, _, _ in stream]), fh, protocol=5)
 
 
 def _time(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(args.code_root.resolve()))
+    import_checkout(args.code_root)
     import transforms.clustering as clustering
 
     gc.disable()
@@ -70,18 +64,16 @@ def _time(args: argparse.Namespace) -> None:
     gc.enable()
     gc.collect()
     gc.freeze()
-    start, cpu = time.perf_counter(), time.process_time()
-    out = [clusterer.assign(features) for features in stream]
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    run = timed(lambda: [clusterer.assign(features) for features in stream])
+    out, wall, cpu = run.result, run.wall, run.cpu
     decisions = repr([(a.article_id, a.story_id, a.copy_of, a.is_new_story, a.score) for a in out]).encode()
     print(f"{clustering.__file__}: {len(out)} articles, wall {wall:.2f} s = {len(out) / wall:.1f}/s, "  # noqa: T201
           f"CPU {cpu:.2f} s = {len(out) / cpu:.1f}/s, decisions {hashlib.sha1(decisions).hexdigest()[:12]}")
     if args.repair:
         # One repair pass at the end of the stream, over the stories active in its lookback.
         now = max(features.first_seen_at for features in stream)
-        start, cpu = time.perf_counter(), time.process_time()
-        repairs = clustering.repair_stories(clusterer, now)
-        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        repair = timed(lambda: clustering.repair_stories(clusterer, now))
+        repairs, wall, cpu = repair.result, repair.wall, repair.cpu
         kinds = {kind: sum(r.kind == kind for r in repairs) for kind in ("split", "merge")}
         print(f"{clustering.__file__}: repair pass, wall {wall:.2f} s, CPU {cpu:.2f} s, "  # noqa: T201
               f"{len(clusterer.story_ids())} stories, splits {kinds['split']}, merges {kinds['merge']}")
@@ -97,10 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     write.add_argument("--no-embeddings", action="store_true", help="articles without sentence embeddings")
     write.add_argument("--headline-share", type=float, default=0.1, help="share of headline-only articles")
     write.add_argument("stream", type=Path)
-    timed = sub.add_parser("time", help="time assign over a pickled stream with one checkout's code")
-    timed.add_argument("--code-root", type=Path, default=_HERE.parent)
-    timed.add_argument("--repair", action="store_true", help="then time one repair pass at the stream's end")
-    timed.add_argument("stream", type=Path)
+    time_parser = sub.add_parser("time", help="time assign over a pickled stream with one checkout's code")
+    time_parser.add_argument("--code-root", type=Path, default=REPO)
+    time_parser.add_argument("--repair", action="store_true", help="then time one repair pass at the stream's end")
+    time_parser.add_argument("stream", type=Path)
     args = parser.parse_args(argv)
     _write(args) if args.command == "write" else _time(args)
     return 0

@@ -2,8 +2,8 @@
 
 Usage::
 
-    python bench/bcubed.py --gold /work/shared/corpus/clustering/ecbplus-dev.jsonl --pred P.jsonl
-    python bench/bcubed.py --gold .../mmds-dev.jsonl --pred P.jsonl --label linked
+    python -m bench.bcubed --gold /work/shared/corpus/clustering/ecbplus-dev.jsonl --pred P.jsonl
+    python -m bench.bcubed --gold .../mmds-dev.jsonl --pred P.jsonl --label linked
 
 Gold is each line's ``event``. The predicted label is ``story_id`` (``--label event``, the
 default: within-language stories) or ``linked_id`` falling back to ``story_id``
@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from bench.harness import print_json_line
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     score = score_partition(read_gold(args.gold), read_prediction(args.pred, args.label))
     if args.json:
-        print(json.dumps({k: getattr(score, k) for k in score.__slots__}))
+        print_json_line({k: getattr(score, k) for k in score.__slots__})
     else:
         print(format_score(score))
     return 0

@@ -13,7 +13,7 @@ lost on SIGTERM). Modes run in the same process one after the other:
 
 Also reports each mode's redirect latency (p50, p99) and clicks/s.
 
-    .venv/bin/python bench/click_objects.py                  # 10,000 clicks per mode
+    .venv/bin/python -m bench.click_objects                  # 10,000 clicks per mode
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import signal
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -34,9 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from bench.harness import REPO, bench_command
 
 HMAC_KEY = "bench-click-objects-key-0123456789abcdef"
 
@@ -169,8 +166,8 @@ def run_mode(mode: str, clicks: list[tuple[str, str]], connections: int, flush_s
     with tempfile.TemporaryDirectory(prefix=f"newsroom-clicks-{mode}-") as tmp:
         root = Path(tmp)
         port = _free_port()
-        server = subprocess.Popen([sys.executable, __file__, "--serve", str(root), str(port), mode,
-                                   str(flush_seconds)], cwd=REPO)
+        server = subprocess.Popen(bench_command("click_objects", "--serve", str(root), str(port), mode,
+                                                str(flush_seconds)), cwd=REPO)
         try:
             _wait_up(port, server)
             latencies, elapsed = follow(port, [t for t, _ in clicks], connections)

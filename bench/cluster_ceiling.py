@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/cluster_ceiling.py [--input ../shared/corpus/clustering/ecbplus-dev.jsonl]
+    .venv/bin/python -m bench.cluster_ceiling [--input ../shared/corpus/clustering/ecbplus-dev.jsonl]
 
 Clusters every article at once (no arrival order, no online decisions) by average-link
 agglomeration over a similarity matrix, and keeps the cut with the best BCubed F1 against the
@@ -38,12 +38,11 @@ from scipy.spatial.distance import squareform
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import roc_auc_score
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.bcubed import ClusterScore, read_gold, score_partition
+from bench.harness import CORPUS_DIR
+from transforms.embedding import embed_texts, embedding_text
 
-from bench.bcubed import ClusterScore, read_gold, score_partition  # noqa: E402
-from transforms.embedding import embed_texts, embedding_text  # noqa: E402
-
-DEFAULT_INPUT = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "clustering" / "ecbplus-dev.jsonl"
+DEFAULT_INPUT = CORPUS_DIR / "clustering" / "ecbplus-dev.jsonl"
 _NAME_RE = re.compile(r"\b[A-Z][\w'-]+|\b\d[\d,.]*\b")
 
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/cluster_eval.py [--corpus-dir /work/shared/corpus/clustering] [--orders 3]
+    .venv/bin/python -m bench.cluster_eval [--corpus-dir /work/shared/corpus/clustering] [--orders 3]
         [--files ecbplus ecbplus-timed gnews2014 mmds]
 
 For each dev file, runs ``tasks.cluster_eval.run_cluster_eval`` (the same code as
@@ -63,9 +63,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.bcubed import (  # noqa: E402
+from bench.bcubed import (
     ClusterScore,
     LinkScore,
     read_gold,
@@ -74,10 +72,11 @@ from bench.bcubed import (  # noqa: E402
     score_cross_language,
     score_partition,
 )
-from tasks.cluster_eval import read_eval_articles, run_cluster_eval  # noqa: E402
-from tasks.progress import terminal_progress  # noqa: E402
-from transforms.clustering import ClusterParams, RepairParams, cluster_and_repair, link_languages  # noqa: E402
-from transforms.features import ArticleFeatures  # noqa: E402
+from bench.harness import print_json_line
+from tasks.cluster_eval import read_eval_articles, run_cluster_eval
+from tasks.progress import terminal_progress
+from transforms.clustering import ClusterParams, RepairParams, cluster_and_repair, link_languages
+from transforms.features import ArticleFeatures
 
 DEFAULT_CORPUS = Path("/work/shared/corpus/clustering")
 FILES = {
@@ -338,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                 scores = linked_f1s if name == "mmds" else f1s
                 label = "linked" if name == "mmds" else "story_id"
                 print(f"{name:13} {label} F1 over {args.orders} orders: mean {np.mean(scores):.3f}, worst {min(scores):.3f}")
-    print(json.dumps(figures))
+    print_json_line(figures)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Assignment throughput of one language writer with 50,000 active stories (issue 4).
 
-    taskset -c 0,1 .venv/bin/python bench/cluster_speed.py [--stories 50000] [--articles 5000]
+    taskset -c 0,1 .venv/bin/python -m bench.cluster_speed [--stories 50000] [--articles 5000]
 
 Measures :meth:`transforms.clustering.LanguageClusterer.assign` (copy check by MinHash LSH,
 candidate stories from the inverted index, scoring, centroid update, hourly expiry) on
@@ -40,33 +40,30 @@ from __future__ import annotations
 import argparse
 import base64
 import gc
-import json
 import math
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tasks.cluster import paused_gc  # noqa: E402
-from tasks.progress import terminal_progress  # noqa: E402
-from transforms.clustering import (  # noqa: E402
+from bench.harness import print_json_line
+from tasks.cluster import paused_gc
+from tasks.progress import terminal_progress
+from transforms.clustering import (
     STATE_VERSION,
     Assignment,
     ClusterParams,
     LanguageClusterer,
     make_story_id,
 )
-from transforms.clustering.idf import Idf  # noqa: E402
-from transforms.clustering.state import encode_minhash  # noqa: E402
-from transforms.clustering.story import embedding_code  # noqa: E402
-from transforms.features import ArticleFeatures  # noqa: E402
-from transforms.signatures import SIGNATURE_VERSION, minhash_from_hashes  # noqa: E402
+from transforms.clustering.idf import Idf
+from transforms.clustering.state import encode_minhash
+from transforms.clustering.story import embedding_code
+from transforms.features import ArticleFeatures
+from transforms.signatures import SIGNATURE_VERSION, minhash_from_hashes
 
 VOCAB = 100_000
 ENTITY_VOCAB = 30_000
@@ -363,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"brute force {len(head):6d} articles in {brute_elapsed:7.2f} s = {len(head) / brute_elapsed:8.1f} articles/s")
     print(f"            same decision as indexed on {same}/{len(head)} articles; "
           f"speed-up {(len(stream) / elapsed) / (len(head) / brute_elapsed):.0f}x")
-    print(json.dumps({  # the figures, as one line (bench/headline.py reads it)
+    print_json_line({  # the figures, as one line (bench/headline.py reads it)
         "stories": args.stories, "articles": len(stream), "brute_articles": len(head),
         "indexed_articles_per_s": round(len(stream) / elapsed, 1),
         "indexed_cpu_articles_per_s": round(len(stream) / indexed_cpu, 1),
@@ -372,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": round((len(stream) / elapsed) / (len(head) / brute_elapsed), 1),
         "cpu_ratio": round((len(stream) / indexed_cpu) / (len(head) / _LAST_CPU_SECONDS), 1),
         "same_decisions": same,
-    }))
+    })
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/copy_detection.py [--corpus-dir /work/shared/corpus/clustering]
+    .venv/bin/python -m bench.copy_detection [--corpus-dir /work/shared/corpus/clustering]
 
 Recall: each ECB+ and MMDS article of at least 300 characters is reprinted five ways (a
 dateline prefixed, the headline replaced, a footer appended, the last 20% cut, the paragraphs
@@ -43,11 +43,10 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from transforms.clustering import LanguageClusterer  # noqa: E402
-from transforms.features import ArticleFeatures, features_from_text  # noqa: E402
-from transforms.signatures import MIN_COPY_SHINGLES, shingle_tokens, tokenize  # noqa: E402
+from bench.harness import print_json_line
+from transforms.clustering import LanguageClusterer
+from transforms.features import ArticleFeatures, features_from_text
+from transforms.signatures import MIN_COPY_SHINGLES, shingle_tokens, tokenize
 
 DEFAULT_CORPUS = Path("/work/shared/corpus/clustering")
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -165,12 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"boilerplate body {kind!r} ({len(_shingle_set(notice, 'en'))} shingles): "
               f"false copies {copies} of {len(rows)}")
     print(f"elapsed {time.perf_counter() - start:.1f} s")
-    print(json.dumps({  # the figures, as one line (bench/headline.py reads it)
+    print_json_line({  # the figures, as one line (bench/headline.py reads it)
         "reprint_recall": round(total_found / total, 4), "reprints": total,
         "recall_by_edit": {kind: round(hit / n, 4) for kind, (hit, n) in found.items()},
         "same_event_pairs": pairs, "false_copies": false, "false_copy_rate": round(false / pairs, 6),
         "short_reprints": {how: {"found": hit, "of": n, "other_event": across} for how, (hit, n, across) in short.items()},
-    }))
+    })
     return 0
 
 

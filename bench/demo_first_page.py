@@ -1,7 +1,7 @@
 """How long a newcomer waits for the first page: run a command (``make demo``) and time it.
 
     d=$(mktemp -d) && git clone -q . $d/newsroom && ln -s /work/shared $d/shared
-    python3 bench/demo_first_page.py --cwd $d/newsroom --port 8000 -- make demo
+    python3 -m bench.demo_first_page --cwd $d/newsroom --port 8000 -- make demo
 
 Records, from the moment the command starts: when each output line appeared (stdout and stderr
 merged, as a terminal shows them), when the first line of ``newsroom`` itself appeared (the install

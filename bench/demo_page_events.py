@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/newsroom demo --cycles 18 --no-serve --store /tmp/demo/store
-    .venv/bin/python bench/demo_page_events.py --store /tmp/demo/store [--edition en-US] [--section top]
+    .venv/bin/python -m bench.demo_page_events --store /tmp/demo/store [--edition en-US] [--section top]
 
 Reads the newest published version of the page and maps every listed article back to the corpus
 line it was built from: the replay site names an article's page ``<slug>-<blake2b(id, 5 bytes)>``

@@ -1,7 +1,7 @@
 """Discovery delay over a simulated day: how long after publication our polling finds an item.
 
 Usage:
-    .venv/bin/python bench/discovery_delay.py [--tier1 40] [--tier2 160] [--warmup-days 7] [--seed 7]
+    .venv/bin/python -m bench.discovery_delay [--tier1 40] [--tier2 160] [--warmup-days 7] [--seed 7]
 
 Feeds publish on a seeded schedule with realistic shapes: a daily curve (quiet at night, busy from
 morning to evening, lighter at weekends) and bursts (an item brings a follow-up within minutes with
@@ -24,11 +24,8 @@ import statistics
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from transforms.polling import PollResponse, PollState, decide_next_poll, floor_for_tier  # noqa: E402
+from transforms.polling import PollResponse, PollState, decide_next_poll, floor_for_tier
 
 START = datetime(2026, 11, 23, 0, 0, tzinfo=UTC)  # a Monday
 BURST_PROBABILITY = 0.3

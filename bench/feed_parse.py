@@ -1,8 +1,8 @@
 """Parse time per 50-item feed: feedparser, our parse_feed (lxml reader or feedparser), fastfeedparser.
 
 Usage:
-    .venv/bin/python bench/feed_parse.py [--feeds 20] [--repeat 5]
-    .venv/bin/python bench/feed_parse.py --corpus ../shared/corpus/feeds/real [--repeat 3]
+    .venv/bin/python -m bench.feed_parse [--feeds 20] [--repeat 5]
+    .venv/bin/python -m bench.feed_parse --corpus ../shared/corpus/feeds/real [--repeat 3]
 
 ``--corpus DIR``: every feed file under DIR (not .html/.opml pages), parsed by ``parse_feed`` with
 the lxml reader (the default) and with ``parser="feedparser"`` (the reference, and the code before
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import statistics
 import sys
 import time
@@ -30,14 +29,13 @@ from pathlib import Path
 
 import feedparser
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import transforms.feeds  # noqa: E402
-from replay.corpus import build_publishers, build_schedule, load_corpus, sample_corpus  # noqa: E402
-from replay.render import FEED_SIZE, render_atom, render_rss  # noqa: E402
-from transforms.errors import FeedRejectedError  # noqa: E402
-from transforms.feed_xml import Declined, read_feed_document  # noqa: E402
-from transforms.feeds import parse_feed  # noqa: E402
+import transforms.feeds
+from bench.harness import print_json_line
+from replay.corpus import build_publishers, build_schedule, load_corpus, sample_corpus
+from replay.render import FEED_SIZE, render_atom, render_rss
+from transforms.errors import FeedRejectedError
+from transforms.feed_xml import Declined, read_feed_document
+from transforms.feeds import parse_feed
 
 CORPORA = [Path("/work/shared/corpus/clustering") / n for n in ("ecbplus-dev.jsonl", "mmds-dev.jsonl")]
 START = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
@@ -166,7 +164,7 @@ def main() -> int:
         print(f"parse_feed, every file: lxml reader {figures['lxml_seconds']} s, feedparser {figures['feedparser_seconds']} s "
               f"({figures['speedup']}x); on the files taken: {figures['taken_lxml_seconds']} s vs "
               f"{figures['taken_feedparser_seconds']} s ({figures['taken_speedup']}x)")
-        print(json.dumps(figures))
+        print_json_line(figures)
         return 0
     feeds = build_feeds(args.feeds)
     kinds = {k: sum(1 for f, _ in feeds if f == k) for k in ("rss", "atom")}

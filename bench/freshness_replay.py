@@ -1,7 +1,7 @@
 """Freshness end to end, in real time (issue 31): from a publisher's post to a page a replica serves.
 
 Usage:
-    .venv/bin/python bench/freshness_replay.py [--minutes 20] [--warmup 5] [--history 40] [--tail 3]
+    .venv/bin/python -m bench.freshness_replay [--minutes 20] [--warmup 5] [--history 40] [--tail 3]
         [--modes minute,events] [--burst-at 10] [--seed 7] [--keep DIR]
 
 For each mode (``NEWSROOM_FRESHNESS_MODE``: ``minute`` is every step on its own clock, as before
@@ -48,12 +48,10 @@ from typing import Any
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from flows.prefect_server import free_ports  # noqa: E402
-from replay.corpus import load_corpus  # noqa: E402
-from replay.live import LivePlan, LiveReplaySite, publisher_label  # noqa: E402
+from bench.harness import REPO, load_average, machine_line
+from flows.prefect_server import free_ports
+from replay.corpus import load_corpus
+from replay.live import LivePlan, LiveReplaySite, publisher_label
 
 CORPORA = ("clustering/ecbplus-dev.jsonl", "clustering/mmds-dev.jsonl")
 RATES = {"wire": 30.0, "lead": 20.0, "paper": 4.0, "lead:ms": 12.0, "paper:ms": 2.0, "lead:zh": 10.0,
@@ -224,7 +222,7 @@ class Watcher:
 
     def _load(self) -> None:
         if not self.o.load or time.time() - self._last_load >= 15:
-            self.o.load.append(os.getloadavg()[0])
+            self.o.load.append(load_average()[0])
             self._last_load = time.time()
 
     _last_load = 0.0
@@ -340,7 +338,7 @@ def run_mode(mode: str, args: argparse.Namespace, corpus: list[Any], run_dir: Pa
         while datetime.now(UTC) < end:
             time.sleep(min(30.0, max(0.0, (end - datetime.now(UTC)).total_seconds())))
             _say(f"      {datetime.now(UTC):%H:%M:%S}Z  seen {len(observed.seen)}  in a story {len(observed.in_story)}"
-                 f"  on a page {len(observed.on_page)}  served {len(observed.served)}  load {os.getloadavg()[0]:.1f}")
+                 f"  on a page {len(observed.on_page)}  served {len(observed.served)}  load {load_average()[0]:.1f}")
         watcher.join()
         pinger.stop.set()
         return measure(mode, site, observed, store, measure_from, measure_to, burst_at, pinger.sent)
@@ -475,7 +473,7 @@ def main() -> int:
         corpus_dir = Path("/work/shared/corpus")
     corpus = load_corpus([corpus_dir / c for c in CORPORA])
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="freshness-"))
-    _say(f"freshness replay: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start; "
+    _say(f"freshness replay: {machine_line()} at the start; "
          f"{args.history:.0f} min history, {args.warmup:.0f} min warm-up, {args.minutes:.0f} min measured, "
          f"modes {args.modes}")
     reports = []

@@ -2,9 +2,9 @@
 
 Usage::
 
-    .venv/bin/python bench/headline.py            # about 5 minutes on the shared 2-core machine
-    .venv/bin/python bench/headline.py --quick    # each bench in its quick mode (the test's run)
-    .venv/bin/python bench/headline.py --only polls edition_page
+    .venv/bin/python -m bench.headline            # about 5 minutes on the shared 2-core machine
+    .venv/bin/python -m bench.headline --quick    # each bench in its quick mode (the test's run)
+    .venv/bin/python -m bench.headline --only polls edition_page
 
 Runs the project's own benches, each in a child process of its own (so one's threads and memory
 never slow the next), at sizes small enough for the whole run to take about five minutes, reads
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-BENCH = REPO / "bench"
-CORPUS = Path(os.environ.get("NEWSROOM_CORPUS_DIR") or (REPO.parent / "shared" / "corpus"))
+from bench.harness import CORPUS_DIR, REPO, bench_command, load_average
+
+CORPUS = Path(os.environ.get("NEWSROOM_CORPUS_DIR") or CORPUS_DIR)
 if not CORPUS.is_dir():
     CORPUS = Path("/work/shared/corpus")
 CLUSTER_FILES = ["ecbplus", "ecbplus-timed", "gnews2014", "mmds"]
@@ -150,26 +150,26 @@ def _extraction(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 BENCHES = [
-    Bench("polls", [str(BENCH / "poll_throughput.py")], [str(BENCH / "poll_throughput.py"), "--quick"], _polls),
-    Bench("polls_processes", [str(BENCH / "poll_throughput.py"), "--processes", str(POLL_PROCESSES)],
-          [str(BENCH / "poll_throughput.py"), "--quick", "--processes", str(POLL_PROCESSES)], _polls),
-    Bench("edition_page", [str(BENCH / "serving_load.py"), "--no-for-you", "--json"],
-          [str(BENCH / "serving_load.py"), "--quick", "--no-for-you", "--json"], _serving),
-    Bench("writer", [str(BENCH / "cluster_speed.py"), "--stories", "10000", "--articles", "2000",
+    Bench("polls", ["-m", "bench.poll_throughput"], ["-m", "bench.poll_throughput", "--quick"], _polls),
+    Bench("polls_processes", ["-m", "bench.poll_throughput", "--processes", str(POLL_PROCESSES)],
+          ["-m", "bench.poll_throughput", "--quick", "--processes", str(POLL_PROCESSES)], _polls),
+    Bench("edition_page", ["-m", "bench.serving_load", "--no-for-you", "--json"],
+          ["-m", "bench.serving_load", "--quick", "--no-for-you", "--json"], _serving),
+    Bench("writer", ["-m", "bench.cluster_speed", "--stories", "10000", "--articles", "2000",
                      "--brute-articles", "100"],
-          [str(BENCH / "cluster_speed.py"), "--stories", "1000", "--articles", "200", "--brute-articles", "20"],
+          ["-m", "bench.cluster_speed", "--stories", "1000", "--articles", "200", "--brute-articles", "20"],
           _writer),
-    Bench("rank_cycle", [str(BENCH / "rank_cycle.py"), "--stories", "30000", "--naive-editions", "3"],
-          [str(BENCH / "rank_cycle.py"), "--stories", "3000", "--naive-editions", "1"], _rank,
+    Bench("rank_cycle", ["-m", "bench.rank_cycle", "--stories", "30000", "--naive-editions", "3"],
+          ["-m", "bench.rank_cycle", "--stories", "3000", "--naive-editions", "1"], _rank,
           env=(("POLARS_MAX_THREADS", "2"),)),
-    Bench("cluster_eval", [str(BENCH / "cluster_eval.py"), "--orders", "1", "--corpus-dir", str(CORPUS / "clustering"),
+    Bench("cluster_eval", ["-m", "bench.cluster_eval", "--orders", "1", "--corpus-dir", str(CORPUS / "clustering"),
                            "--files", *CLUSTER_FILES],
-          [str(BENCH / "cluster_eval.py"), "--orders", "1", "--corpus-dir", str(CORPUS / "clustering"),
+          ["-m", "bench.cluster_eval", "--orders", "1", "--corpus-dir", str(CORPUS / "clustering"),
            "--files", "mmds"], _clusters),
-    Bench("copy_detection", [str(BENCH / "copy_detection.py"), "--corpus-dir", str(CORPUS / "clustering")],
-          [str(BENCH / "copy_detection.py"), "--quick", "--corpus-dir", str(CORPUS / "clustering")], _copies),
-    Bench("extraction", [str(BENCH / "extract_eval.py"), "--pages", str(CORPUS / "pages")],
-          [str(BENCH / "extract_eval.py"), "--pages", str(CORPUS / "pages"), "--limit", "8"], _extraction),
+    Bench("copy_detection", ["-m", "bench.copy_detection", "--corpus-dir", str(CORPUS / "clustering")],
+          ["-m", "bench.copy_detection", "--quick", "--corpus-dir", str(CORPUS / "clustering")], _copies),
+    Bench("extraction", ["-m", "bench.extract_eval", "--pages", str(CORPUS / "pages")],
+          ["-m", "bench.extract_eval", "--pages", str(CORPUS / "pages"), "--limit", "8"], _extraction),
 ]
 """The section classifier is run by :func:`_sections` (two commands: the classifier and its baseline)."""
 
@@ -204,10 +204,10 @@ def _sections(quick: bool) -> dict[str, dict[str, Any]]:
             source = Path(tmp) / "mmds-sample.jsonl"
             source.write_text("".join(lines), encoding="utf-8")
         before = Path(tmp) / "before.jsonl"
-        after = _run([str(BENCH / "section_eval.py"), "--input", str(source), "--labels", str(SECTION_LABELS)])
-        subprocess.run([sys.executable, str(BENCH / "section_baseline.py"), "--input", str(source),
-                        "--output", str(before)], cwd=REPO, check=True, capture_output=True)
-        baseline = _run([str(BENCH / "section_eval.py"), "--input", str(source), "--labels", str(SECTION_LABELS),
+        after = _run(["-m", "bench.section_eval", "--input", str(source), "--labels", str(SECTION_LABELS)])
+        subprocess.run(bench_command("section_baseline", "--input", str(source), "--output", str(before)),
+                       cwd=REPO, check=True, capture_output=True)
+        baseline = _run(["-m", "bench.section_eval", "--input", str(source), "--labels", str(SECTION_LABELS),
                          "--predictions", str(before)])
     return {"section_classifier": {
         "value": after["coverage"], "unit": "coverage (share of labelled articles answered)",
@@ -216,8 +216,8 @@ def _sections(quick: bool) -> dict[str, dict[str, Any]]:
         "baseline": baseline["coverage"], "baseline_accuracy": baseline["accuracy"],
         "baseline_what": "the seed-word TF-IDF classifier before issue 21 (bench/section_baseline.py)",
         "ratio": _ratio(after["coverage"], baseline["coverage"]),
-        "command": f"python bench/section_eval.py --input {source.name} --labels "
-                   f"{SECTION_LABELS.relative_to(REPO)}; python bench/section_baseline.py, then --predictions",
+        "command": f"python -m bench.section_eval --input {source.name} --labels "
+                   f"{SECTION_LABELS.relative_to(REPO)}; python -m bench.section_baseline, then --predictions",
     }}
 
 
@@ -233,7 +233,7 @@ def run(quick: bool, only: set[str] | None = None) -> dict[str, Any]:
     """Every bench (or ``only`` these), in turn; the figures of each, or its error."""
     commit, dirty = _git()
     started = time.perf_counter()
-    load_start = [round(v, 2) for v in os.getloadavg()]
+    load_start = load_average()
     figures: dict[str, Any] = {}
     errors: dict[str, str] = {}
     seconds: dict[str, float] = {}
@@ -260,7 +260,7 @@ def run(quick: bool, only: set[str] | None = None) -> dict[str, Any]:
         seconds["sections"] = round(time.perf_counter() - t0, 1)
     return {
         "commit": commit, "dirty": dirty, "mode": "quick" if quick else "full",
-        "load_average": {"start": load_start, "end": [round(v, 2) for v in os.getloadavg()]},
+        "load_average": {"start": load_start, "end": load_average()},
         "cpus": os.cpu_count(), "seconds": round(time.perf_counter() - started, 1), "bench_seconds": seconds,
         "figures": figures, "errors": errors,
     }

@@ -1,7 +1,7 @@
 """Peak memory and wall time of one ingest run with a hostile feed, against the same run without it.
 
 Usage:
-    .venv/bin/python bench/hostile_ingest.py [--articles 300] [--workers 1] [--runs inline,normal,hostile]
+    .venv/bin/python -m bench.hostile_ingest [--articles 300] [--workers 1] [--runs inline,normal,hostile]
         [--corpus-dir /work/shared/corpus]
 
 The replay site (this process) serves the dev corpora (``clustering/ecbplus-dev.jsonl`` and
@@ -39,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.harness import REPO, bench_command, load_average, machine_line, print_json_line
 
 START = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
 SPAN_HOURS = 1.0
@@ -74,10 +74,9 @@ def _child(args: argparse.Namespace) -> int:
     summary = commit_ingest(store, shards, now)
     elapsed = time.perf_counter() - started
     close_article_workers()  # waited for: their peaks count in RUSAGE_CHILDREN
-    print(json.dumps({"summary": summary, "elapsed_s": elapsed,
+    print_json_line({"summary": summary, "elapsed_s": elapsed,
                       "self_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "workers_maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024},
-                     default=str))
+                      "workers_maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}, default=str)
     return 0
 
 
@@ -98,10 +97,10 @@ def _tree_rss_bytes(root: int) -> int:
 def _run(name: str, workers: int, control: str, now: datetime, publishers: Path) -> dict[str, Any]:
     """One run in a fresh subprocess and store; its figures."""
     with tempfile.TemporaryDirectory(prefix=f"hostile-{name}-") as tmp:
-        cmd = [sys.executable, __file__, "--child", "--store", str(Path(tmp) / "store"), "--now", now.isoformat(),
-               "--publishers", str(publishers), "--workers", str(workers)]
+        cmd = bench_command("hostile_ingest", "--child", "--store", str(Path(tmp) / "store"), "--now", now.isoformat(),
+                            "--publishers", str(publishers), "--workers", str(workers))
         started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=REPO)
         peak, stop = [0], threading.Event()
 
         def sample() -> None:
@@ -176,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         hostile = next(p for p in site.publishers if p.language == "en")
         with tempfile.TemporaryDirectory() as tmp:
             publishers = download_publishers_csv(site.control_url, Path(tmp) / "publishers.csv")
-            print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; {len(site.publishers)} publishers, "
+            print(f"machine: {machine_line()}; {len(site.publishers)} publishers, "
                   f"{sum(len(site.released(p.publisher_id)) for p in site.publishers)} articles released; "
                   f"hostile feed: {hostile.rss_url}")
             for name in args.runs.split(","):
@@ -193,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"         stored capped: {kind} {row}")
     finally:
         site.stop()
-    figures: dict[str, Any] = {"load_average_end": round(os.getloadavg()[0], 2), "articles": args.articles,
+    figures: dict[str, Any] = {"load_average_end": load_average()[0], "articles": args.articles,
                                "runs": {k: {f: v for f, v in r.items() if f != "stored"} | {
                                    "longest": r["stored"]["longest"], "hostile_stored": r["stored"]["hostile"]}
                                    for k, r in results.items()}}
@@ -215,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"normal/inline (the budget's cost): ru_maxrss {figures['budget_over_inline']['ru_maxrss_mb']}x, tree peak "
               f"{figures['budget_over_inline']['tree_peak_rss_mb']}x, time {figures['budget_over_inline']['ingest_s']}x; "
               f"same articles: {figures['same_articles_as_inline']}")
-    print(json.dumps(figures))
+    print_json_line(figures)
     return 0
 
 

@@ -4,26 +4,24 @@ Each article's title and text are guessed without their declared language, as in
 that declares none. ``py3langid`` runs over all 97 languages of its model and over the configured
 languages only (the corpus's own: en, ms, zh). Prints accuracy and "no guess" counts per language.
 
-    .venv/bin/python bench/language_guess.py [--corpus-dir ../shared/corpus]
+    .venv/bin/python -m bench.language_guess [--corpus-dir ../shared/corpus]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from transforms.extraction import guess_language  # noqa: E402
+from bench.harness import CORPUS_DIR
+from transforms.extraction import guess_language
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--corpus-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "corpus"))
+    parser.add_argument("--corpus-dir", default=str(CORPUS_DIR))
     args = parser.parse_args()
     import py3langid
     from py3langid.langid import MODEL_FILE, LanguageIdentifier

@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/minhash_datasketch.py [--corpus-dir ../shared/corpus/clustering] [--rounds 3]
+    .venv/bin/python -m bench.minhash_datasketch [--corpus-dir ../shared/corpus/clustering] [--rounds 3]
 
 Why the question: datasketch is the stack's MinHash library, and newsroom computes its own
 signatures. Both are 128 permutations over the same 4-word shingles of every ECB+ and MMDS dev
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -26,10 +25,9 @@ from pathlib import Path
 import numpy as np
 from datasketch import MinHash, MinHashLSH
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from transforms.clustering.copies import CopyIndex  # noqa: E402
-from transforms.signatures import (  # noqa: E402
+from bench.harness import CORPUS_DIR, print_json_line
+from transforms.clustering.copies import CopyIndex
+from transforms.signatures import (
     LSH_BANDS,
     LSH_ROWS,
     NUM_PERM,
@@ -39,7 +37,7 @@ from transforms.signatures import (  # noqa: E402
     tokenize,
 )
 
-_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "clustering"
+_CORPUS = CORPUS_DIR / "clustering"
 
 
 def _texts(corpus: Path) -> list[tuple[str, list[str]]]:
@@ -137,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
           f"newsroom {result['ours_mean_abs_error']}, datasketch {result['datasketch_mean_abs_error']}; "
           f"copy index of {args.index_size}: datasketch {ds_bytes // args.index_size} B/article, "
           f"newsroom {ours_bytes // args.index_size} B/article")
-    print(json.dumps(result))  # noqa: T201
+    print_json_line(result)
     return 0
 
 

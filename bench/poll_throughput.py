@@ -1,7 +1,7 @@
 """Polls per second against a synthetic publisher farm: our scheduler vs sequential httpx + feedparser.
 
 Usage:
-    .venv/bin/python bench/poll_throughput.py [--hosts 200] [--feeds-per-host 25] [--changed-share 0.2]
+    .venv/bin/python -m bench.poll_throughput [--hosts 200] [--feeds-per-host 25] [--changed-share 0.2]
         [--workers 8] [--host-rate 5] [--baseline-sample 1000] [--parser lxml|feedparser|fastfeedparser]
         [--processes 2] [--profile 10] [--quick]
 
@@ -39,7 +39,6 @@ import argparse
 import cProfile
 import functools
 import io
-import json
 import multiprocessing
 import os
 import pstats
@@ -58,13 +57,12 @@ from urllib.parse import urlsplit
 import feedparser
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tasks.ingest.plan import FeedJob  # noqa: E402
-from tasks.ingest.poll import ShardResult, poll_shard  # noqa: E402
-from tasks.settings import IngestSettings  # noqa: E402
-from transforms.feeds import parse_feed  # noqa: E402
-from transforms.records import FeedState  # noqa: E402
+from bench.harness import REPO, load_average, machine_line, print_json_line
+from tasks.ingest.plan import FeedJob
+from tasks.ingest.poll import ShardResult, poll_shard
+from tasks.settings import IngestSettings
+from transforms.feeds import parse_feed
+from transforms.records import FeedState
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 R = TypeVar("R")
@@ -76,7 +74,7 @@ def _start_farm(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
     cmd = [sys.executable, "-m", "replay", "--synthetic-hosts", str(args.hosts), "--feeds-per-host",
            str(args.feeds_per_host), "--changed-share", str(args.changed_share), "--items-per-feed",
            str(args.items_per_feed)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=REPO)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     return proc, line.split("control=")[1].split()[0]
@@ -255,9 +253,9 @@ def run(args: argparse.Namespace, report: Callable[[str], None] = lambda line: N
     try:
         with httpx.Client(trust_env=False, timeout=30) as client:
             urls = client.get(f"{control}/_replay/feeds").json()
-            report(f"cpus: {os.cpu_count()}  farm: {args.hosts} hosts x {args.feeds_per_host} feeds = {len(urls)} feeds, "
+            report(f"{machine_line()}; farm: {args.hosts} hosts x {args.feeds_per_host} feeds = {len(urls)} feeds, "
                    f"{args.changed_share:.0%} changing ({args.items_per_feed} items each), server in its own process")
-            load_start = os.getloadavg()[0]
+            load_start = load_average()[0]
             farm_cpu = _cpu_seconds(proc.pid)
             elapsed, statuses, client_peak, cpu = _ours(urls, args)
             farm_cpu = _cpu_seconds(proc.pid) - farm_cpu
@@ -294,7 +292,7 @@ def run(args: argparse.Namespace, report: Callable[[str], None] = lambda line: N
                 "client_max_in_flight_per_host": client_peak,
                 "rate_ceiling_polls_per_second": round(_rate_ceiling(args, len(urls))),
                 "ours_connections": server["connections"],
-                "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+                "load_average": [load_start, load_average()[0]],
             }
             if profiles:
                 figures["profile_top_cumulative"] = _top_cumulative(profiles, args.profile)
@@ -315,7 +313,7 @@ def main() -> int:
     figures = run(args, report=print)
     for row in figures.get("profile_top_cumulative", []):  # type: ignore[union-attr]
         print(f"  {row['cumulative_s']:>8.3f} s  {row['calls']:>7}  {row['function']}")  # type: ignore[index]
-    print(json.dumps(figures))
+    print_json_line(figures)
     return 0
 
 

@@ -2,7 +2,7 @@
 a process worker, against an event to a long-running flow that waits on the event stream.
 
 Usage:
-    .venv/bin/python bench/prefect_handoff.py [--events 6] [--gap 20] [--query-seconds 10]
+    .venv/bin/python -m bench.prefect_handoff [--events 6] [--gap 20] [--query-seconds 10]
 
 It starts a temporary Prefect server, a process work pool and worker (``--query-seconds`` is
 ``PREFECT_WORKER_QUERY_SECONDS``, 10 by default as ``newsroom up`` runs it), deploys a flow that
@@ -27,8 +27,7 @@ import textwrap
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.harness import REPO, load_average
 
 FLOW = '''
 from __future__ import annotations
@@ -135,7 +134,7 @@ def main() -> int:
     lags = sorted((r["sent"], r["body"] - r["sent"]) for r in rows)
     serial = [lag for _, lag in lags[:args.events]]
     collided = [lag for _, lag in lags[args.events:]]
-    load = os.getloadavg()[0]
+    load = load_average()[0]
     sys.stdout.write(f"load average {load:.1f}; worker query interval {args.query_seconds:.0f} s\n")
     sys.stdout.write("| hand-off | n | p50 s (or each) | max s |\n|---|---|---|---|\n")
     if serial:

@@ -5,22 +5,19 @@ For the pages of the corpus that state a date (the regex of bench/extract_eval.p
 search, so it reads markup rather than guessing from URLs and free text), how often the two agree on
 the day where both find one, and htmldate's cost as a ratio of ``extract_page``'s, same run.
 
-    .venv/bin/python bench/published_at_fallback.py --pages ../shared/corpus/pages
+    .venv/bin/python -m bench.published_at_fallback --pages ../shared/corpus/pages
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 from htmldate import find_date
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.extract_eval import _STATES, load_pages  # noqa: E402
-from transforms.extraction import extract_page  # noqa: E402
+from bench.extract_eval import _STATES, load_pages
+from transforms.extraction import extract_page
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """One rank cycle over synthetic aggregates, against a naive per-edition Python loop.
 
-    POLARS_MAX_THREADS=2 taskset -c 0,1 .venv/bin/python bench/rank_cycle.py
+    POLARS_MAX_THREADS=2 taskset -c 0,1 .venv/bin/python -m bench.rank_cycle
 
 The input is what ``warehouse/sql/story_scores.sql`` hands to the ranking (per story: coverage,
 velocity and freshness at the last 5 cycles, coverage share per region, burst candidates) plus the
@@ -16,18 +16,19 @@ sorts per section; it is measured on ``--naive-editions`` editions and extrapola
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from datetime import UTC, datetime, timedelta
 
+from bench.harness import print_json_line
+
 os.environ.setdefault("POLARS_MAX_THREADS", "2")
 
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
+import numpy as np
+import polars as pl
 
-from transforms.diversity import DiversityRule, diversify, stabilize_order  # noqa: E402
-from transforms.ranking import BreakingRule, ScoreWeights, rank_editions, score_stories  # noqa: E402
+from transforms.diversity import DiversityRule, diversify, stabilize_order
+from transforms.ranking import BreakingRule, ScoreWeights, rank_editions, score_stories
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 LANGUAGES = {"en": (35, 0.50), "es": (15, 0.20), "fr": (10, 0.15), "de": (10, 0.15)}  # editions, story share
@@ -238,10 +239,10 @@ def main() -> None:
     print(f"naive per-edition python loop: {naive:.2f} s for {len(sample)} editions "
           f"-> {estimate:.1f} s estimated for all {editions.height} editions")
     print(f"speed-up: {estimate / fast:.1f}x; goal <= 30 s: {'met' if fast <= 30 else 'missed'}")
-    print(json.dumps({  # the figures, as one line (bench/headline.py reads it)
+    print_json_line({  # the figures, as one line (bench/headline.py reads it)
         "stories": args.stories, "editions": editions.height, "pages": pages, "cycle_s": round(fast, 3),
         "naive_estimate_s": round(estimate, 3), "naive_editions_run": len(sample), "ratio": round(estimate / fast, 2),
-    }))
+    })
 
 
 if __name__ == "__main__":

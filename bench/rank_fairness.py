@@ -1,6 +1,6 @@
 """Fairness of representative choice over a replay day: Herfindahl index and top publisher share.
 
-    .venv/bin/python bench/rank_fairness.py [--step-minutes 15] [--compare-uncapped]
+    .venv/bin/python -m bench.rank_fairness [--step-minutes 15] [--compare-uncapped]
 
 A synthetic day (tests/rank_world.py: 24 publishers in US/GB/SG, stories appearing all day) is
 written into a fresh local store with the warehouse code; rank & publish runs every
@@ -11,22 +11,16 @@ published top-page versions (story-slot minutes, the same count the 10% cap uses
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
 
-# The repository first (tests/ has folders named like the packages), then tests/ for rank_world.
-sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
-sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
-
-from rank_world import day_world  # noqa: E402
-
-from tasks.rank import PageHistory, publish_all  # noqa: E402
-from tasks.settings import RankSettings  # noqa: E402
-from transforms.pages import impressions_from_versions  # noqa: E402
-from warehouse.store import LocalStore  # noqa: E402
+from tasks.rank import PageHistory, publish_all
+from tasks.settings import RankSettings
+from tests.rank_world import day_world
+from transforms.pages import impressions_from_versions
+from warehouse.store import LocalStore
 
 
 def run_day(settings: RankSettings, step: int, label: str) -> None:

@@ -1,8 +1,8 @@
 """One rank cycle's read + score with a minute's changes: story aggregates folded incrementally
 against today's full recompute from the logs (``story_scores.sql``), in the same run (issue 15).
 
-    taskset -c 0,1 .venv/bin/python bench/rank_incremental.py --stories 50000 300000 [--pages]
-    taskset -c 0,1 .venv/bin/python bench/rank_incremental.py --quick
+    taskset -c 0,1 .venv/bin/python -m bench.rank_incremental --stories 50000 300000 [--pages]
+    taskset -c 0,1 .venv/bin/python -m bench.rank_incremental --quick
 
 A synthetic window of ``--stories`` active stories (about 8 articles each over 40 hours, 2,000
 publishers in 35 regions) is written as article and story-change segments into a local store; the
@@ -30,24 +30,26 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench.harness import load_average, machine_line
+
 os.environ.setdefault("POLARS_MAX_THREADS", "2")
 
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from tasks.aggregates import AggregateView, record_member_cache, update_aggregates  # noqa: E402
-from tasks.rank import breaking_rule, compute_pages, parts_params, score_params, score_weights  # noqa: E402
-from tasks.settings import RankSettings  # noqa: E402
-from transforms.ranking import score_stories  # noqa: E402
-from transforms.story_scores import story_parts  # noqa: E402
-from transforms.story_scores import story_sections as sections_frame  # noqa: E402
-from warehouse import layout  # noqa: E402
-from warehouse.duck import connect, load_sql  # noqa: E402
-from warehouse.schemas import ARTICLES_SCHEMA, PUBLISHERS_SCHEMA, STORY_CHANGES_SCHEMA  # noqa: E402
-from warehouse.store import LocalStore  # noqa: E402
-from warehouse.tables import list_segments, write_segment, write_table  # noqa: E402
+from tasks.aggregates import AggregateView, record_member_cache, update_aggregates
+from tasks.rank import breaking_rule, compute_pages, parts_params, score_params, score_weights
+from tasks.settings import RankSettings
+from transforms.ranking import score_stories
+from transforms.story_scores import story_parts
+from transforms.story_scores import story_sections as sections_frame
+from warehouse import layout
+from warehouse.duck import connect, load_sql
+from warehouse.schemas import ARTICLES_SCHEMA, PUBLISHERS_SCHEMA, STORY_CHANGES_SCHEMA
+from warehouse.store import LocalStore
+from warehouse.tables import list_segments, write_segment, write_table
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 PUBLISHERS = 2000
@@ -246,8 +248,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.stories, args.minute_articles, args.rounds, args.pages_baseline = [20_000], 1000, 2, True
-    print(f"cpus={len(os.sched_getaffinity(0))} POLARS_MAX_THREADS={os.environ['POLARS_MAX_THREADS']} "
-          f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{machine_line()} at the start; POLARS_MAX_THREADS={os.environ['POLARS_MAX_THREADS']}")
     for stories in args.stories:
         root = Path(tempfile.mkdtemp(prefix="rank-incremental-", dir=args.dir))
         try:
@@ -277,7 +278,7 @@ def run_size(root: Path, stories: int, args: argparse.Namespace) -> None:
         now = NOW + timedelta(minutes=r + 1)
         articles, changes = synth.minute((now - synth.start).total_seconds(), args.minute_articles)
         write(store, now, articles, changes, f"minute{r:03d}")
-        load = os.getloadavg()[0]
+        load = load_average()[0]
         i_cpu, i_wall, i_rows, i_bytes, view = incremental_cycle(store, now)
         f_bytes = log_bytes(store)
         f_cpu, f_wall, f_rows = full_cycle(store, now)

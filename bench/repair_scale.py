@@ -1,9 +1,9 @@
 """CPU time of one repair pass (``repair_stories``) over a writer at the seeds' scale, for A/B runs
 of two checkouts (issue 15).
 
-    taskset -c 0,1 .venv/bin/python bench/repair_scale.py write --stories 150000 --minutes 10 WRITER
-    taskset -c 0,1 .venv/bin/python bench/repair_scale.py time --code-root A WRITER   # then B, A, B ...
-    taskset -c 0,1 .venv/bin/python bench/repair_scale.py assign --code-root A WRITER # then B, A, B ...
+    taskset -c 0,1 .venv/bin/python -m bench.repair_scale write --stories 150000 --minutes 10 WRITER
+    taskset -c 0,1 .venv/bin/python -m bench.repair_scale time --code-root A WRITER   # then B, A, B ...
+    taskset -c 0,1 .venv/bin/python -m bench.repair_scale assign --code-root A WRITER # then B, A, B ...
 
 ``write`` builds bench/writer_world.py's window of ``--stories`` active stories, assigns
 ``--minutes`` minutes of 6,000 new articles each (the seeds' English peak), and pickles the
@@ -40,13 +40,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-_HERE = Path(__file__).resolve().parent
+from bench.harness import REPO, import_checkout, timed
 
 
 def _write(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(_HERE.parent))
-    sys.path.insert(0, str(_HERE))
-    from writer_world import T_START, World
+    from bench.writer_world import T_START, World
 
     started = time.perf_counter()
     world = World(args.seed)
@@ -66,8 +64,7 @@ def _write(args: argparse.Namespace) -> None:
 def _load(args: argparse.Namespace) -> tuple[Any, datetime]:
     """The pickled writer and its stream time, loaded with the code under ``--code-root`` (and the
     garbage collector off while the objects are made; callers freeze them)."""
-    sys.path.insert(0, str(args.code_root.resolve()))
-    sys.path.insert(1, str(_HERE))  # writer_world, which the pickle names
+    import_checkout(args.code_root)
     gc.disable()
     with args.writer.open("rb") as fh:
         clusterer, now = pickle.load(fh)
@@ -84,9 +81,8 @@ def _time(args: argparse.Namespace) -> None:
     gc.freeze()
     since_ms = int(now.timestamp() * 1000) - int(RepairParams().lookback_hours * 3_600_000)
     lookback = sum(1 for sid in clusterer.story_ids() if clusterer.story_times(sid)[1] >= since_ms)
-    start, cpu = time.perf_counter(), time.process_time()
-    repairs = clustering.repair_stories(clusterer, now)
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    repair = timed(lambda: clustering.repair_stories(clusterer, now))
+    repairs, wall, cpu = repair.result, repair.wall, repair.cpu
     kinds = {kind: sum(r.kind == kind for r in repairs) for kind in ("split", "merge")}
     digest = hashlib.sha256(repr(repairs).encode()).hexdigest()[:12]
     print(f"{clustering.__file__}: repair pass, CPU {cpu:.1f} s (wall {wall:.1f} s), "  # noqa: T201
@@ -97,7 +93,7 @@ def _time(args: argparse.Namespace) -> None:
 def unseen_minute(clusterer: Any, now: datetime, seed: int, per_minute: int) -> list[Any]:
     """One more minute of articles for a pickled writer: a fresh world's (``seed``), its article
     ids ones the writer has not seen, its follow-ups filed under the newest 20,000 stories."""
-    from writer_world import World
+    from bench.writer_world import World
 
     world = World(seed)
     world.counter = 10**8
@@ -118,9 +114,8 @@ def _assign(args: argparse.Namespace) -> None:
     gc.enable()
     gc.collect()
     gc.freeze()
-    cpu = time.process_time()
-    out = [clusterer.assign(features) for features in stream]
-    cpu = time.process_time() - cpu
+    run = timed(lambda: [clusterer.assign(features) for features in stream])
+    out, cpu = run.result, run.cpu
     placements = [placement(a) for a in out]
     scores = [a.score for a in out]
     print(f"{clustering.__file__}: {len(out):,} articles, CPU {cpu:.2f} s = {len(out) / cpu:.0f}/s, "  # noqa: T201
@@ -143,11 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     write.add_argument("--per-minute", type=int, default=6_000)
     write.add_argument("--seed", type=int, default=11)
     write.add_argument("writer", type=Path)
-    timed = sub.add_parser("time", help="time one repair pass with the code under --code-root")
-    timed.add_argument("--code-root", type=Path, default=_HERE.parent)
-    timed.add_argument("writer", type=Path)
+    time_parser = sub.add_parser("time", help="time one repair pass with the code under --code-root")
+    time_parser.add_argument("--code-root", type=Path, default=REPO)
+    time_parser.add_argument("writer", type=Path)
     assign = sub.add_parser("assign", help="time the assignment of one more minute with the code under --code-root")
-    assign.add_argument("--code-root", type=Path, default=_HERE.parent)
+    assign.add_argument("--code-root", type=Path, default=REPO)
     assign.add_argument("--per-minute", type=int, default=6_000)
     assign.add_argument("--seed", type=int, default=99)
     assign.add_argument("--dump", type=Path, help="write the placements and scores here as JSON")

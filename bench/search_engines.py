@@ -26,9 +26,9 @@ Corpora: ``ecbplus-dev`` and ``gnews2014-dev`` (English) and ``mmds-dev`` (Engli
 from ``$NEWSROOM_CORPUS_DIR/clustering``; the scale runs recombine their headlines and snippets into
 ``--stories`` synthetic stories (seeded).
 
-    .venv/bin/python bench/search_engines.py                     # quality on the dev corpora, then 10,000 and 50,000 stories
-    .venv/bin/python bench/search_engines.py --stories 1000 --queries 200   # quick
-    .venv/bin/python bench/search_engines.py --store var/demo/store   # the index the pipeline published
+    .venv/bin/python -m bench.search_engines                     # quality on the dev corpora, then 10,000 and 50,000 stories
+    .venv/bin/python -m bench.search_engines --stories 1000 --queries 200   # quick
+    .venv/bin/python -m bench.search_engines --store var/demo/store   # the index the pipeline published
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ import os
 import random
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -52,9 +51,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from warehouse.search_index import (  # noqa: E402
+from bench.harness import CORPUS_DIR, machine_line
+from warehouse.search_index import (
     BOUNDARY,
     FIELD_WEIGHTS,
     MAX_FACET_VALUES,
@@ -76,8 +74,7 @@ SECTIONS = ("world", "business", "technology", "science", "sports", "health", "p
 
 
 def corpus_dir() -> Path:
-    here = Path(__file__).resolve().parent.parent
-    return Path(os.environ.get("NEWSROOM_CORPUS_DIR") or here.parent / "shared" / "corpus") / "clustering"
+    return Path(os.environ.get("NEWSROOM_CORPUS_DIR") or CORPUS_DIR) / "clustering"
 
 
 class Engine(Protocol):
@@ -538,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(score_store(args.store), indent=1))
         return 0
     chosen = engines(n.strip() for n in args.engines.split(",") if n.strip())
-    report: dict[str, Any] = {"machine": f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+    report: dict[str, Any] = {"machine": machine_line(),
                               "quality": {}, "scale": {}}
     for name in CORPORA:
         docs = corpus_stories(name)

@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/section_baseline.py --input A.jsonl --output P.jsonl [--commit 47422e0]
+    .venv/bin/python -m bench.section_baseline --input A.jsonl --output P.jsonl [--commit 47422e0]
 
 Loads ``transforms/sections.py`` as it was at ``--commit`` (``git show``) and writes the same
 ``{"id", "section"}`` lines as ``newsroom classify-sections``, from what that code read at rank time:
@@ -20,7 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.harness import REPO
+
 BEFORE = "47422e0"
 """The last commit with the seed-word classifier."""
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/section_eval.py --input A.jsonl [--labels L.tsv] [--predictions P.jsonl]
+    .venv/bin/python -m bench.section_eval --input A.jsonl [--labels L.tsv] [--predictions P.jsonl]
 
 Without ``--predictions`` it runs the command itself (``newsroom classify-sections --input A.jsonl
 --output <tmp>``), exactly as the held-out half is scored. Gold labels come from, in this order:
@@ -30,6 +30,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from bench.harness import print_json_line
 
 NEWSROOM = Path(sys.executable).parent / "newsroom"
 CATEGORY_SECTIONS = {"b": ("business",), "t": ("technology", "science"), "e": ("entertainment",), "m": ("health",)}
@@ -163,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     if overall.confusions:
         print("confusions (gold -> answered): " + ", ".join(
             f"{g} -> {p} {n}" for (g, p), n in overall.confusions.most_common(args.confusions)))
-    print(json.dumps({"labelled": overall.labelled, "answered": overall.answered,  # one line: bench/headline.py
-                      "coverage": round(overall.coverage, 4), "accuracy": round(overall.accuracy, 4)}))
+    print_json_line({"labelled": overall.labelled, "answered": overall.answered,  # one line: bench/headline.py
+                      "coverage": round(overall.coverage, 4), "accuracy": round(overall.accuracy, 4)})
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/section_stream.py [--corpus-dir /work/shared/corpus] [--named-share 0.7]
+    .venv/bin/python -m bench.section_stream [--corpus-dir /work/shared/corpus] [--named-share 0.7]
 
 Two measures, both through ``transforms.sections.guess_and_learn`` (what ingest's commit runs):
 
@@ -35,16 +35,12 @@ from pathlib import Path
 
 import numpy as np
 
-_REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(_REPO))
-sys.path.insert(0, str(_REPO / "scripts"))
-
-import train_section_model as recipe  # noqa: E402
-
-from tasks.sections import load_section_model  # noqa: E402
-from transforms.embedding import EMBEDDING_MODEL_ID, embed_articles, embed_texts, embedding_text  # noqa: E402
-from transforms.feeds import parse_feed  # noqa: E402
-from transforms.sections import (  # noqa: E402
+import scripts.train_section_model as recipe
+from bench.harness import print_json_line
+from tasks.sections import load_section_model
+from transforms.embedding import EMBEDDING_MODEL_ID, embed_articles, embed_texts, embedding_text
+from transforms.feeds import parse_feed
+from transforms.sections import (
     SectionModel,
     canonical_section,
     empty_learned,
@@ -156,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         if key != "items":
             print(f"  {key:24} {json.dumps(value)}")
     figures["real_feeds"] = feeds
-    print(json.dumps(figures))
+    print_json_line(figures)
     return 0
 
 

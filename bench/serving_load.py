@@ -44,9 +44,9 @@ from /proc: the backend serving the reads, and its background writers). One thre
 connection, so one PostgreSQL backend: the reads/s of about one core of each side (the README's
 sizing table).
 
-    .venv/bin/python bench/serving_load.py            # defaults: 4 rounds x 3 s, 8 connections
-    .venv/bin/python bench/serving_load.py --no-postgres --rounds 3 --seconds 3 --baseline-rev 3a6d4c0
-    .venv/bin/python bench/serving_load.py --quick    # 2 rounds x 1 s, For you on SQLite only (the headline bench)
+    .venv/bin/python -m bench.serving_load            # defaults: 4 rounds x 3 s, 8 connections
+    .venv/bin/python -m bench.serving_load --no-postgres --rounds 3 --seconds 3 --baseline-rev 3a6d4c0
+    .venv/bin/python -m bench.serving_load --quick    # 2 rounds x 1 s, For you on SQLite only (the headline bench)
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ import random
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -68,9 +67,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from bench.harness import REPO, bench_command, import_checkout, load_average, print_json_line
 
 SECTIONS = ["world", "business", "technology", "science", "sports", "health", "politics", "culture",
             "climate", "travel", "education", "media"]
@@ -111,11 +108,11 @@ def serve(root: Path, port: int, profiles_url: str | None = None, code: str | No
           profile_cache: bool = True) -> None:
     """Run the app (with the bench's static folder mounted) until terminated.
 
-    ``code``: a folder holding another revision's packages (``--baseline-rev``), put first on the
-    path before anything of the app is imported, so that revision's app is the one served.
+    ``code``: a folder holding another revision's packages (``--baseline-rev``), chosen before
+    anything of the app is imported, so that revision's app is the one served.
     """
     if code is not None:
-        sys.path.insert(0, code)
+        import_checkout(Path(code))
     import uvicorn
     from fastapi.staticfiles import StaticFiles
 
@@ -324,12 +321,11 @@ def start_server(root: Path, profiles_url: str | None = None, code: str | None =
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, __file__, "--serve", str(root), str(port)]
+    cmd = bench_command("serving_load", "--serve", str(root), str(port))
     cmd += ["--serve-profiles-url", profiles_url] if profiles_url else []
     cmd += ["--serve-code", code] if code else []
     cmd += [] if profile_cache else ["--serve-no-profile-cache"]
-    env = dict(os.environ, PYTHONPATH=code) if code else None
-    server = subprocess.Popen(cmd, cwd=code or REPO, env=env)
+    server = subprocess.Popen(cmd, cwd=REPO)
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -384,10 +380,8 @@ def page_rounds(args: argparse.Namespace) -> dict[str, Any]:
     """Every way (see the module docstring) in alternating rounds over one store and one set of readers."""
     import contextlib
 
-    sys.path.insert(0, str(REPO / "tests"))
-    from pgserver import find_pg_binary, run_postgres
-
     from tasks.progress import terminal_progress
+    from tests.pgserver import find_pg_binary, run_postgres
 
     if args.quick or args.no_for_you:
         args.no_postgres = True
@@ -521,12 +515,10 @@ def bench_profile_reads(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     """``ProfileStore.load`` per second from one thread, SQLite against PostgreSQL, alternating rounds."""
     import contextlib
 
-    sys.path.insert(0, str(REPO / "tests"))
-    from pgserver import run_postgres
-
     from serving.profiles import SqliteProfileStore
     from serving.profiles_postgres import PostgresProfileStore
     from serving.signing import Signer
+    from tests.pgserver import run_postgres
 
     signer = Signer(HMAC_KEY.encode(), click_ttl_seconds=60, session_ttl_seconds=86400)
     with contextlib.ExitStack() as stack:
@@ -574,7 +566,7 @@ def asgi_cpu(root: Path, code: str | None, rounds: int, requests: int) -> dict[s
     one imported. CPU time, not wall time: other work on the machine barely moves it.
     """
     if code is not None:
-        sys.path.insert(0, code)
+        import_checkout(Path(code))
     import asyncio
 
     from serving.app import create_app
@@ -639,10 +631,9 @@ def bench_asgi_cpu(args: argparse.Namespace) -> dict[str, Any]:
             out["baseline_commit"] = export_revision(args.baseline_rev, root / "baseline")
             codes["baseline"] = str(root / "baseline")
         for name, code in codes.items():
-            cmd = [sys.executable, __file__, "--asgi-cpu", str(root), "--rounds", str(args.rounds)]
+            cmd = bench_command("serving_load", "--asgi-cpu", str(root), "--rounds", str(args.rounds))
             cmd += ["--serve-code", code] if code else []
-            env = dict(os.environ, PYTHONPATH=code) if code else None
-            child = subprocess.run(cmd, cwd=code or REPO, env=env, check=True, capture_output=True, text=True)
+            child = subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True)
             out[name] = json.loads(child.stdout)
             out[name]["for_you_vs_page_cpu"] = round(out[name]["api_edition_page"] / out[name]["for_you_sqlite"], 3)
     return out
@@ -682,7 +673,7 @@ def main() -> None:
               profile_cache=not args.serve_no_profile_cache)
         return
     if args.asgi_cpu:
-        print(json.dumps(asgi_cpu(Path(args.asgi_cpu), args.serve_code, args.rounds, 2000)))
+        print_json_line(asgi_cpu(Path(args.asgi_cpu), args.serve_code, args.rounds, 2000))
         return
     if args.cpu_per_request:
         print(json.dumps(bench_asgi_cpu(args), indent=2))
@@ -695,8 +686,11 @@ def main() -> None:
         args.rounds, args.seconds = 2, 1.0
     summary = page_rounds(args)
     summary["for_you_rerank"] = {k: round(v, 4) for k, v in bench_rerank(repeats=100 if args.quick else 300).items()}
-    summary["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    print(json.dumps(summary) if args.json else json.dumps(summary, indent=2))
+    summary["load_average"] = load_average()
+    if args.json:
+        print_json_line(summary)
+    else:
+        print(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Reports, per 10 cycles, the store's object count (which compaction must keep bounded), then runs
 `newsroom health` and every documented example query at the end.
 
-    python bench/soak_replay.py --minutes 60 [--limit 300] [--store var/soak/store]
+    python -m bench.soak_replay --minutes 60 [--limit 300] [--store var/soak/store]
 """
 
 from __future__ import annotations
@@ -12,14 +12,12 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.append(str(REPO / "tests"))  # after the packages, which tests/ folders must not shadow
+from bench.harness import REPO, import_checkout
 
 
 def main() -> int:
@@ -45,6 +43,8 @@ def main() -> int:
     store_dir = Path(args.store or tempfile.mkdtemp(prefix="soak-store-"))
     shutil.rmtree(store_dir, ignore_errors=True)
 
+    # The pipeline test harness and the helpers it imports by their basenames, from tests/.
+    import_checkout(REPO / "tests", ("pipeline_harness", "corpus_paths", "s3server"))
     from pipeline_harness import CORPORA, pipeline_env
 
     from flows.cycle import pipeline_cycle

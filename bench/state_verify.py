@@ -2,7 +2,7 @@
 
 Usage::
 
-    taskset -c 0,1 .venv/bin/python bench/state_verify.py [--stories 50000] [--repeats 3]
+    taskset -c 0,1 .venv/bin/python -m bench.state_verify [--stories 50000] [--repeats 3]
 
 Health checks the state blob each language's checkpoint names by streaming its decompression
 (``warehouse.state_blobs.verify_state``: a truncated or garbled blob fails, nothing is parsed);
@@ -17,16 +17,11 @@ import gc
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from cluster_speed import _Synth, build_state  # noqa: E402
-
-from tasks.cluster import paused_gc  # noqa: E402
-from transforms.clustering import ClusterParams  # noqa: E402
-from warehouse.state_blobs import decode_state, encode_state, verify_state  # noqa: E402
+from bench.cluster_speed import _Synth, build_state
+from tasks.cluster import paused_gc
+from transforms.clustering import ClusterParams
+from warehouse.state_blobs import decode_state, encode_state, verify_state
 
 
 def _best(step: Callable[[], object], repeats: int) -> float:

@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/story_signals.py [--corpus-dir /work/shared/corpus/clustering] [--orders 5]
+    .venv/bin/python -m bench.story_signals [--corpus-dir /work/shared/corpus/clustering] [--orders 5]
         [--pairs]
 
 Computes each dev file's features once (as ``newsroom cluster-eval`` does: ``published_at`` order
@@ -33,12 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.bcubed import ClusterScore, read_gold, score_partition  # noqa: E402
-from tasks.cluster_eval import SYNTHETIC_EPOCH, read_eval_articles  # noqa: E402
-from transforms.clustering import ClusterParams, RepairParams, cluster_and_repair, link_languages  # noqa: E402
-from transforms.features import ArticleFeatures  # noqa: E402
+from bench.bcubed import ClusterScore, read_gold, score_partition
+from tasks.cluster_eval import SYNTHETIC_EPOCH, read_eval_articles
+from transforms.clustering import ClusterParams, RepairParams, cluster_and_repair, link_languages
+from transforms.features import ArticleFeatures
 
 DEFAULT_CORPUS = Path("/work/shared/corpus/clustering")
 FILES = {

@@ -1,8 +1,8 @@
 """Queries over the warehouse as days of rows pile up (issue 28): monitoring and analysts' queries
 should cost what they look at, not everything kept.
 
-    taskset -c 0,1 .venv/bin/python bench/warehouse_scale.py --days 1 4 16 --work /tmp/wh
-    .venv/bin/python bench/warehouse_scale.py --quick        # 1 and 2 days of 20,000 articles
+    taskset -c 0,1 .venv/bin/python -m bench.warehouse_scale --days 1 4 16 --work /tmp/wh
+    .venv/bin/python -m bench.warehouse_scale --quick        # 1 and 2 days of 20,000 articles
 
 One store grows day by day (``--per-day`` articles a day, 512-dimension embeddings, as wide as
 ingest writes them but for the signatures; their story changes; a fetch log of ``--feeds`` feeds
@@ -40,14 +40,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-_HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(_HERE.parent))
-sys.path.insert(0, str(_HERE))
 os.environ.setdefault("POLARS_MAX_THREADS", "2")
 
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
+
+from bench.harness import REPO, load_average, machine_line, print_json_line  # noqa: E402
 
 DAY0 = datetime(2026, 11, 1, tzinfo=UTC)
 SEGMENTS_PER_HOUR = 6
@@ -94,7 +93,7 @@ class Day:
     """Writes one synthetic day into the store through the warehouse's own writers and maintenance."""
 
     def __init__(self, store: Any, per_day: int, feeds: int, seed: int) -> None:
-        from rank_incremental import Synth
+        from bench.rank_incremental import Synth
 
         self.store, self.per_day, self.feeds = store, per_day, feeds
         self.synth = Synth(max(1000, per_day // 10), seed, terms=16, dims=512)
@@ -223,7 +222,7 @@ def _checkout(rev: str, work: Path) -> Path:
     target = work / f"code-{rev}"
     if not target.exists():
         target.mkdir(parents=True)
-        archive = subprocess.run(["git", "-C", str(_HERE.parent), "archive", rev], check=True, capture_output=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True)
         subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
     return target
 
@@ -282,11 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     if root.exists():
         shutil.rmtree(root)
     store = LocalStore(root)
-    codes = {"after": _HERE.parent}
+    codes = {"after": REPO}
     if args.before:
         codes["before"] = _checkout(args.before, work)
-    print(f"cpus={len(os.sched_getaffinity(0))} load average at start: "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.per_day:,} articles a day, {args.feeds:,} feeds "
+    print(f"{machine_line()} at the start; {args.per_day:,} articles a day, {args.feeds:,} feeds "
           f"polled every 2 minutes", flush=True)
     day = Day(store, args.per_day, args.feeds, args.seed)
     day.registry()
@@ -302,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             files, size_bytes = _store_facts(root)
             print(f"\n== {size} days: {size * args.per_day:,} articles, {files} log files, "
                   f"{size_bytes / 1e6:.0f} MB (written in {time.perf_counter() - t:.0f} s); "
-                  f"load {os.getloadavg()[0]:.2f}", flush=True)
+                  f"load {load_average()[0]:.2f}", flush=True)
             story = day.newest_story()
             row: dict[str, Any] = {}
             kinds = [*KINDS, "sql-all"]
@@ -332,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         first, last = results[str(sizes[0])][f"{kind}/after"], results[str(sizes[-1])][f"{kind}/after"]
         if first["seconds"] and last["seconds"]:
             summary[f"{kind}_growth_{sizes[-1]}d_over_{sizes[0]}d"] = round(last["seconds"] / first["seconds"], 2)
-    print(json.dumps(summary))
+    print_json_line(summary)
     return 0
 
 

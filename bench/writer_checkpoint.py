@@ -2,7 +2,7 @@
 
 Usage::
 
-    taskset -c 0,1 .venv/bin/python bench/writer_checkpoint.py [--stories 50000]
+    taskset -c 0,1 .venv/bin/python -m bench.writer_checkpoint [--stories 50000]
 
 Every cluster run loads its language's state blob, rebuilds the term and LSH indexes
 (``LanguageClusterer.from_state``), and at the end builds the state again (``to_state``) and
@@ -21,18 +21,13 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from cluster_speed import _Synth, build_state  # noqa: E402
-
-from tasks.cluster import paused_gc  # noqa: E402
-from tasks.progress import terminal_progress  # noqa: E402
-from transforms.clustering import ClusterParams, LanguageClusterer  # noqa: E402
-from warehouse.state_blobs import decode_state, encode_state  # noqa: E402
+from bench.cluster_speed import _Synth, build_state
+from tasks.cluster import paused_gc
+from tasks.progress import terminal_progress
+from transforms.clustering import ClusterParams, LanguageClusterer
+from warehouse.state_blobs import decode_state, encode_state
 
 
 def _gzip_json(state: dict[str, Any]) -> bytes:

@@ -1,6 +1,6 @@
 """The long-running writer at the seeds' English peak: writer lag over a replay (issue 15).
 
-    taskset -c 0,1 .venv/bin/python bench/writer_replay.py [--stories 150000] [--rate 100] \\
+    taskset -c 0,1 .venv/bin/python -m bench.writer_replay [--stories 150000] [--rate 100] \\
         [--minutes 30] [--segment-seconds 5] [--quick]
 
 Builds a window of ``--stories`` active stories (bench/writer_world.py) and stores it as a
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
 import pickle
 import resource
 import shutil
@@ -31,18 +30,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-_HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(_HERE.parent))
-sys.path.insert(0, str(_HERE))
-
-from writer_world import T_START, World, article_row  # noqa: E402
-
-from tasks.cluster import commit_writer  # noqa: E402
-from tasks.writer_service import serve_language_writers  # noqa: E402
-from warehouse import layout  # noqa: E402
-from warehouse.schemas import ARTICLES_SCHEMA  # noqa: E402
-from warehouse.store import LocalStore  # noqa: E402
-from warehouse.tables import rows_to_table, write_segment  # noqa: E402
+from bench.harness import load_average
+from bench.writer_world import T_START, World, article_row
+from tasks.cluster import commit_writer
+from tasks.writer_service import serve_language_writers
+from warehouse import layout
+from warehouse.schemas import ARTICLES_SCHEMA
+from warehouse.store import LocalStore
+from warehouse.tables import rows_to_table, write_segment
 
 
 def _publish(root: str, world_path: str, landed_path: str, rate: float, seconds: float, every: float,
@@ -130,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(report.batches) % 20 == 0:
             totals = report.totals()
             print(f"  {time.time() - start_wall:6.0f} s  batches {totals['batches']}  articles {totals['articles']}  "
-                  f"lag p95 {totals['lag_p95_seconds']:.1f} s  load {os.getloadavg()[0]:.1f}", flush=True)
+                  f"lag p95 {totals['lag_p95_seconds']:.1f} s  load {load_average()[0]:.1f}", flush=True)
 
     cpu = time.process_time()
     report = serve_language_writers(store, ["en"], clock=clock, until=until, poll_seconds=1.0,
@@ -141,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"stories": args.stories, "rate": args.rate, "minutes": args.minutes, "segments": total_segments,
               **totals, "writer_cpu_seconds": round(writer_cpu, 1),
               "writer_peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
-              "load_average": os.getloadavg()}
+              "load_average": load_average()}
     print(json.dumps(result, indent=1))
     if args.output is not None:
         args.output.write_text(json.dumps(result, indent=1))

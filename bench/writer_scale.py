@@ -1,6 +1,6 @@
 """The language writer at the seeds' scale, against today's design in the same run (issue 15).
 
-    taskset -c 0,1 .venv/bin/python bench/writer_scale.py [--stories 50000,150000,300000] \\
+    taskset -c 0,1 .venv/bin/python -m bench.writer_scale [--stories 50000,150000,300000] \\
         [--per-minute 6000] [--runs 3] [--baseline-code DIR] [--baseline-max 50000] [--quick]
 
 For each size, one process builds a synthetic window of that many active stories
@@ -35,7 +35,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-_HERE = Path(__file__).resolve().parent
+from bench.harness import REPO, bench_command, import_checkout, load_average, print_json_line
 
 
 def _tree_bytes(root: Path) -> dict[str, int]:
@@ -51,12 +51,9 @@ def _peak_mib() -> float:
 
 
 def _setup(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(_HERE.parent))
-    sys.path.insert(0, str(_HERE))
     import gc
 
-    from writer_world import T_START, World, article_row
-
+    from bench.writer_world import T_START, World, article_row
     from tasks.cluster import commit_writer
     from transforms.clustering.columns import state_columns
     from warehouse import layout
@@ -109,12 +106,12 @@ def _setup(args: argparse.Namespace) -> None:
         table = rows_to_table([article_row(f) for f in world.minute(at, args.per_minute)], ARTICLES_SCHEMA)
         for store in stores:
             write_segment(store, layout.article_segment_key(at, f"run{run}"), table, ARTICLES_SCHEMA)
-    print(json.dumps({"build_seconds": round(built - started, 1), "setup_seconds": round(time.perf_counter() - started, 1),
-                      "setup_peak_mib": round(_peak_mib())}))
+    print_json_line({"build_seconds": round(built - started, 1),
+                     "setup_seconds": round(time.perf_counter() - started, 1), "setup_peak_mib": round(_peak_mib())})
 
 
 def _measure_run(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(args.code_root.resolve()))
+    import_checkout(args.code_root)
     import gc
     from datetime import UTC, datetime
 
@@ -167,15 +164,14 @@ def _measure_run(args: argparse.Namespace) -> None:
         hits = kept.hits
     stored = _tree_bytes(args.work / args.store)
     base = max((v for k, v in stored.items() if "/base-" in k or "/state-" in k), default=0)
-    print(json.dumps({"restart": restart, "runs": runs, "kept_hits": hits, "peak_rss_mib": _peak_mib(),
-                      "base_bytes": base, "load_average": os.getloadavg()}))
+    print_json_line({"restart": restart, "runs": runs, "kept_hits": hits, "peak_rss_mib": _peak_mib(),
+                     "base_bytes": base, "load_average": load_average()})
 
 
 def _child(mode: str, args: argparse.Namespace, extra: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    command = [sys.executable, str(Path(__file__).resolve()), mode, "--stories", str(args.stories_one),
-               "--per-minute", str(args.per_minute), "--runs", str(args.runs), "--seed", str(args.seed),
-               "--work", str(args.work), *extra]
-    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    command = bench_command("writer_scale", mode, "--stories", str(args.stories_one), "--per-minute", str(args.per_minute),
+                            "--runs", str(args.runs), "--seed", str(args.seed), "--work", str(args.work), *extra)
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=REPO)
     if result.returncode != 0:
         raise RuntimeError(f"{mode} failed:\n{result.stderr[-4000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -205,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a checkout (or git archive) of the design to compare with; none: no baseline")
     parser.add_argument("--baseline-max", type=int, default=50_000,
                         help="largest size the baseline runs at (its RSS is about 60 KB per story)")
-    parser.add_argument("--code-root", type=Path, default=_HERE.parent)
+    parser.add_argument("--code-root", type=Path, default=REPO)
     parser.add_argument("--store", default="new")
     parser.add_argument("--baseline", action="store_true")
     parser.add_argument("--quick", action="store_true")

@@ -2,7 +2,7 @@
 
 Usage::
 
-    taskset -c 0,1 .venv/bin/python bench/writer_session.py [--stories 50000] [--runs 4] [--per-run 60]
+    taskset -c 0,1 .venv/bin/python -m bench.writer_session [--stories 50000] [--runs 4] [--per-run 60]
 
 Builds the synthetic 50,000-story state of bench/cluster_speed.py, commits it to a local store
 twice (two identical stores), writes the same new articles before each run (``--per-run`` per
@@ -23,19 +23,15 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from cluster_speed import T_START, _Synth, build_state, build_stream  # noqa: E402
-
-from tasks.cluster import cluster_language, commit_writer, keep_states_in_memory  # noqa: E402
-from tasks.progress import terminal_progress  # noqa: E402
-from transforms.clustering import ClusterParams, LanguageClusterer  # noqa: E402
-from transforms.features import ArticleFeatures, features_to_row  # noqa: E402
-from warehouse import layout  # noqa: E402
-from warehouse.schemas import ARTICLES_SCHEMA, STORY_CHANGES_SCHEMA  # noqa: E402
-from warehouse.store import LocalStore  # noqa: E402
-from warehouse.tables import list_segments, read_segments, rows_to_table, write_segment  # noqa: E402
+from bench.cluster_speed import T_START, _Synth, build_state, build_stream
+from tasks.cluster import cluster_language, commit_writer, keep_states_in_memory
+from tasks.progress import terminal_progress
+from transforms.clustering import ClusterParams, LanguageClusterer
+from transforms.features import ArticleFeatures, features_to_row
+from warehouse import layout
+from warehouse.schemas import ARTICLES_SCHEMA, STORY_CHANGES_SCHEMA
+from warehouse.store import LocalStore
+from warehouse.tables import list_segments, read_segments, rows_to_table, write_segment
 
 
 def _article_row(features: ArticleFeatures) -> dict[str, object]:
