@@ -35,7 +35,7 @@ test: $(STAMP)
 
 # The headline figures, each beside its same-run baseline, as one JSON object (docs/measurements.md).
 bench: $(STAMP)
-	$(BIN)/python bench/headline.py $(BENCH_ARGS)
+	$(BIN)/python -m bench.headline $(BENCH_ARGS)
 
 clean:
 	rm -rf var .pytest_cache

@@ -16,12 +16,12 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_a_checkout_against_itself_places_alike_with_the_same_scores(tmp_path: Path) -> None:
     writer = tmp_path / "writer.pkl"
-    subprocess.run([sys.executable, str(REPO / "bench" / "repair_scale.py"), "write", "--stories", "400",
+    subprocess.run([sys.executable, "-m", "bench.repair_scale", "write", "--stories", "400",
                     "--minutes", "1", "--per-minute", "300", str(writer)],
-                   capture_output=True, text=True, timeout=300, check=True)
-    line = subprocess.run([sys.executable, str(REPO / "bench" / "assign_ab.py"), "--a", str(REPO), "--b", str(REPO),
+                   capture_output=True, text=True, timeout=300, check=True, cwd=REPO)
+    line = subprocess.run([sys.executable, "-m", "bench.assign_ab", "--a", str(REPO), "--b", str(REPO),
                            "--per-minute", "300", "--chunk", "100", str(writer)],
-                          capture_output=True, text=True, timeout=300, check=True).stdout
+                          capture_output=True, text=True, timeout=300, check=True, cwd=REPO).stdout
     found = re.search(r"A [\d.]+ s = \d+/s, B [\d.]+ s = \d+/s, B/A [\d.]+; per-chunk B/A median [\d.]+ "
                       r"\[[\d.]+\.\.[\d.]+\] over (\d+) chunks; same placements (\w+), "
                       r"largest score difference ([\d.e+-]+)", line)

@@ -1,14 +1,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.bcubed import main, score_partition  # noqa: E402
+from bench.bcubed import main, score_partition
 
 GOLD = {"a": "x", "b": "x", "c": "x", "d": "y", "e": "y"}
 

@@ -16,8 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.integration
 def test_click_objects_bench_smoke() -> None:
     out = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "click_objects.py"), "--clicks", "60", "--connections", "2"],
-        capture_output=True, text=True, timeout=300, check=True,
+        [sys.executable, "-m", "bench.click_objects", "--clicks", "60", "--connections", "2"],
+        capture_output=True, text=True, timeout=300, check=True, cwd=REPO,
     )
     summary = json.loads(out.stdout)
     assert summary["per_click"]["objects"] == 60

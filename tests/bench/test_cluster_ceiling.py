@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.cluster_ceiling import story_pair_separation  # noqa: E402
+from bench.cluster_ceiling import story_pair_separation
 
 # Two topics. Topic t1 has two events, the first split over stories s1 and s2; topic t2 has one
 # story, which must never be paired with t1's stories.

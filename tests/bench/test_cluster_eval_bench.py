@@ -4,13 +4,10 @@ bench/demo_page_events.py)."""
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.cluster_eval import baseline_clusters, stream_order  # noqa: E402
-from bench.demo_page_events import event_by_digest, story_events  # noqa: E402
+from bench.cluster_eval import baseline_clusters, stream_order
+from bench.demo_page_events import event_by_digest, story_events
 
 
 def _row(i: str, title: str, when: str | None, language: str = "en") -> dict[str, object]:

@@ -19,8 +19,8 @@ FIGURES = {
 @pytest.mark.slow
 @pytest.mark.integration
 def test_headline_quick_prints_every_figure_with_its_baseline() -> None:
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "headline.py"), "--quick"],
-                          capture_output=True, text=True, timeout=1500, check=False)
+    done = subprocess.run([sys.executable, "-m", "bench.headline", "--quick"],
+                          capture_output=True, text=True, timeout=1500, check=False, cwd=REPO)
     result = json.loads(done.stdout)
     assert done.returncode == 0, result.get("errors")
     assert result["errors"] == {}

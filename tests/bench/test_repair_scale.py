@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BENCH = str(REPO / "bench" / "repair_scale.py")
+BENCH = ["-m", "bench.repair_scale"]
 
 
 @pytest.mark.slow
 def test_repair_scale_bench_smoke(tmp_path: Path) -> None:
     writer = tmp_path / "writer.pkl"
-    subprocess.run([sys.executable, BENCH, "write", "--stories", "400", "--minutes", "2", "--per-minute", "300",
-                    str(writer)], capture_output=True, text=True, timeout=300, check=True)
-    lines = [subprocess.run([sys.executable, BENCH, "time", str(writer)], capture_output=True, text=True,
-                            timeout=300, check=True).stdout for _ in range(2)]
+    subprocess.run([sys.executable, *BENCH, "write", "--stories", "400", "--minutes", "2", "--per-minute", "300",
+                    str(writer)], capture_output=True, text=True, timeout=300, check=True, cwd=REPO)
+    lines = [subprocess.run([sys.executable, *BENCH, "time", str(writer)], capture_output=True, text=True,
+                            timeout=300, check=True, cwd=REPO).stdout for _ in range(2)]
     found = [re.search(r"(\d+) in the lookback, splits (\d+), merges (\d+), repairs ([0-9a-f]{12})", line)
              for line in lines]
     assert found[0] is not None and found[1] is not None, lines
@@ -32,11 +32,11 @@ def test_repair_scale_bench_smoke(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_repair_scale_bench_times_one_more_minute_with_the_same_decisions(tmp_path: Path) -> None:
     writer = tmp_path / "writer.pkl"
-    subprocess.run([sys.executable, BENCH, "write", "--stories", "400", "--minutes", "1", "--per-minute", "300",
-                    str(writer)], capture_output=True, text=True, timeout=300, check=True)
+    subprocess.run([sys.executable, *BENCH, "write", "--stories", "400", "--minutes", "1", "--per-minute", "300",
+                    str(writer)], capture_output=True, text=True, timeout=300, check=True, cwd=REPO)
     dumps = [tmp_path / "first.json", tmp_path / "second.json"]
-    lines = [subprocess.run([sys.executable, BENCH, "assign", "--per-minute", "300", "--dump", str(dump), str(writer)],
-                            capture_output=True, text=True, timeout=300, check=True).stdout for dump in dumps]
+    lines = [subprocess.run([sys.executable, *BENCH, "assign", "--per-minute", "300", "--dump", str(dump), str(writer)],
+                            capture_output=True, text=True, timeout=300, check=True, cwd=REPO).stdout for dump in dumps]
     found = [re.search(r"([\d,]+) articles, CPU [\d.]+ s = \d+/s, ([\d,]+) stories, "
                        r"placements ([0-9a-f]{12}), scores ([0-9a-f]{12})", line) for line in lines]
     assert found[0] is not None and found[1] is not None, lines

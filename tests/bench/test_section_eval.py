@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.section_eval import Gold, gold_from_rows, score_sections  # noqa: E402
+from bench.section_eval import Gold, gold_from_rows, score_sections
 
 
 def test_google_news_categories_map_to_the_sections_a_reader_would_accept() -> None:

@@ -19,10 +19,10 @@ REPO = Path(__file__).resolve().parents[2]
 def test_serving_load_bench_smoke() -> None:
     postgres = [] if find_pg_binary("initdb") else ["--no-postgres"]
     out = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "serving_load.py"), "--seconds", "0.3", "--rounds", "1",
+        [sys.executable, "-m", "bench.serving_load", "--seconds", "0.3", "--rounds", "1",
          "--connections", "2", "--max-requests", "300", "--readers", "5", "--baseline-rev", "HEAD",
          "--search-stories", "200", *postgres],
-        capture_output=True, text=True, timeout=300, check=True,
+        capture_output=True, text=True, timeout=300, check=True, cwd=REPO,
     )
     summary = json.loads(out.stdout)
     assert summary["api_edition_page"]["requests"] > 0
@@ -49,9 +49,9 @@ def test_profile_reads_bench_measures_postgres_own_cpu() -> None:
     if find_pg_binary("initdb") is None:
         pytest.skip("PostgreSQL server binaries missing")
     out = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "serving_load.py"), "--profile-reads", "--seconds", "0.3",
+        [sys.executable, "-m", "bench.serving_load", "--profile-reads", "--seconds", "0.3",
          "--rounds", "1", "--readers", "5"],
-        capture_output=True, text=True, timeout=300, check=True,
+        capture_output=True, text=True, timeout=300, check=True, cwd=REPO,
     )
     summary = json.loads(out.stdout)
     assert summary["postgres"]["reads"] > 0 and summary["postgres"]["server_cpu_ms_per_read"] > 0
@@ -61,9 +61,9 @@ def test_profile_reads_bench_measures_postgres_own_cpu() -> None:
 @pytest.mark.integration
 def test_cpu_per_request_bench_runs_this_code_and_a_revision() -> None:
     out = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "serving_load.py"), "--cpu-per-request", "--rounds", "1",
+        [sys.executable, "-m", "bench.serving_load", "--cpu-per-request", "--rounds", "1",
          "--baseline-rev", "HEAD"],
-        capture_output=True, text=True, timeout=300, check=True,
+        capture_output=True, text=True, timeout=300, check=True, cwd=REPO,
     )
     summary = json.loads(out.stdout)
     for code in ("this", "baseline"):

@@ -1,13 +1,8 @@
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.shingle_metric import score_corpus, score_page, shingle_counts  # noqa: E402
+from bench.shingle_metric import score_corpus, score_page, shingle_counts
 
 TEXT = "The quick brown fox jumps over the lazy dog while the cat watches from the warm windowsill."
 
