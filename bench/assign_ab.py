@@ -9,7 +9,7 @@ copied under another name (``transforms_b``, its imports rewritten), the pickled
 loaded twice (once for each), and one minute of ``--per-minute`` articles is fed to both in
 chunks of ``--chunk``, alternately (A first in even chunks, B first in odd ones). A slow spell
 of the machine hits both sides of a chunk alike, so the median of the per-chunk B/A ratios of
-CPU time is the figure to read. The minute is the one ``repair_scale.py assign`` feeds (a
+CPU time is the figure to read. The minute is the one ``python -m bench.repair_scale assign`` feeds (a
 fresh world's articles, follow-ups filed under the newest 20,000 stories: ``unseen_minute``).
 
 It also reports whether the two placed every article alike (story, copy, new story) and the
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-minute", type=int, default=6_000)
     parser.add_argument("--chunk", type=int, default=500)
     parser.add_argument("--seed", type=int, default=99)
-    parser.add_argument("writer", type=Path, help="a writer pickled by repair_scale.py write")
+    parser.add_argument("writer", type=Path, help="a writer pickled by python -m bench.repair_scale write")
     args = parser.parse_args(argv)
 
     scratch = Path(tempfile.mkdtemp(prefix="assign-ab-"))

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO, bench_command
+from bench.harness import REPO, bench_command, percentile
 
 HMAC_KEY = "bench-click-objects-key-0123456789abcdef"
 
@@ -132,10 +132,6 @@ def follow(port: int, tokens: list[str], connections: int) -> tuple[list[float],
     return [x for xs in latencies for x in xs], time.perf_counter() - started
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
-
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -183,7 +179,7 @@ def run_mode(mode: str, clicks: list[tuple[str, str]], connections: int, flush_s
         "clicks": len(clicks), "objects": len(keys), "objects_per_10k_clicks": round(len(keys) * 10_000 / len(clicks), 1),
         "clicks_missing_after_sigterm": missing, "bytes": size, "seconds": round(elapsed, 2),
         "clicks_per_s": round(len(clicks) / elapsed, 1),
-        "redirect_p50_ms": round(statistics.median(latencies), 3), "redirect_p99_ms": round(pct(latencies, 0.99), 3),
+        "redirect_p50_ms": round(statistics.median(latencies), 3), "redirect_p99_ms": round(percentile(latencies, 0.99), 3),
     }
 
 

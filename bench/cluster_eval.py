@@ -52,7 +52,6 @@ import itertools
 import json
 import math
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -72,7 +71,7 @@ from bench.bcubed import (
     score_cross_language,
     score_partition,
 )
-from bench.harness import print_json_line
+from bench.harness import checkout_revision, print_json_line
 from tasks.cluster_eval import read_eval_articles, run_cluster_eval
 from tasks.progress import terminal_progress
 from transforms.clustering import ClusterParams, RepairParams, cluster_and_repair, link_languages
@@ -252,15 +251,8 @@ def _fmt_links(s: LinkScore) -> str:
 
 
 def _revision() -> str:
-    root = Path(__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + (" (with uncommitted changes)" if dirty else "")
+    commit, dirty = checkout_revision()
+    return commit[:7] + (" (with uncommitted changes)" if dirty else "")
 
 
 def main(argv: list[str] | None = None) -> int:

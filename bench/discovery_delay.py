@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from bench.harness import percentile
 from transforms.polling import PollResponse, PollState, decide_next_poll, floor_for_tier
 
 START = datetime(2026, 11, 23, 0, 0, tzinfo=UTC)  # a Monday
@@ -94,10 +95,6 @@ def simulate(feed: SimFeed, start: datetime, measure_from: datetime, end: dateti
     fixed = int((end - measure_from).total_seconds() // floor)
     return delays, polls, empty, fixed
 
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def main() -> int:

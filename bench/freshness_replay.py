@@ -48,7 +48,7 @@ from typing import Any
 
 import httpx
 
-from bench.harness import REPO, load_average, machine_line
+from bench.harness import REPO, load_average, machine_line, percentile
 from flows.prefect_server import free_ports
 from replay.corpus import load_corpus
 from replay.live import LivePlan, LiveReplaySite, publisher_label
@@ -81,8 +81,7 @@ def _say(text: str) -> None:
 
 def quantile(values: list[float], q: float) -> float | None:
     """The ``q`` quantile, nearest rank (as the other benches report)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else None
+    return percentile(values, q) if values else None
 
 
 def quantile_cont(values: list[float], q: float) -> float | None:

@@ -12,8 +12,10 @@ the pieces the benches used to repeat:
   reader can tell a loaded run from an idle one;
 - the output: :func:`print_json_line`, the one JSON object a bench prints last (bench/headline.py
   reads it), and :func:`bench_command`, the command line of a bench run as a child process;
-- the code under test: :func:`import_checkout`, which makes another checkout's packages the ones
-  imported, for the A/B benches that time two revisions of the code.
+- the code under test: :func:`export_revision` and :func:`import_checkout`, which make another
+  revision's packages the ones imported, for the A/B benches that time two revisions of the code,
+  and :func:`checkout_revision`, the commit a result names.
+- :func:`percentile` (nearest rank) and :data:`CORPUS_DIR`, the shared corpus the benches read.
 
 Run every bench from the repository root as ``python -m bench.<name>``.
 """
@@ -26,6 +28,7 @@ import importlib.machinery
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -64,8 +67,9 @@ def timed(work: Callable[[], T]) -> Timing[T]:
     return Timing(time.perf_counter() - wall, time.process_time() - cpu, result)
 
 
-def best_of(work: Callable[[], object], repeats: int, *, cpu: bool = False, collect: bool = True) -> float:
-    """The fewest seconds ``work`` took over ``repeats`` runs (wall, or CPU with ``cpu``).
+def best_of(work: Callable[[], T], repeats: int, *, cpu: bool = False, collect: bool = True) -> tuple[float, T]:
+    """The fewest seconds ``work`` took over ``repeats`` runs (wall, or CPU with ``cpu``), and
+    what its last run returned.
 
     The best run is the one the machine disturbed least. ``collect`` runs the garbage collector
     before each run, so one run's garbage is not charged to the next.
@@ -78,12 +82,12 @@ def best_of(work: Callable[[], object], repeats: int, *, cpu: bool = False, coll
         if collect:
             gc.collect()
         start = clock()
-        work()
+        result = work()
         best = min(best, clock() - start)
-    return best
+    return best, result
 
 
-def interleaved_rounds(sides: Mapping[str, Callable[[int], float]], rounds: int) -> dict[str, list[float]]:
+def interleaved_rounds(sides: Mapping[str, Callable[[int], T]], rounds: int) -> dict[str, list[T]]:
     """Each side's measurement per round, the sides run alternately within every round.
 
     ``sides`` maps a name to a callable taking the round's index and returning that round's figure
@@ -92,7 +96,7 @@ def interleaved_rounds(sides: Mapping[str, Callable[[int], float]], rounds: int)
     just been given back).
     """
     names = list(sides)
-    out: dict[str, list[float]] = {name: [] for name in names}
+    out: dict[str, list[T]] = {name: [] for name in names}
     for index in range(rounds):
         for name in names if index % 2 == 0 else reversed(names):
             out[name].append(sides[name](index))
@@ -104,8 +108,11 @@ class RatioSpread:
     """The per-round ratios of a candidate to its baseline: their median, lowest and highest."""
 
     median: float
+    """The median of the per-round ratios: the figure to read."""
     low: float
+    """The lowest round's ratio."""
     high: float
+    """The highest round's ratio."""
     rounds: int
 
     def describe(self, unit: str = "rounds", digits: int = 3) -> str:
@@ -120,6 +127,15 @@ def ratio_spread(numerators: Sequence[float], denominators: Sequence[float]) -> 
     if not ratios:
         raise ValueError("no rounds to compare")
     return RatioSpread(statistics.median(ratios), min(ratios), max(ratios), len(ratios))
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` by nearest rank (NaN when there are none).
+
+    Nearest rank, not interpolated: every figure is one that was measured.
+    """
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def load_average() -> list[float]:
@@ -150,6 +166,32 @@ def bench_command(name: str, *args: str) -> list[str]:
     return [sys.executable, "-m", f"bench.{name}", *args]
 
 
+def checkout_revision() -> tuple[str, bool]:
+    """This checkout's commit (``unknown`` outside git) and whether tracked files have changes.
+
+    Printed with the figures, so a result names the code it measured.
+    """
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=False).stdout.strip()
+    status = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                            capture_output=True, text=True, check=False).stdout
+    return commit or "unknown", bool(status.strip())
+
+
+def export_revision(rev: str, into: Path) -> str:
+    """The files of git revision ``rev`` of this checkout, written under ``into``; returns its commit.
+
+    The baseline of an A/B bench: ``into`` is then given to :func:`import_checkout`.
+    """
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+                            check=True, capture_output=True, text=True).stdout.strip()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", commit],
+                             check=True, capture_output=True).stdout
+    into.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return commit
+
+
 class _CheckoutFinder(importlib.abc.MetaPathFinder):
     """Finds the named top-level packages under one folder, before anywhere else."""
 
@@ -165,11 +207,14 @@ class _CheckoutFinder(importlib.abc.MetaPathFinder):
 
 
 def import_checkout(root: Path, names: Iterable[str] = PROJECT_PACKAGES) -> None:
-    """From now on, import the packages ``names`` from the checkout at ``root``.
+    """From now on, import the top-level packages or modules ``names`` from the folder ``root``.
 
     The A/B benches time two revisions of the code (``--code-root``, ``--baseline-rev``): the one
     under ``root`` (a checkout, or a ``git archive`` of one) must be the one imported, while the
-    bench itself stays this checkout's. A package ``root`` does not hold is imported as usual.
+    bench itself stays this checkout's. A name ``root`` does not hold is imported as usual. The
+    same serves a bench that drives the pipeline through a test harness of ``tests/``, whose
+    helpers import each other by their bare names. Nothing else is looked up in ``root``: not
+    ``bench``, and not the folders of ``tests/`` that are named like the packages.
 
     Raises:
         RuntimeError: one of the packages was imported already, from wherever it was found.

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.harness import CORPUS_DIR, REPO, bench_command, load_average
+from bench.harness import CORPUS_DIR, REPO, bench_command, checkout_revision, load_average
 
 CORPUS = Path(os.environ.get("NEWSROOM_CORPUS_DIR") or CORPUS_DIR)
 if not CORPUS.is_dir():
@@ -221,17 +221,9 @@ def _sections(quick: bool) -> dict[str, dict[str, Any]]:
     }}
 
 
-def _git() -> tuple[str, bool]:
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=False).stdout.strip()
-    status = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                            capture_output=True, text=True, check=False).stdout
-    return commit or "unknown", bool(status.strip())
-
-
 def run(quick: bool, only: set[str] | None = None) -> dict[str, Any]:
     """Every bench (or ``only`` these), in turn; the figures of each, or its error."""
-    commit, dirty = _git()
+    commit, dirty = checkout_revision()
     started = time.perf_counter()
     load_start = load_average()
     figures: dict[str, Any] = {}

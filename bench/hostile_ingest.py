@@ -75,8 +75,8 @@ def _child(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     close_article_workers()  # waited for: their peaks count in RUSAGE_CHILDREN
     print_json_line({"summary": summary, "elapsed_s": elapsed,
-                      "self_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "workers_maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}, default=str)
+                     "self_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                     "workers_maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}, default=str)
     return 0
 
 

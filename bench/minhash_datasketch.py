@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import time
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 from datasketch import MinHash, MinHashLSH
 
-from bench.harness import CORPUS_DIR, print_json_line
+from bench.harness import CORPUS_DIR, best_of, print_json_line
 from transforms.clustering.copies import CopyIndex
 from transforms.signatures import (
     LSH_BANDS,
@@ -64,15 +63,6 @@ def _datasketch(shingles: list[list[str]]) -> list[MinHash]:
     return out
 
 
-def _best_cpu(fn, arg, rounds: int) -> tuple[float, list]:  # type: ignore[no-untyped-def]
-    best, result = float("inf"), []
-    for _ in range(rounds):
-        start = time.process_time()
-        result = fn(arg)
-        best = min(best, time.process_time() - start)
-    return best, result
-
-
 def _index_bytes(size: int) -> tuple[int, int]:
     """Bytes held by a datasketch LSH index and by a CopyIndex of ``size`` random signatures."""
     import tracemalloc
@@ -104,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     texts = _texts(args.corpus_dir)
     shingles = [s for _, s in texts]
-    ours_cpu, ours = _best_cpu(_ours, shingles, args.rounds)
-    ds_cpu, ds = _best_cpu(_datasketch, shingles, args.rounds)
+    ours_cpu, ours = best_of(lambda: _ours(shingles), args.rounds, cpu=True, collect=False)
+    ds_cpu, ds = best_of(lambda: _datasketch(shingles), args.rounds, cpu=True, collect=False)
 
     by_event: dict[str, list[int]] = defaultdict(list)
     for i, (event, _) in enumerate(texts):

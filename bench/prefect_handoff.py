@@ -27,7 +27,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from bench.harness import REPO, load_average
+from bench.harness import REPO, load_average, percentile
 
 FLOW = '''
 from __future__ import annotations
@@ -59,10 +59,6 @@ deployments:
         parameters: {{sent: "{{{{ event.payload.sent }}}}"}}
 '''
 
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> int:
@@ -139,16 +135,16 @@ def main() -> int:
     sys.stdout.write("| hand-off | n | p50 s (or each) | max s |\n|---|---|---|---|\n")
     if serial:
         sys.stdout.write(f"| event -> triggered deployment's flow body (process worker) | {len(serial)} | "
-                         f"{_quantile(serial, 0.5):.1f} | {max(serial):.1f} |\n")
+                         f"{percentile(serial, 0.5):.1f} | {max(serial):.1f} |\n")
     if collided:
         sys.stdout.write(f"| the same, two events 2 s apart (concurrency limit 1), each | {len(collided)} | "
                          f"{', '.join(f'{c:.1f}' for c in collided)} | |\n")
     if subscriber:
         sys.stdout.write(f"| event -> a long-running flow waiting on the event stream | {len(subscriber)} | "
-                         f"{_quantile(subscriber, 0.5):.2f} | {max(subscriber):.2f} |\n")
-    sys.stdout.write(json.dumps({"worker_p50_s": _quantile(serial, 0.5) if serial else None,
+                         f"{percentile(subscriber, 0.5):.2f} | {max(subscriber):.2f} |\n")
+    sys.stdout.write(json.dumps({"worker_p50_s": percentile(serial, 0.5) if serial else None,
                                  "worker_max_s": max(serial, default=None), "collided_s": collided,
-                                 "subscriber_p50_s": _quantile(subscriber, 0.5) if subscriber else None,
+                                 "subscriber_p50_s": percentile(subscriber, 0.5) if subscriber else None,
                                  "subscriber_max_s": max(subscriber, default=None), "load_avg": load,
                                  "query_seconds": args.query_seconds}) + "\n")
     return 0

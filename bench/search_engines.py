@@ -51,7 +51,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from bench.harness import CORPUS_DIR, machine_line
+from bench.harness import CORPUS_DIR, machine_line, percentile
 from warehouse.search_index import (
     BOUNDARY,
     FIELD_WEIGHTS,
@@ -458,10 +458,6 @@ def quality(engine: Engine, docs: Sequence[SearchDocument], words: int | None) -
             "mrr": round(sum(1 / r for r in ranks if r) / n, 4) if n else None,
             "misses": sum(1 for r in ranks if r is None)}
 
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def scale(engine: Engine, docs: Sequence[SearchDocument], queries: int, seed: int) -> dict[str, Any]:

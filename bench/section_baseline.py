@@ -7,7 +7,7 @@ Usage::
 Loads ``transforms/sections.py`` as it was at ``--commit`` (``git show``) and writes the same
 ``{"id", "section"}`` lines as ``newsroom classify-sections``, from what that code read at rank time:
 ``title + " " + snippet`` (the first 200 characters of the text). Score the file with
-``bench/section_eval.py --predictions P.jsonl``.
+``python -m bench.section_eval --predictions P.jsonl``.
 """
 
 from __future__ import annotations

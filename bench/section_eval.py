@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         print("confusions (gold -> answered): " + ", ".join(
             f"{g} -> {p} {n}" for (g, p), n in overall.confusions.most_common(args.confusions)))
     print_json_line({"labelled": overall.labelled, "answered": overall.answered,  # one line: bench/headline.py
-                      "coverage": round(overall.coverage, 4), "accuracy": round(overall.accuracy, 4)})
+                     "coverage": round(overall.coverage, 4), "accuracy": round(overall.accuracy, 4)})
     return 0
 
 

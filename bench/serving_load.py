@@ -62,12 +62,22 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO, bench_command, import_checkout, load_average, print_json_line
+from bench.harness import (
+    REPO,
+    bench_command,
+    export_revision,
+    import_checkout,
+    interleaved_rounds,
+    load_average,
+    percentile,
+    print_json_line,
+)
 
 SECTIONS = ["world", "business", "technology", "science", "sports", "health", "politics", "culture",
             "climate", "travel", "education", "media"]
@@ -235,10 +245,6 @@ def drive(port: int, path: str, seconds: float, connections: int, budget: int,
     return flat, len(flat) / elapsed, max(sizes)
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
-
 
 def bench_rerank(n: int = 1000, repeats: int = 300) -> dict[str, float]:
     from serving.foryou import build_pool, rank_for_you
@@ -273,8 +279,8 @@ def bench_rerank(n: int = 1000, repeats: int = 300) -> dict[str, float]:
         page_times.append((time.perf_counter() - t0) * 1000)
     assert len(page) == 20 and [p.reason for p in page] == reasons[:20]
     return {"pool": len(pool), "ranked": len(ranking), "p50_ms": statistics.median(times),
-            "p99_ms": pct(times, 0.99), "page_p50_ms": statistics.median(page_times),
-            "page_p99_ms": pct(page_times, 0.99)}
+            "p99_ms": percentile(times, 0.99), "page_p50_ms": statistics.median(page_times),
+            "page_p99_ms": percentile(page_times, 0.99)}
 
 
 # -- For you on each profile store --------------------------------------------------------------
@@ -352,19 +358,8 @@ def sessions(port: int, names: list[str]) -> list[dict[str, str]]:
     return out
 
 
-def export_revision(rev: str, into: Path) -> str:
-    """The packages of git revision ``rev`` of this checkout, written under ``into``; returns its commit."""
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", f"{rev}^{{commit}}"],
-                            check=True, capture_output=True, text=True).stdout.strip()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", commit],
-                             check=True, capture_output=True).stdout
-    into.mkdir(parents=True)
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return commit
-
-
 def _summary(lat: list[float], rps: list[float], size: int | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"requests": len(lat), "p50_ms": round(pct(lat, 0.5), 3), "p99_ms": round(pct(lat, 0.99), 3),
+    out: dict[str, Any] = {"requests": len(lat), "p50_ms": round(percentile(lat, 0.5), 3), "p99_ms": round(percentile(lat, 0.99), 3),
                            "req_per_s": round(statistics.mean(rps), 1)}
     if size is not None:
         out = {"requests": out["requests"], "bytes": size, **{k: v for k, v in out.items() if k != "requests"}}
@@ -446,8 +441,10 @@ def page_rounds(args: argparse.Namespace) -> dict[str, Any]:
                   search_paths(100, 500, seed=99) if path == SEARCH_PATH else None)
         with terminal_progress() as progress:
             advance = progress.stage("rounds", args.rounds * len(ways))
-            for _ in range(args.rounds):
-                for name, (port, path, headers) in ways.items():
+
+            def one_round(name: str) -> Callable[[int], None]:
+                def run(_: int) -> None:
+                    port, path, headers = ways[name]
                     lat, rps, size = drive(port, path, args.seconds, args.connections, args.max_requests, headers,
                                            queries if path == SEARCH_PATH else None)
                     if path not in (FEED_PATH, SEARCH_PATH) and headers is None:
@@ -456,6 +453,9 @@ def page_rounds(args: argparse.Namespace) -> dict[str, Any]:
                     results[name]["rps"].append(rps)
                     results[name]["bytes"] = size
                     advance(1)
+                return run
+
+            interleaved_rounds({name: one_round(name) for name in ways}, args.rounds)
 
     summary: dict[str, Any] = {"page_bytes": len(data), "connections": args.connections,
                                "rounds": args.rounds, "seconds_per_round": args.seconds,
@@ -530,22 +530,24 @@ def bench_profile_reads(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         for store in stores.values():
             stack.callback(store.close)
         readers = [signer.reader_hash(n) for n in names]
-        results: dict[str, dict[str, float]] = {n: {"reads": 0, "wall": 0.0, "cpu": 0.0, "server_cpu": 0.0}
-                                                for n in stores}
         for name, store in stores.items():  # warm up (pool, prepared statements)
             for reader in readers:
                 assert store.load(reader).reads, name
-        for _ in range(args.rounds):
-            for name, store in stores.items():
+
+        def one_round(store: Any) -> Callable[[int], dict[str, float]]:
+            def run(_: int) -> dict[str, float]:
                 server = _server_cpu_seconds(pg.data_dir)
                 wall, cpu, i = time.perf_counter(), time.process_time(), 0
                 while time.perf_counter() - wall < args.seconds:
                     store.load(readers[i % len(readers)])
                     i += 1
-                results[name]["reads"] += i
-                results[name]["wall"] += time.perf_counter() - wall
-                results[name]["cpu"] += time.process_time() - cpu
-                results[name]["server_cpu"] += _server_cpu_seconds(pg.data_dir) - server
+                return {"reads": i, "wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
+                        "server_cpu": _server_cpu_seconds(pg.data_dir) - server}
+            return run
+
+        rounds = interleaved_rounds({name: one_round(store) for name, store in stores.items()}, args.rounds)
+        results = {name: {key: sum(r[key] for r in measured) for key in ("reads", "wall", "cpu", "server_cpu")}
+                   for name, measured in rounds.items()}
     out: dict[str, Any] = {"readers": args.readers, "rounds": args.rounds, "seconds_per_round": args.seconds}
     for name, r in results.items():
         out[name] = {"reads": int(r["reads"]), "reads_per_s": round(r["reads"] / r["wall"], 1),

@@ -13,26 +13,22 @@ synthetic state of bench/cluster_speed.py, in the same run, best of ``--repeats`
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
-import time
 from collections.abc import Callable
 
 from bench.cluster_speed import _Synth, build_state
+from bench.harness import best_of
 from tasks.cluster import paused_gc
 from transforms.clustering import ClusterParams
 from warehouse.state_blobs import decode_state, encode_state, verify_state
 
 
 def _best(step: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        start = time.perf_counter()
+    """The best wall seconds of ``step`` run as the writer runs it: with the collector paused."""
+    def paused() -> None:
         with paused_gc():
             step()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return best_of(paused, repeats)[0]
 
 
 def main(argv: list[str] | None = None) -> int:

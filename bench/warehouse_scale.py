@@ -46,7 +46,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
-from bench.harness import REPO, load_average, machine_line, print_json_line  # noqa: E402
+from bench.harness import REPO, export_revision, load_average, machine_line, print_json_line  # noqa: E402
 
 DAY0 = datetime(2026, 11, 1, tzinfo=UTC)
 SEGMENTS_PER_HOUR = 6
@@ -221,9 +221,7 @@ class Day:
 def _checkout(rev: str, work: Path) -> Path:
     target = work / f"code-{rev}"
     if not target.exists():
-        target.mkdir(parents=True)
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True)
-        subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+        export_revision(rev, target)
     return target
 
 
