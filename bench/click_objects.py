@@ -27,13 +27,12 @@ import socket
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO, bench_command, percentile
+from bench.harness import REPO, bench_command, percentile, run_clients
 
 HMAC_KEY = "bench-click-objects-key-0123456789abcdef"
 
@@ -123,13 +122,8 @@ def follow(port: int, tokens: list[str], connections: int) -> tuple[list[float],
                 raise RuntimeError(f"click not taken: {response.status} {response.getheader('X-Click-Logged')}")
         conn.close()
 
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(connections)]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return [x for xs in latencies for x in xs], time.perf_counter() - started
+    elapsed = run_clients(run, connections)
+    return [x for xs in latencies for x in xs], elapsed
 
 
 

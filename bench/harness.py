@@ -30,6 +30,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -105,28 +106,37 @@ def interleaved_rounds(sides: Mapping[str, Callable[[int], T]], rounds: int) -> 
 
 @dataclass(frozen=True, slots=True)
 class RatioSpread:
-    """The per-round ratios of a candidate to its baseline: their median, lowest and highest."""
+    """The per-round ratios of a candidate to its baseline, read as their median and range."""
 
-    median: float
-    """The median of the per-round ratios: the figure to read."""
-    low: float
-    """The lowest round's ratio."""
-    high: float
-    """The highest round's ratio."""
-    rounds: int
+    ratios: tuple[float, ...]
 
     def describe(self, unit: str = "rounds", digits: int = 3) -> str:
-        """``median [low..high] over N rounds`` (or other units), the way every bench prints a ratio."""
-        return (f"{self.median:.{digits}f} [{self.low:.{digits}f}..{self.high:.{digits}f}] "
-                f"over {self.rounds} {unit}")
+        """``median [low..high] over N rounds`` (or other units), the way every bench prints a ratio.
+
+        The median is the figure to read; the range says how much the machine moved it.
+        """
+        median, low, high = statistics.median(self.ratios), min(self.ratios), max(self.ratios)
+        return f"{median:.{digits}f} [{low:.{digits}f}..{high:.{digits}f}] over {len(self.ratios)} {unit}"
 
 
 def ratio_spread(numerators: Sequence[float], denominators: Sequence[float]) -> RatioSpread:
-    """The spread of ``numerators[i] / denominators[i]`` over the rounds of one run."""
-    ratios = [n / d for n, d in zip(numerators, denominators, strict=True)]
+    """The ratios ``numerators[i] / denominators[i]`` of the rounds of one run."""
+    ratios = tuple(n / d for n, d in zip(numerators, denominators, strict=True))
     if not ratios:
         raise ValueError("no rounds to compare")
-    return RatioSpread(statistics.median(ratios), min(ratios), max(ratios), len(ratios))
+    return RatioSpread(ratios)
+
+
+def run_clients(client: Callable[[int], None], clients: int) -> float:
+    """Run ``client(k)`` for ``k`` in ``range(clients)``, each in a thread of its own, all at
+    once; the wall seconds from the first start to the last end (the load benches' clients)."""
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
 
 
 def percentile(values: Sequence[float], q: float) -> float:

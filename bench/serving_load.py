@@ -60,7 +60,6 @@ import socket
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -77,6 +76,7 @@ from bench.harness import (
     load_average,
     percentile,
     print_json_line,
+    run_clients,
 )
 
 SECTIONS = ["world", "business", "technology", "science", "sports", "health", "politics", "culture",
@@ -234,13 +234,7 @@ def drive(port: int, path: str, seconds: float, connections: int, budget: int,
             sizes[k] = len(body)
         conn.close()
 
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(connections)]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - started
+    elapsed = run_clients(run, connections)
     flat = [x for xs in latencies for x in xs]
     return flat, len(flat) / elapsed, max(sizes)
 
