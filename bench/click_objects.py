@@ -126,7 +126,6 @@ def follow(port: int, tokens: list[str], connections: int) -> tuple[list[float],
     return [x for xs in latencies for x in xs], elapsed
 
 
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -173,7 +172,8 @@ def run_mode(mode: str, clicks: list[tuple[str, str]], connections: int, flush_s
         "clicks": len(clicks), "objects": len(keys), "objects_per_10k_clicks": round(len(keys) * 10_000 / len(clicks), 1),
         "clicks_missing_after_sigterm": missing, "bytes": size, "seconds": round(elapsed, 2),
         "clicks_per_s": round(len(clicks) / elapsed, 1),
-        "redirect_p50_ms": round(statistics.median(latencies), 3), "redirect_p99_ms": round(percentile(latencies, 0.99), 3),
+        "redirect_p50_ms": round(statistics.median(latencies), 3),
+        "redirect_p99_ms": round(percentile(latencies, 0.99), 3),
     }
 
 

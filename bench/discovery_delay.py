@@ -96,7 +96,6 @@ def simulate(feed: SimFeed, start: datetime, measure_from: datetime, end: dateti
     return delays, polls, empty, fixed
 
 
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tier1", type=int, default=40)

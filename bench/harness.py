@@ -14,8 +14,9 @@ the pieces the benches used to repeat:
   reads it), and :func:`bench_command`, the command line of a bench run as a child process;
 - the code under test: :func:`export_revision` and :func:`import_checkout`, which make another
   revision's packages the ones imported, for the A/B benches that time two revisions of the code,
-  and :func:`checkout_revision`, the commit a result names.
-- :func:`percentile` (nearest rank) and :data:`CORPUS_DIR`, the shared corpus the benches read.
+  and :func:`checkout_revision`, the commit a result names;
+- the rest they all need: :func:`run_clients` (a load bench's client threads), :func:`percentile`
+  (nearest rank) and :data:`CORPUS_DIR` (the shared corpus the benches read by default).
 
 Run every bench from the repository root as ``python -m bench.<name>``.
 """
@@ -41,7 +42,7 @@ from typing import Generic, TypeVar
 REPO = Path(__file__).resolve().parents[1]
 """The checkout the benches belong to (the folder ``python -m bench.<name>`` runs from)."""
 CORPUS_DIR = REPO.parent / "shared" / "corpus"
-"""The shared corpus beside the checkout (README "Corpus"), the benches' default input."""
+"""The shared corpus beside the checkout, the benches' default input."""
 PROJECT_PACKAGES = ("newsroom", "flows", "tasks", "transforms", "warehouse", "serving", "replay")
 """The top-level packages of a checkout (pyproject's ``root_packages``)."""
 
@@ -68,7 +69,8 @@ def timed(work: Callable[[], T]) -> Timing[T]:
     return Timing(time.perf_counter() - wall, time.process_time() - cpu, result)
 
 
-def best_of(work: Callable[[], T], repeats: int, *, cpu: bool = False, collect: bool = True) -> tuple[float, T]:
+def best_of(work: Callable[[], T], repeats: int, *, cpu: bool = False,
+            collect: bool = True) -> tuple[float, T]:
     """The fewest seconds ``work`` took over ``repeats`` runs (wall, or CPU with ``cpu``), and
     what its last run returned.
 
@@ -158,7 +160,8 @@ def machine_line() -> str:
 
     The cores are the ones this process may run on (fewer than the machine's under ``taskset``).
     """
-    return f"{len(os.sched_getaffinity(0))} cores, load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}"
+    load = " ".join(f"{value:.2f}" for value in os.getloadavg())
+    return f"{len(os.sched_getaffinity(0))} cores, load average {load}"
 
 
 def print_json_line(figures: object, **dumps: object) -> None:

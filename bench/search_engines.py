@@ -160,8 +160,6 @@ create virtual table fts using fts5(headline, headlines, snippet, names, content
 # (BOUNDARY too: it is a token no query holds, so no phrase matches across two headlines).
 
 
-
-
 def fts5_build(documents: Iterable[SearchDocument], meta: Mapping[str, Any]) -> bytes:
     """An index over ``documents`` as the bytes of one SQLite database (deterministic for equal input).
 
@@ -194,7 +192,6 @@ def fts5_build(documents: Iterable[SearchDocument], meta: Mapping[str, Any]) -> 
         return bytes(db.serialize())
     finally:
         db.close()
-
 
 
 class _Pairs:
@@ -457,7 +454,6 @@ def quality(engine: Engine, docs: Sequence[SearchDocument], words: int | None) -
     return {"stories": len(docs), "queries": n, "top3": sum(1 for r in ranks if r is not None and r <= 3),
             "mrr": round(sum(1 / r for r in ranks if r) / n, 4) if n else None,
             "misses": sum(1 for r in ranks if r is None)}
-
 
 
 def scale(engine: Engine, docs: Sequence[SearchDocument], queries: int, seed: int) -> dict[str, Any]:

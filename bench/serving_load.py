@@ -239,7 +239,6 @@ def drive(port: int, path: str, seconds: float, connections: int, budget: int,
     return flat, len(flat) / elapsed, max(sizes)
 
 
-
 def bench_rerank(n: int = 1000, repeats: int = 300) -> dict[str, float]:
     from serving.foryou import build_pool, rank_for_you
     from serving.profiles import Profile
@@ -353,8 +352,8 @@ def sessions(port: int, names: list[str]) -> list[dict[str, str]]:
 
 
 def _summary(lat: list[float], rps: list[float], size: int | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"requests": len(lat), "p50_ms": round(percentile(lat, 0.5), 3), "p99_ms": round(percentile(lat, 0.99), 3),
-                           "req_per_s": round(statistics.mean(rps), 1)}
+    out: dict[str, Any] = {"requests": len(lat), "p50_ms": round(percentile(lat, 0.5), 3),
+                           "p99_ms": round(percentile(lat, 0.99), 3), "req_per_s": round(statistics.mean(rps), 1)}
     if size is not None:
         out = {"requests": out["requests"], "bytes": size, **{k: v for k, v in out.items() if k != "requests"}}
     return out
@@ -540,8 +539,8 @@ def bench_profile_reads(root: Path, args: argparse.Namespace) -> dict[str, Any]:
             return run
 
         rounds = interleaved_rounds({name: one_round(store) for name, store in stores.items()}, args.rounds)
-        results = {name: {key: sum(r[key] for r in measured) for key in ("reads", "wall", "cpu", "server_cpu")}
-                   for name, measured in rounds.items()}
+        keys = ("reads", "wall", "cpu", "server_cpu")
+        results = {name: {key: sum(r[key] for r in measured) for key in keys} for name, measured in rounds.items()}
     out: dict[str, Any] = {"readers": args.readers, "rounds": args.rounds, "seconds_per_round": args.seconds}
     for name, r in results.items():
         out[name] = {"reads": int(r["reads"]), "reads_per_s": round(r["reads"] / r["wall"], 1),

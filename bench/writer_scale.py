@@ -106,8 +106,8 @@ def _setup(args: argparse.Namespace) -> None:
         table = rows_to_table([article_row(f) for f in world.minute(at, args.per_minute)], ARTICLES_SCHEMA)
         for store in stores:
             write_segment(store, layout.article_segment_key(at, f"run{run}"), table, ARTICLES_SCHEMA)
-    print_json_line({"build_seconds": round(built - started, 1),
-                     "setup_seconds": round(time.perf_counter() - started, 1), "setup_peak_mib": round(_peak_mib())})
+    print_json_line({"build_seconds": round(built - started, 1), "setup_seconds": round(time.perf_counter() - started, 1),
+                     "setup_peak_mib": round(_peak_mib())})
 
 
 def _measure_run(args: argparse.Namespace) -> None:
@@ -169,9 +169,11 @@ def _measure_run(args: argparse.Namespace) -> None:
 
 
 def _child(mode: str, args: argparse.Namespace, extra: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    command = bench_command("writer_scale", mode, "--stories", str(args.stories_one), "--per-minute", str(args.per_minute),
-                            "--runs", str(args.runs), "--seed", str(args.seed), "--work", str(args.work), *extra)
-    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=REPO)
+    command = bench_command("writer_scale", mode, "--stories", str(args.stories_one),
+                            "--per-minute", str(args.per_minute), "--runs", str(args.runs), "--seed", str(args.seed),
+                            "--work", str(args.work), *extra)
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})},
+                            cwd=REPO)
     if result.returncode != 0:
         raise RuntimeError(f"{mode} failed:\n{result.stderr[-4000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
