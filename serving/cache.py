@@ -20,16 +20,9 @@ from typing import Any
 from serving.errors import PageNotFoundError, StoryMovedError, StoryNotFoundError
 from serving.responses import CachedBody
 from warehouse import layout
-from warehouse.snapshots import (
-    LivePage,
-    PagePointer,
-    PointerRead,
-    SkippedVersion,
-    dump_snapshot,
-    list_page_folders,
-    read_pointer_state,
-    servable_versions,
-)
+from warehouse.pointers import PagePointer, PointerRead, read_pointer_state
+from warehouse.servable import SkippedVersion, servable_versions
+from warehouse.snapshots import LivePage, dump_snapshot, list_page_folders
 from warehouse.store import ObjectStore
 
 logger = logging.getLogger(__name__)

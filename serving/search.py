@@ -28,8 +28,10 @@ from typing import Any
 from serving.errors import SearchUnavailableError
 from serving.responses import CachedBody
 from warehouse import layout
+from warehouse.pointers import read_pointer_state
 from warehouse.search_index import SearchIndex, SearchIndexError, SearchQuery, SearchResult
-from warehouse.snapshots import SkippedVersion, dump_snapshot, read_pointer_state, servable_versions
+from warehouse.servable import SkippedVersion, servable_versions
+from warehouse.snapshots import dump_snapshot
 from warehouse.store import ObjectStore
 
 logger = logging.getLogger(__name__)

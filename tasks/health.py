@@ -34,8 +34,9 @@ from warehouse.integrity import (
     parse_checkpoint,
     unique,
 )
+from warehouse.pointers import PagePointer
 from warehouse.schemas import FEED_STATE_SCHEMA, FEEDS_SCHEMA, PUBLISHERS_SCHEMA
-from warehouse.snapshots import PagePointer, list_live_pages, read_live_page, read_pointer
+from warehouse.snapshots import list_live_pages, read_live_page, read_pointer
 from warehouse.store import ObjectStore
 from warehouse.tables import list_segments
 

@@ -10,7 +10,7 @@ most recently updated.
 
 The index is built only when what it would hold changed (a digest of the documents, kept on the
 pointer), validated by opening it as a replica does and finding a story by its own headline, and
-published beside the pages (``warehouse.snapshots.publish_search_index``): a version and a
+published beside the pages (``warehouse.search_versions.publish_search_index``): a version and a
 pointer moved after it, under ``pages/search/``. Versions more than ``search_keep_versions``
 below the live one are deleted (nothing rebuilds a past index).
 """
@@ -38,7 +38,7 @@ from warehouse.search_index import (
     documents_digest,
     parse_query,
 )
-from warehouse.snapshots import prune_search_versions, publish_search_index
+from warehouse.search_versions import prune_search_versions, publish_search_index
 from warehouse.store import ObjectStore
 
 log = logging.getLogger(__name__)
