@@ -51,6 +51,7 @@ import tantivy
 
 from newsroom.times import parse_iso_datetime
 from warehouse.errors import SearchIndexError, SearchQueryError
+from warehouse.snapshot_json import StoryJson
 
 SEARCH_SCHEMA = "newsroom.search/1"
 INDEX_FORMAT = "tantivy-0.27/1"
@@ -253,7 +254,7 @@ class SearchDocument:
     entities: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
     editions: tuple[str, ...] = ()
-    card: Mapping[str, Any] = field(default_factory=dict)
+    card: SearchCardJson = field(default_factory=lambda: SearchCardJson())
 
     def names(self) -> tuple[str, ...]:
         return (*(name for _, name in self.publishers), *self.entities, *self.sections)
@@ -363,7 +364,7 @@ def _open(folder: str) -> tantivy.Index:
 class SearchHit:
     story_id: str
     score: float
-    card: Mapping[str, Any]
+    card: SearchCardJson
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +379,13 @@ class SearchResult:
     total: int
     hits: tuple[SearchHit, ...]
     facets: Mapping[str, tuple[FacetValue, ...]]
+
+
+class SearchCardJson(StoryJson, total=False):
+    """A result card: a page-style story (its representative first, then up to a few originals),
+    marked as opening on Full Coverage."""
+
+    has_coverage: bool
 
 
 class SearchMetaJson(TypedDict, total=False):
