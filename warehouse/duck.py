@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 from urllib.parse import urlsplit
 
 import duckdb
