@@ -166,6 +166,13 @@ def version_suffix(key: str) -> str:
     return layout.SEARCH_VERSION_SUFFIX if len(parts) == 3 and parts[1] == layout.SEARCH_PAGE else ".json"
 
 
+def folder_version_key(pointer_key: str) -> Callable[[int], str]:
+    """How the versions beside the pointer at ``pointer_key`` are named: ``v{n}`` and the folder's suffix."""
+    folder = pointer_key.rsplit("/", 1)[0]
+    suffix = version_suffix(pointer_key)
+    return lambda version: f"{folder}/v{version}{suffix}"
+
+
 def version_of_name(name: str, suffix: str = ".json") -> int | None:
     """``v12.json`` -> 12; anything else -> None."""
     if name.startswith("v") and name.endswith(suffix) and name[1:-len(suffix)].isdigit():

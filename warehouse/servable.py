@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from warehouse.errors import ObjectNotFoundError
-from warehouse.pointers import PagePointer, PointerRead, stored_versions, version_suffix
+from warehouse.pointers import PagePointer, PointerRead, folder_version_key
 from warehouse.snapshots import (
-    FALLBACK_SEARCH_VERSIONS,
     MISSING_VERSION,
     SHA256_MISMATCH,
     LivePage,
+    checked_versions,
     version_payload,
 )
 from warehouse.store import ObjectStore
@@ -61,26 +61,16 @@ def servable_versions(store: ObjectStore, pointer_key: str, found: PointerRead, 
             if isinstance(live, LivePage):
                 return
         ceiling = min(pointer.version - 1, ceiling if ceiling is not None else pointer.version)
-    folder = pointer_key.rsplit("/", 1)[0]
+    def wanted(version: int) -> bool:
+        return (ceiling is None or version <= ceiling) and (pointer is None or pointer.was_published(version))
 
-    def version_key(version: int) -> str:
-        return f"{folder}/v{version}{version_suffix(pointer_key)}"
-
-    candidates = sorted((v for v in stored_versions(store, version_key)
-                         if (ceiling is None or v <= ceiling) and (pointer is None or pointer.was_published(v))),
-                        reverse=True)
-    for version in candidates[:FALLBACK_SEARCH_VERSIONS]:
-        key = version_key(version)
-        try:
-            data = store.get(key).data
-        except ObjectNotFoundError:
+    for found in checked_versions(store, folder_version_key(pointer_key), wanted):
+        if found.payload is None:
+            yield SkippedVersion(found.version, found.problem or "unreadable")
             continue
-        payload, problem = version_payload(key, data)
-        if payload is None:
-            yield SkippedVersion(version, problem or "unreadable")
-            continue
-        yield LivePage(PagePointer(version, key, hashlib.sha256(data).hexdigest(), str(payload.get("as_of") or ""),
-                                   high_water=version), data, payload)
+        yield LivePage(PagePointer(found.version, found.key, hashlib.sha256(found.data).hexdigest(),
+                                   str(found.payload.get("as_of") or ""), high_water=found.version),
+                       found.data, found.payload)
 
 
 def _checked_live(store: ObjectStore, pointer: PagePointer) -> LivePage | SkippedVersion:

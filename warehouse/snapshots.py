@@ -27,13 +27,13 @@ from warehouse.pointers import (
     LOST_RACE,
     PagePointer,
     PublishResult,
+    folder_version_key,
     pointer_from_bytes,
     pointer_json,
     put_pointer,
     read_pointer_at,
     stored_versions,
     version_of_name,
-    version_suffix,
 )
 from warehouse.search_index import SearchIndexError, SearchMetaJson, index_meta
 from warehouse.snapshot_json import SnapshotJson, StorySnapshotJson
@@ -275,8 +275,31 @@ def _newest_valid_version(store: ObjectStore, version_key: Callable[[int], str],
     :func:`version_problem`: ``(version, key, bytes, payload)``, or None among the newest
     :data:`FALLBACK_SEARCH_VERSIONS` candidates. Unreadable ones on the way are recorded."""
     skipped = set(skip)
-    candidates = sorted((v for v in stored_versions(store, version_key)
-                         if (at_most is None or v <= at_most) and v not in skipped), reverse=True)
+    for found in checked_versions(store, version_key, lambda v: (at_most is None or v <= at_most) and v not in skipped):
+        if found.payload is not None:
+            return found.version, found.key, found.data, found.payload
+        record_damage(found.key, f"corrupt: {found.problem}", "skipped")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedVersion:
+    """A stored version as read: its bytes, and its payload when :func:`version_problem` passes it
+    (else why not)."""
+
+    version: int
+    key: str
+    data: bytes
+    payload: SnapshotJson | SearchMetaJson | None
+    problem: str | None
+
+
+def checked_versions(store: ObjectStore, version_key: Callable[[int], str],
+                     wanted: Callable[[int], bool]) -> Iterator[CheckedVersion]:
+    """The stored versions of ``version_key``'s folder that ``wanted`` accepts, newest first, each
+    read and checked as it is asked for: one listing of the folder, then at most
+    :data:`FALLBACK_SEARCH_VERSIONS` reads (a version pruned since the listing is passed over)."""
+    candidates = sorted((v for v in stored_versions(store, version_key) if wanted(v)), reverse=True)
     for version in candidates[:FALLBACK_SEARCH_VERSIONS]:
         key = version_key(version)
         try:
@@ -284,10 +307,7 @@ def _newest_valid_version(store: ObjectStore, version_key: Callable[[int], str],
         except ObjectNotFoundError:
             continue
         payload, problem = version_payload(key, data)
-        if payload is not None:
-            return version, key, data, payload
-        record_damage(key, f"corrupt: {problem}", "skipped")
-    return None
+        yield CheckedVersion(version, key, data, payload, problem)
 
 
 def _payload_or_none(data: bytes) -> SnapshotJson | None:
@@ -536,11 +556,7 @@ def repoint_to_newest_valid(store: ObjectStore, pointer_key: str, *, now: dateti
     with If-Match on what was read (If-None-Match when there was none), so a publisher that moved
     it meanwhile wins. None when no version is valid.
     """
-    folder = pointer_key.rsplit("/", 1)[0]
-
-    def version_key(version: int) -> str:
-        return f"{folder}/v{version}{version_suffix(pointer_key)}"
-
+    version_key = folder_version_key(pointer_key)
     try:
         obj = store.get(pointer_key)
     except ObjectNotFoundError:
