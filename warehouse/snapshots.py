@@ -1,7 +1,10 @@
 """Page snapshots: immutable versions, validated, then a pointer moved last.
 
 The write side is used by rank & publish; the read side (``read_live_*``, ``list_live_pages``)
-is all that serving may use. See docs/snapshots.md for the JSON contract.
+is all that serving may use. See docs/snapshots.md for the JSON contract. Beside it: the pointer
+record and its reads and writes (:mod:`warehouse.pointers`), the versions a replica may serve
+(:mod:`warehouse.servable`), the search index's versions (:mod:`warehouse.search_versions`) and
+the JSON a version holds (:mod:`warehouse.snapshot_json`).
 """
 
 from __future__ import annotations
