@@ -1,4 +1,4 @@
-"""Full Coverage: a story snapshot's entry with the views a reader's story page shows (issue 6).
+"""Full Coverage: a story snapshot's entry with the views a reader's story page shows.
 
 Derived here, on each replica, from the story's sources (``timeline``, ``publishers``,
 ``local_sources``, ``opinion_count``), so the published snapshot carries each article once; and,
