@@ -2,7 +2,8 @@
 
 Shared responses are the published bytes themselves, so every reader (and every replica) gets
 byte-identical answers with the same ETag; each page version is also brotli- and gzip-compressed
-once, when it is loaded (#20). When the store fails, the last good versions stay live.
+once, when it is loaded (#20). When the store fails, the last good versions stay live. The
+records it holds are in :mod:`serving.cache_state`; Full Coverage is built by :mod:`serving.coverage`.
 """
 
 from __future__ import annotations
