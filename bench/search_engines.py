@@ -481,7 +481,7 @@ def score_store(root: Path) -> dict[str, Any]:
     """Own-headline retrieval over the live index of a store, per language of the story."""
     import tantivy
 
-    from warehouse.snapshots import read_search_pointer
+    from warehouse.search_versions import read_search_pointer
     from warehouse.store import LocalStore
 
     store = LocalStore(root)

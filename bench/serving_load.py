@@ -173,7 +173,7 @@ def publish_bench_index(store: Any, listed: list[dict[str, Any]], extra: int, no
     """A search index over the pages' stories and ``extra`` more, published as rank publishes it."""
     from tasks.search import snapshot_documents
     from warehouse.search_index import build_search_index, documents_digest
-    from warehouse.snapshots import publish_search_index
+    from warehouse.search_versions import publish_search_index
 
     more = [make_story(len(listed) + i, now, rng) for i in range(extra)]
     stories = {s["story_id"]: dict(s, editions=["en-US"]) for s in [*listed, *more]}

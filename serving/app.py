@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
@@ -55,6 +56,95 @@ def open_profile_store(settings: ServingSettings) -> ProfileStore:
     return SqliteProfileStore(settings.profiles_path)
 
 
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What one app holds for its lifetime, and which of it the app opened (so closes)."""
+
+    cache: SnapshotCache
+    search: SearchService
+    signer: Signer
+    profile_store: ProfileStore
+    profiles: ProfileCache
+    live: LiveHub
+    clicks: ClickLog
+    owns_profiles: bool
+    owns_clicks: bool
+
+
+def _open_services(store: ObjectStore, settings: ServingSettings, profiles: ProfileStore | None,
+                   click_log: ClickLog | None) -> _Services:
+    """The caches, signer, profile store, live hub and click log an app serves from."""
+    cache = SnapshotCache(store)
+    search = SearchService(store)
+    secret = settings.hmac_key.get_secret_value() if settings.hmac_key is not None else None
+    signer = Signer.from_secret(
+        secret,
+        click_ttl_seconds=settings.click_token_ttl_seconds,
+        session_ttl_seconds=settings.session_ttl_seconds,
+    )
+    store_of_profiles = profiles if profiles is not None else open_profile_store(settings)
+    cached_profiles = ProfileCache(store_of_profiles, size=settings.profile_cache_size,
+                                   poll_seconds=settings.profile_cache_poll_seconds)
+    live = LiveHub(store, cache, search, cached_profiles, max_connections=settings.live_max_connections,
+                   poll_seconds=settings.live_poll_seconds)
+    clicks: ClickLog = click_log if click_log is not None else BufferedClickLog(
+        store, flush_seconds=settings.click_flush_seconds, max_buffered=settings.click_buffer_max)
+    return _Services(cache, search, signer, store_of_profiles, cached_profiles, live, clicks,
+                     owns_profiles=profiles is None, owns_clicks=click_log is None)
+
+
+def _lifespan(services: _Services, settings: ServingSettings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Load every live page before the first request, refresh in the background, and on shutdown
+    stop the refreshers and close what the app opened."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        cache, search = services.cache, services.search
+        await asyncio.to_thread(cache.refresh)
+        await asyncio.to_thread(search.refresh)
+        state = cache.state
+        logger.info(
+            "serving_started pages=%d stories_version=%s",
+            len(state.pages),
+            state.stories.version if state.stories else None,
+        )
+        cache.start(settings.refresh_seconds)
+        search.start(settings.refresh_seconds)
+        services.profiles.start()
+        services.live.start()
+        if isinstance(services.clicks, BufferedClickLog):
+            services.clicks.start()
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(services.live.stop)
+            await asyncio.to_thread(cache.stop)
+            await asyncio.to_thread(search.close)
+            await asyncio.to_thread(services.profiles.stop)
+            if services.owns_clicks:  # SIGTERM: the buffered clicks are written before the process exits
+                await asyncio.to_thread(services.clicks.close)
+            if services.owns_profiles:
+                services.profile_store.close()
+
+    return lifespan
+
+
+def _attach_state(app: FastAPI, services: _Services, settings: ServingSettings, store: ObjectStore) -> None:
+    """Hang the services on ``app.state``, where ``serving.deps`` finds them for each request."""
+    app.state.cache = services.cache
+    app.state.settings = settings
+    app.state.signer = services.signer
+    app.state.profiles = services.profiles
+    app.state.click_log = services.clicks
+    app.state.pools = PoolCache(services.cache, services.signer)
+    app.state.topics = TopicPages(services.cache)
+    app.state.search = services.search
+    app.state.atom = AtomFeeds()
+    app.state.live = services.live
+    app.state.store = store
+    app.state.personal_limit = InFlightLimit(settings.personal_max_in_flight)
+
+
 def create_app(
     store: ObjectStore | None = None,
     settings: ServingSettings | None = None,
@@ -80,70 +170,14 @@ def create_app(
     """
     settings = settings or get_settings()
     store = store if store is not None else _open_default_store()
-    cache = SnapshotCache(store)
-    search = SearchService(store)
-    secret = settings.hmac_key.get_secret_value() if settings.hmac_key is not None else None
-    signer = Signer.from_secret(
-        secret,
-        click_ttl_seconds=settings.click_token_ttl_seconds,
-        session_ttl_seconds=settings.session_ttl_seconds,
-    )
-    owns_profiles = profiles is None
-    store_of_profiles = profiles if profiles is not None else open_profile_store(settings)
-    cached_profiles = ProfileCache(store_of_profiles, size=settings.profile_cache_size,
-                                   poll_seconds=settings.profile_cache_poll_seconds)
-    live = LiveHub(store, cache, search, cached_profiles, max_connections=settings.live_max_connections,
-                   poll_seconds=settings.live_poll_seconds)
-    owns_clicks = click_log is None
-    clicks: ClickLog = click_log if click_log is not None else BufferedClickLog(
-        store, flush_seconds=settings.click_flush_seconds, max_buffered=settings.click_buffer_max)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await asyncio.to_thread(cache.refresh)
-        await asyncio.to_thread(search.refresh)
-        state = cache.state
-        logger.info(
-            "serving_started pages=%d stories_version=%s",
-            len(state.pages),
-            state.stories.version if state.stories else None,
-        )
-        cache.start(settings.refresh_seconds)
-        search.start(settings.refresh_seconds)
-        cached_profiles.start()
-        live.start()
-        if isinstance(clicks, BufferedClickLog):
-            clicks.start()
-        try:
-            yield
-        finally:
-            await asyncio.to_thread(live.stop)
-            await asyncio.to_thread(cache.stop)
-            await asyncio.to_thread(search.close)
-            await asyncio.to_thread(cached_profiles.stop)
-            if owns_clicks:  # SIGTERM: the buffered clicks are written before the process exits
-                await asyncio.to_thread(clicks.close)
-            if owns_profiles:
-                store_of_profiles.close()
-
+    services = _open_services(store, settings, profiles, click_log)
     app = FastAPI(
         title="newsroom",
         summary="Clustered, ranked news pages, served from published snapshots.",
         version="1",
-        lifespan=lifespan,
+        lifespan=_lifespan(services, settings),
     )
-    app.state.cache = cache
-    app.state.settings = settings
-    app.state.signer = signer
-    app.state.profiles = cached_profiles
-    app.state.click_log = clicks
-    app.state.pools = PoolCache(cache, signer)
-    app.state.topics = TopicPages(cache)
-    app.state.search = search
-    app.state.atom = AtomFeeds()
-    app.state.live = live
-    app.state.store = store
-    app.state.personal_limit = InFlightLimit(settings.personal_max_in_flight)
+    _attach_state(app, services, settings, store)
     install_error_handlers(app)
     app.include_router(api_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

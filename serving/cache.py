@@ -2,7 +2,8 @@
 
 Shared responses are the published bytes themselves, so every reader (and every replica) gets
 byte-identical answers with the same ETag; each page version is also brotli- and gzip-compressed
-once, when it is loaded (#20). When the store fails, the last good versions stay live.
+once, when it is loaded (#20). When the store fails, the last good versions stay live. The
+records it holds are in :mod:`serving.cache_state`; Full Coverage is built by :mod:`serving.coverage`.
 """
 
 from __future__ import annotations
@@ -13,135 +14,33 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping, Set
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from serving.cache_state import (
+    ArticleRef,
+    CachedPage,
+    CachedStories,
+    CacheState,
+    Degraded,
+    HeldPage,
+    HeldStories,
+    LinkedStories,
+)
+from serving.coverage import TOP_SECTION, FullCoverageJson, full_coverage, story_from_cards
 from serving.errors import PageNotFoundError, StoryMovedError, StoryNotFoundError
 from serving.responses import CachedBody
 from warehouse import layout
-from warehouse.snapshots import (
-    LivePage,
-    PagePointer,
-    PointerRead,
-    SkippedVersion,
-    dump_snapshot,
-    list_page_folders,
-    read_pointer_state,
-    servable_versions,
-)
+from warehouse.pointers import PagePointer, PointerRead, read_pointer_state
+from warehouse.search_index import SearchMetaJson
+from warehouse.servable import SkippedVersion, servable_versions
+from warehouse.snapshot_json import SnapshotJson, StoryJson
+from warehouse.snapshots import LivePage, dump_snapshot, list_page_folders
 from warehouse.store import ObjectStore
 
 logger = logging.getLogger(__name__)
 
-TOP_SECTION = "top"
 _MAX_ALIAS_HOPS = 32
-
-
-@dataclass(frozen=True, slots=True)
-class CachedPage:
-    edition: str
-    section: str
-    pointer: PagePointer
-    body: CachedBody
-    stories: tuple[Mapping[str, Any], ...] = ()
-    """The page's story objects, parsed once (the For-you pool is built from them)."""
-
-    @property
-    def version(self) -> int:
-        return self.pointer.version
-
-
-@dataclass(frozen=True, slots=True)
-class ArticleRef:
-    """Where a live article points: what ``POST /v1/click-token`` is allowed to sign."""
-
-    article_id: str
-    story_id: str
-    url: str
-
-
-@dataclass(frozen=True, slots=True)
-class CachedStories:
-    """One story snapshot version, parsed once: each story pre-serialised for lookups."""
-
-    version: int
-    pointer_etag: str
-    stories: Mapping[str, CachedBody]
-    aliases: Mapping[str, str]
-    parsed: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    articles: Mapping[str, ArticleRef] = field(default_factory=dict)
-    problem: str | None = None
-    """Why the live snapshot is not the one held (an older valid version stands in), or None."""
-    sha256: str = ""
-    """Of the version's bytes: a pointer moved to the same bytes is not parsed again."""
-    borrowed: Mapping[str, int | None] = field(default_factory=dict)
-    """Stories a live page lists that this version lacks: story id -> the older valid version that
-    answers it, or None when the pages' cards do (``_answer_listed_stories``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Degraded:
-    """Something this replica serves from an older version, or cannot serve (issues 16, 32).
-
-    ``what`` is ``edition/section``, ``stories`` (the story snapshot), ``stories/{story_id}`` (a
-    story a live page lists) or ``pages`` (the listing); ``problem`` a reason without object keys
-    (the log names those); ``serving_version`` the version served instead, or None when none is.
-    """
-
-    what: str
-    problem: str
-    serving_version: int | None
-    skipped: tuple[SkippedVersion, ...] = ()
-    """Every version passed over on the way to the one served, with why."""
-
-
-@dataclass(frozen=True, slots=True)
-class HeldPage:
-    """What one page's pointer gave at the last refresh that read it: the newest version passing
-    the pointer's checks (None when none does), why it is not the live one (None when it is), and
-    the versions passed over. Kept as is while the pointer object is unchanged."""
-
-    pointer_etag: str | None
-    page: CachedPage | None
-    problem: str | None = None
-    skipped: tuple[SkippedVersion, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class HeldStories:
-    """What the story snapshot's pointer gave, as :class:`HeldPage` for a page."""
-
-    pointer_etag: str | None
-    stories: CachedStories | None
-    problem: str | None = None
-    skipped: tuple[SkippedVersion, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class LinkedStories:
-    """The stories answered for one set of held page versions and one story snapshot (``key``):
-    computed again only when one of them changes."""
-
-    key: tuple[Any, ...]
-    stories: CachedStories | None
-    degraded: tuple[Degraded, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class CacheState:
-    """An immutable view of the cache; a refresh swaps in a new one in a single assignment."""
-
-    pages: Mapping[tuple[str, str], CachedPage] = field(default_factory=dict)
-    stories: CachedStories | None = None
-    editions: CachedBody = field(default_factory=lambda: CachedBody.compressed(b"[]"))
-    refreshed_at: float | None = None
-    last_refresh_ok: bool = False
-    degraded: tuple[Degraded, ...] = ()
-    held_pages: Mapping[tuple[str, str], HeldPage] = field(default_factory=dict)
-    """Per page folder, what its pointer gave (``pages`` holds the versions found)."""
-    held_stories: HeldStories | None = None
-    linked: LinkedStories | None = None
 
 
 def _order_sections(sections: list[str]) -> list[str]:
@@ -160,49 +59,7 @@ def _editions_body(pages: Mapping[tuple[str, str], CachedPage]) -> CachedBody:
     return CachedBody.compressed(json.dumps(listing, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-def _region_of(edition: str) -> str:
-    return edition.rpartition("-")[2].upper()
-
-
-def full_coverage(story: Mapping[str, Any]) -> dict[str, Any]:
-    """A story snapshot entry with the Full Coverage views derived from its sources.
-
-    Adds ``timeline`` (every article, oldest first), ``publishers`` (who covered it, most articles
-    first), ``local_sources`` (per edition, the articles from publishers in that edition's
-    region), ``opinion_count``, and ``linked`` (the same story in other languages; empty when the
-    snapshot has none). Each source gets ``is_opinion`` (false when the snapshot does not say).
-    """
-    out = dict(story)
-    sources = [dict(s, is_opinion=bool(s.get("is_opinion", False))) for s in story.get("sources") or []]
-    out["sources"] = sources
-    out["timeline"] = sorted(sources, key=lambda s: (str(s.get("first_seen_at")), str(s.get("article_id"))))
-    publishers: dict[str, dict[str, Any]] = {}
-    for s in sources:
-        entry = publishers.setdefault(
-            str(s["publisher_id"]),
-            {"publisher_id": s["publisher_id"], "publisher": s.get("publisher"), "region": s.get("region"),
-             "article_count": 0},
-        )
-        entry["article_count"] += 1
-    out["publishers"] = sorted(
-        publishers.values(), key=lambda p: (-p["article_count"], str(p["publisher"]), p["publisher_id"])
-    )
-    editions = [str(e) for e in story.get("editions") or []]
-    out["local_sources"] = {
-        edition: [
-            s["article_id"]
-            for s in sources
-            if isinstance(s.get("region"), str) and s["region"].upper() == _region_of(edition)
-        ]
-        for edition in editions
-    }
-    out["opinion_count"] = sum(1 for s in sources if s["is_opinion"])
-    linked = story.get("linked")
-    out["linked"] = list(linked) if isinstance(linked, list) else []
-    return out
-
-
-def _parse_stories(payload: Mapping[str, Any], version: int, pointer_etag: str, problem: str | None = None,
+def _parse_stories(payload: SnapshotJson | SearchMetaJson, version: int, pointer_etag: str, problem: str | None = None,
                    sha256: str = "") -> CachedStories:
     stories = payload.get("stories")
     aliases = payload.get("aliases") or {}
@@ -221,7 +78,7 @@ def _parse_stories(payload: Mapping[str, Any], version: int, pointer_etag: str, 
     )
 
 
-def _article_refs(parsed: Mapping[str, Mapping[str, Any]],
+def _article_refs(parsed: Mapping[str, FullCoverageJson],
                   into: Mapping[str, ArticleRef] | None = None) -> dict[str, ArticleRef]:
     """Each article of ``parsed`` (Full Coverage stories by id) -> its story and URL, added to ``into``."""
     articles = dict(into or {})
@@ -233,14 +90,14 @@ def _article_refs(parsed: Mapping[str, Mapping[str, Any]],
     return articles
 
 
-def _parse_page_stories(payload: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+def _parse_page_stories(payload: SnapshotJson | SearchMetaJson) -> tuple[StoryJson, ...]:
     stories = payload.get("stories")
     if not isinstance(stories, list):
         raise ValueError("page: 'stories' must be a list")
     return tuple(s for s in stories if isinstance(s, dict) and "story_id" in s)
 
 
-def _payload_of(version: LivePage) -> Mapping[str, Any]:
+def _payload_of(version: LivePage) -> SnapshotJson | SearchMetaJson:
     if version.payload is not None:
         return version.payload
     raw: Any = json.loads(version.data)
@@ -298,7 +155,7 @@ class SnapshotCache:
         snapshot = self._state.stories
         return snapshot.version if snapshot is not None else None
 
-    def parsed_stories(self) -> Mapping[str, Mapping[str, Any]]:
+    def parsed_stories(self) -> Mapping[str, FullCoverageJson]:
         snapshot = self._state.stories
         return snapshot.parsed if snapshot is not None else {}
 
@@ -533,9 +390,10 @@ class SnapshotCache:
             older, skipped, key = {}, [], ()
             degraded.append(Degraded("stories", "store unreachable while looking for stories the pages list",
                                      stories.version))
-        from_cards: dict[str, tuple[list[str], dict[str, Any]]] = {}
+        from_cards: dict[str, tuple[list[str], FullCoverageJson]] = {}
+        cards = {k: p.stories for k, p in pages.items()}
         for sid in sorted(wanted - older.keys()):
-            where, story = _story_from_cards(sid, pages)
+            where, story = story_from_cards(sid, cards)
             try:
                 full_coverage(story)
             except (ValueError, TypeError, AttributeError, KeyError) as e:  # a card we cannot read either
@@ -626,17 +484,13 @@ def _answers(stories: CachedStories, story_id: str) -> bool:
     return story_id in stories.stories or SnapshotCache._resolve_alias(stories, story_id) is not None
 
 
-def _unanswered(listed: Iterable[Mapping[str, Any]], stories: CachedStories) -> set[str]:
+def _unanswered(listed: Iterable[StoryJson], stories: CachedStories) -> set[str]:
     """The ids of the ``listed`` story cards that ``stories`` does not answer."""
     return {str(c["story_id"]) for c in listed if not _answers(stories, str(c["story_id"]))}
 
 
-PAGE_ONLY_FIELDS = ("rank", "score", "score_parts", "representative_choice")
-"""Fields of a story card that describe its place on one page, not the story."""
-
-
-def _with_answered(stories: CachedStories, older: Mapping[str, tuple[int, Mapping[str, Any]]],
-                   from_cards: Mapping[str, Mapping[str, Any]]) -> CachedStories:
+def _with_answered(stories: CachedStories, older: Mapping[str, tuple[int, StoryJson]],
+                   from_cards: Mapping[str, StoryJson]) -> CachedStories:
     """``stories`` plus the stories answered from older versions (``story id -> (version, story)``)
     and from page cards (``story id -> story``)."""
     if not older and not from_cards:
@@ -654,7 +508,7 @@ def _with_answered(stories: CachedStories, older: Mapping[str, tuple[int, Mappin
 
 
 def _find_in_older_snapshots(store: ObjectStore, below: int, wanted: Set[str]
-                             ) -> tuple[dict[str, tuple[int, Mapping[str, Any]]], list[SkippedVersion]]:
+                             ) -> tuple[dict[str, tuple[int, StoryJson]], list[SkippedVersion]]:
     """Each story of ``wanted`` from the newest valid story snapshot below ``below`` holding it
     (``story id -> (version, story)``), and the versions passed over on the way.
 
@@ -663,7 +517,7 @@ def _find_in_older_snapshots(store: ObjectStore, below: int, wanted: Set[str]
     story is found. A story whose Full Coverage cannot be built is looked for further back.
     """
     pointer_key = layout.story_snapshot_pointer_key()
-    found: dict[str, tuple[int, Mapping[str, Any]]] = {}
+    found: dict[str, tuple[int, StoryJson]] = {}
     skipped: list[SkippedVersion] = []
     remaining = set(wanted)
     for candidate in servable_versions(store, pointer_key, read_pointer_state(store, pointer_key), below=below):
@@ -684,28 +538,3 @@ def _find_in_older_snapshots(store: ObjectStore, below: int, wanted: Set[str]
         if not remaining:
             break
     return found, skipped
-
-
-def _story_from_cards(story_id: str, pages: Mapping[tuple[str, str], CachedPage]) -> tuple[list[str], dict[str, Any]]:
-    """A story no valid story snapshot holds, as the served pages' cards show it: the first card's
-    fields (pages in order: edition, ``top`` first, section), the articles of every card merged and
-    oldest first, ``editions`` those of the pages listing it, and ``is_partial`` (other articles of
-    the story may exist). Returns the pages listing it (``edition/section``) and the story."""
-    where: list[str] = []
-    cards: list[Mapping[str, Any]] = []
-    for (edition, section), page in sorted(pages.items(), key=lambda kv: (kv[0][0], kv[0][1] != TOP_SECTION,
-                                                                         kv[0][1])):
-        for card in page.stories:
-            if card["story_id"] == story_id:
-                where.append(f"{edition}/{section}")
-                cards.append(card)
-    story = {k: v for k, v in cards[0].items() if k not in PAGE_ONLY_FIELDS}
-    sources: dict[str, Mapping[str, Any]] = {}
-    for card in cards:
-        for source in card.get("sources") or []:
-            if isinstance(source, dict):
-                sources.setdefault(str(source.get("article_id")), source)
-    story["sources"] = sorted(sources.values(), key=lambda s: (str(s.get("first_seen_at")), str(s.get("article_id"))))
-    story["editions"] = sorted({w.split("/", 1)[0] for w in where})
-    story["is_partial"] = True
-    return where, story

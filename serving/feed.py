@@ -38,7 +38,8 @@ from functools import lru_cache
 from itertools import islice
 from typing import Any, Literal
 
-from serving.cache import CachedPage, CacheState, SnapshotCache
+from serving.cache import SnapshotCache
+from serving.cache_state import CachedPage, CacheState
 from serving.cursors import decode_feed_cursor, encode_feed_cursor
 from serving.errors import CursorExpiredError, ProfileStoreError, UnsignableUrlError
 from serving.foryou import TOP_STORIES_REASON, Candidate, CandidatePool, build_pool, rank_for_you

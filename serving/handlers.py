@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -129,14 +129,22 @@ def _safe_loc(loc: Sequence[Any]) -> list[str | int]:
     ]
 
 
-def validation_error_detail(errors: Sequence[Any]) -> list[dict[str, Any]]:
+class ValidationErrorJson(TypedDict):
+    """One entry of a 422's ``detail``: where, what type and why."""
+
+    type: str
+    loc: list[str | int]
+    msg: str
+
+
+def validation_error_detail(errors: Sequence[Any]) -> list[ValidationErrorJson]:
     """FastAPI's validation errors without ``input`` and ``ctx``: only where, what type and why.
 
     ``input`` echoes the request (a lone surrogate or a ``NaN`` there cannot be rendered as
     JSON), and ``ctx`` may hold exception objects; neither helps a client fix its request more
     than ``loc`` and ``msg`` do.
     """
-    out = []
+    out: list[ValidationErrorJson] = []
     for error in errors:
         if not isinstance(error, dict):
             continue

@@ -12,8 +12,6 @@ A route that must not act on a HEAD (the click redirect logs a click on GET) rea
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 HEAD_SCOPE_KEY = "newsroom.head"
@@ -35,7 +33,7 @@ class HeadAsGetMiddleware:
         if scope["type"] != "http" or scope["method"] != "HEAD":
             await self.app(scope, receive, send)
             return
-        get_scope: dict[str, Any] = {**scope, "method": "GET", HEAD_SCOPE_KEY: True}
+        get_scope: Scope = {**scope, "method": "GET", HEAD_SCOPE_KEY: True}
 
         async def send_without_body(message: Message) -> None:
             if message["type"] == "http.response.body":

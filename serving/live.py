@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from newsroom.times import parse_iso_datetime
 from serving.cache import SnapshotCache
@@ -53,7 +53,7 @@ from serving.profiles import Profile
 from serving.search import SearchService
 from warehouse import layout
 from warehouse.errors import ObjectNotFoundError
-from warehouse.search_index import SearchIndexError, SearchQueryError, parse_query
+from warehouse.search_index import SearchCardJson, SearchIndexError, SearchQueryError, parse_query
 from warehouse.store import ObjectStore
 
 logger = logging.getLogger(__name__)
@@ -199,7 +199,7 @@ class LiveHub:
         self._seen_stories: set[str] = set()
         self._last_instant: datetime | None = None
         self._index_version: int | None = None
-        self._matches: dict[tuple[int, str, str, int], list[dict[str, Any]]] = {}
+        self._matches: dict[tuple[int, str, str, int], list[SearchCardJson]] = {}
         self._poll_lock = threading.Lock()
         """Held by a poll and by a reader connecting: what a connecting reader is owed and what the
         next poll pushes to it never overlap."""
@@ -412,7 +412,7 @@ class LiveHub:
                         events.append(LiveEvent("keyword", {"keyword": text, "story": card}, keyword=version))
         return events
 
-    def _matches_of(self, version: int, text: str, edition: str, new: frozenset[str]) -> list[dict[str, Any]]:
+    def _matches_of(self, version: int, text: str, edition: str, new: frozenset[str]) -> list[SearchCardJson]:
         """Cards of the stories of ``new`` (new in ``version``) matching ``text``, from the version
         held now (a story new in an older version is looked up as the newest version has it)."""
         held = self._search.held
@@ -425,7 +425,7 @@ class LiveHub:
                 result = held.index.search(parse_query(text), edition=edition, only=new, limit=20, facets=False)
             except (SearchQueryError, SearchIndexError):
                 return []
-            found = [dict(h.card) for h in result.hits]
+            found = [cast("SearchCardJson", dict(h.card)) for h in result.hits]
             if len(self._matches) > 4096:
                 self._matches.clear()
             self._matches[key] = found

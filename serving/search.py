@@ -20,16 +20,24 @@ import shutil
 import tempfile
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from serving.errors import SearchUnavailableError
 from serving.responses import CachedBody
 from warehouse import layout
-from warehouse.search_index import SearchIndex, SearchIndexError, SearchQuery, SearchResult
-from warehouse.snapshots import SkippedVersion, dump_snapshot, read_pointer_state, servable_versions
+from warehouse.pointers import read_pointer_state
+from warehouse.search_index import (
+    FacetValue,
+    SearchCardJson,
+    SearchIndex,
+    SearchIndexError,
+    SearchQuery,
+    SearchResult,
+)
+from warehouse.servable import SkippedVersion, servable_versions
+from warehouse.snapshots import dump_snapshot
 from warehouse.store import ObjectStore
 
 logger = logging.getLogger(__name__)
@@ -182,7 +190,8 @@ class SearchService:
                 return found
         result = held.index.search(query, edition=edition, section=section, publisher=publisher, language=language,
                                    since=since, limit=limit, offset=offset)
-        filters = {"edition": edition, "section": section, "publisher": publisher, "language": language, "since": since}
+        filters: SearchFiltersJson = {"edition": edition, "section": section, "publisher": publisher,
+                                      "language": language, "since": since}
         body = CachedBody.of(dump_snapshot(_payload(result, query, held, filters, limit, offset)))
         with self._lock:
             if self._held is held:
@@ -245,8 +254,38 @@ def _process_folder() -> str:
     return str(folder)
 
 
-def _payload(result: SearchResult, query: SearchQuery, held: HeldIndex, filters: Mapping[str, str | None],
-             limit: int, offset: int) -> dict[str, Any]:
+class SearchFiltersJson(TypedDict):
+    """The filters of a search, echoed in its answer (None: not filtered on)."""
+
+    edition: str | None
+    section: str | None
+    publisher: str | None
+    language: str | None
+    since: str | None
+
+
+class FacetJson(TypedDict):
+    """One value of a facet and how many results have it (``label``: a publisher's name)."""
+
+    value: str
+    count: int
+    label: NotRequired[str]
+
+
+class SearchAnswerJson(SearchFiltersJson):
+    """``GET /v1/search``'s answer: one page of results over one index version, and the facets."""
+
+    query: str
+    version: int
+    as_of: str
+    total: int
+    stories: list[SearchCardJson]
+    facets: dict[str, list[FacetJson]]
+    next_offset: int | None
+
+
+def _payload(result: SearchResult, query: SearchQuery, held: HeldIndex, filters: SearchFiltersJson,
+             limit: int, offset: int) -> SearchAnswerJson:
     more = offset + limit < result.total
     return {
         "query": query.text,
@@ -254,14 +293,14 @@ def _payload(result: SearchResult, query: SearchQuery, held: HeldIndex, filters:
         "version": held.version,
         "as_of": held.as_of,
         "total": result.total,
-        "stories": [dict(hit.card) for hit in result.hits],
+        "stories": [cast("SearchCardJson", dict(hit.card)) for hit in result.hits],
         "facets": {name: [_facet(v) for v in values] for name, values in result.facets.items()},
         "next_offset": offset + limit if more else None,
     }
 
 
-def _facet(value: Any) -> Mapping[str, Any]:
-    out = {"value": value.value, "count": value.count}
+def _facet(value: FacetValue) -> FacetJson:
+    out: FacetJson = {"value": value.value, "count": value.count}
     if value.label is not None:
         out["label"] = value.label
     return out

@@ -25,7 +25,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from serving.discovery import check_source_url, discover_feed
 from serving.errors import TooManyError
@@ -51,8 +51,35 @@ def pending_feed_id(feed_url: str) -> str:
     return "p" + hashlib.blake2b(feed_url.encode(), digest_size=9).hexdigest()
 
 
-def _public(subscription: Subscription, status: str, poll: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
+class PendingSourceJson(TypedDict):
+    """``pending/sources/<feed_id>/request.json``: a reader's suggested source, as ingest reads it."""
+
+    schema: str
+    feed_id: str
+    feed_url: str
+    site_url: str | None
+    title: str | None
+    kind: str
+    requested_at: str
+
+
+class SubscriptionJson(TypedDict):
+    """One of a reader's sources as ``/v1/subscriptions`` answers it; the poll's fields (as ingest
+    wrote them, passed on unchecked) once ingest has polled it."""
+
+    feed_id: str
+    feed_url: str
+    site_url: str | None
+    title: str | None
+    created_at: int
+    status: str
+    polled_at: NotRequired[object]
+    error: NotRequired[object]
+    items: NotRequired[list[Mapping[str, object]]]
+
+
+def _public(subscription: Subscription, status: str, poll: Mapping[str, object] | None = None) -> SubscriptionJson:
+    out: SubscriptionJson = {
         "feed_id": subscription.feed_id, "feed_url": subscription.feed_url, "site_url": subscription.site_url,
         "title": subscription.title, "created_at": int(subscription.created_at), "status": status,
     }
@@ -65,7 +92,7 @@ def _public(subscription: Subscription, status: str, poll: Mapping[str, Any] | N
 
 
 def subscribe(store: ObjectStore, profiles: ProfileStore, reader_hash: str, url: str,
-              settings: ServingSettings) -> tuple[int, dict[str, Any]]:
+              settings: ServingSettings) -> tuple[int, SubscriptionJson]:
     """Take a reader's suggested source (module docstring); returns the HTTP status and the answer.
 
     Raises:
@@ -87,9 +114,11 @@ def subscribe(store: ObjectStore, profiles: ProfileStore, reader_hash: str, url:
         _check_limits(0, settings.sources_max, settings)
     if outcome == "over_daily_limit":
         _check_limits(settings.sources_per_day, 0, settings)
-    request = {"schema": PENDING_SOURCE_SCHEMA, "feed_id": subscription.feed_id, "feed_url": found.feed_url,
-               "site_url": found.site_url, "title": found.title, "kind": found.kind,
-               "requested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))}
+    request: PendingSourceJson = {
+        "schema": PENDING_SOURCE_SCHEMA, "feed_id": subscription.feed_id, "feed_url": found.feed_url,
+        "site_url": found.site_url, "title": found.title, "kind": found.kind,
+        "requested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+    }
     try:
         store.put(layout.pending_source_key(subscription.feed_id, "request.json"), dump_snapshot(request),
                   if_none_match=True, content_type="application/json")
@@ -110,7 +139,7 @@ def _check_limits(day: int, total: int, settings: ServingSettings) -> None:
                            "try again later", retry_after_seconds=SUBSCRIPTION_DAY_SECONDS // 24)
 
 
-def list_subscriptions(store: ObjectStore, profiles: ProfileStore, reader_hash: str) -> list[dict[str, Any]]:
+def list_subscriptions(store: ObjectStore, profiles: ProfileStore, reader_hash: str) -> list[SubscriptionJson]:
     """The reader's sources with ingest's latest poll of each (``pending``, ``accepted`` or ``failing``)."""
     out = []
     for subscription in profiles.subscriptions(reader_hash):
@@ -122,7 +151,8 @@ def list_subscriptions(store: ObjectStore, profiles: ProfileStore, reader_hash: 
     return out
 
 
-def _read_poll(store: ObjectStore, feed_id: str) -> Mapping[str, Any] | None:
+def _read_poll(store: ObjectStore, feed_id: str) -> Mapping[str, object] | None:
+    """Ingest's latest poll of a source, parsed, its fields not checked (they are passed on as is)."""
     try:
         data = store.get(layout.pending_source_key(feed_id, "poll.json")).data
     except ObjectNotFoundError:

@@ -11,13 +11,15 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from serving.cache import SnapshotCache
+from serving.coverage import FullCoverageJson
 from serving.cursors import decode_cursor, encode_cursor
 from serving.errors import CursorExpiredError, TopicNotFoundError
 from serving.foryou import section_label
 from serving.responses import CachedBody
+from warehouse.snapshot_json import StoryJson
 from warehouse.snapshots import dump_snapshot
 
 CARD_SOURCES = 4
@@ -41,9 +43,9 @@ def is_about(story: Mapping[str, Any], topic: str) -> bool:
     return any(isinstance(e, str) and e.lower() == wanted for e in story.get("entities") or [])
 
 
-def story_card(story: Mapping[str, Any]) -> dict[str, Any]:
+def story_card(story: FullCoverageJson) -> StoryJson:
     """A page-style card from a Full Coverage story: the representative source first, then others."""
-    card = {k: v for k, v in story.items() if k not in _FULL_ONLY}
+    card = cast("StoryJson", {k: v for k, v in story.items() if k not in _FULL_ONLY})
     sources = list(story.get("sources") or [])
     rep = story.get("representative_id")
     sources.sort(key=lambda s: (s.get("article_id") != rep, bool(s.get("is_copy"))))

@@ -45,16 +45,24 @@ DASHBOARD_KEYS = ("dashboard-freshness", "dashboard-fetches", "dashboard-errors"
 STAGES = ("published -> first seen", "first seen -> in a story", "in a story -> on a page", "published -> on a page")
 
 
+TableCell = str | int | float | None
+"""A cell of a table artifact: what the Prefect UI shows, sorts and searches."""
+
+
 @dataclass(frozen=True, slots=True)
 class Dashboard:
+    """One dashboard: its artifact key, the markdown with its chart, and its table's rows."""
+
     key: str
     title: str
     markdown: str
-    table: list[dict[str, Any]] = field(default_factory=list)
+    table: list[dict[str, TableCell]] = field(default_factory=list)
 
 
-def _rows(con: Any, store: ObjectStore, name: str, now: datetime) -> list[dict[str, Any]]:
-    def read() -> list[dict[str, Any]]:
+def _rows(con: Any, store: ObjectStore, name: str, now: datetime) -> list[dict[str, object]]:
+    """The rows of one dashboard's query as of ``now``, by column name (the query's header lists them)."""
+
+    def read() -> list[dict[str, object]]:
         result = con.sql(load_sql(name), params={"now": now})
         columns = result.columns
         return [dict(zip(columns, row, strict=True)) for row in result.fetchall()]

@@ -23,12 +23,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import TypedDict, cast
 
 from tasks.cluster import WriterFencedError, put_checkpoint, rebuild_checkpoint, rewind_writer
 from warehouse import layout
 from warehouse.aggregates import request_rebuild
 from warehouse.catalog import LOG_TABLES, plan_table
+from warehouse.checkpoints import WriterCheckpoint
 from warehouse.damage import collect_damage, quarantine_object
 from warehouse.errors import PreconditionFailedError
 from warehouse.integrity import (
@@ -196,11 +197,30 @@ def _rebuild_rank(store: ObjectStore, language: str) -> str:
     return "; run doctor again to have rank's story aggregates rebuilt"
 
 
-def _put_rebuilt(store: ObjectStore, language: str, checkpoint: dict[str, Any]) -> None:
+def _put_rebuilt(store: ObjectStore, language: str, checkpoint: WriterCheckpoint) -> None:
     """Replace the damaged (or absent) checkpoint with ``checkpoint``, fenced."""
     key = layout.story_checkpoint_key(language)
     put_checkpoint(store, language, checkpoint, store.head(key))
 
 
-def doctor_report(entries: list[DoctorEntry]) -> dict[str, Any]:
-    return {"clean": all(e.repaired for e in entries), "entries": [asdict(e) for e in entries]}
+class DoctorEntryJson(TypedDict):
+    """A :class:`DoctorEntry` in the report."""
+
+    key: str
+    kind: str
+    problem: str
+    action: str
+    repaired: bool
+
+
+class DoctorReportJson(TypedDict):
+    """What ``newsroom doctor`` reports: whether everything found was repaired, and each entry."""
+
+    clean: bool
+    entries: list[DoctorEntryJson]
+
+
+def doctor_report(entries: list[DoctorEntry]) -> DoctorReportJson:
+    """The report of ``entries`` (``clean`` when each was repaired, or there were none)."""
+    return {"clean": all(e.repaired for e in entries),
+            "entries": [cast("DoctorEntryJson", asdict(e)) for e in entries]}

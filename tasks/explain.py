@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from tasks.clock import resolve_now
 from tasks.errors import StoryNotListedError
@@ -29,20 +30,107 @@ from tasks.settings import RankSettings
 from tasks.sql import open_warehouse
 from warehouse.duck import article_rows, load_sql, run_resilient, sources_named_in
 from warehouse.errors import SnapshotNotFoundError
+from warehouse.snapshot_json import RepresentativeChoiceJson, SnapshotJson, StoryJson
 from warehouse.snapshots import list_live_pages, read_live_page, read_live_stories
 from warehouse.store import ObjectStore
 
 
 @dataclass(frozen=True, slots=True)
 class Listing:
+    """A live page that lists the story: where, and the story's card and the page's weights."""
+
     edition: str
     section: str
     version: int
     as_of: str
     rank: int
     stories_on_page: int
-    card: dict[str, Any]
-    ranking: dict[str, Any]
+    card: StoryJson
+    ranking: Mapping[str, float]
+
+
+class ListingJson(TypedDict):
+    """A :class:`Listing` as ``newsroom explain --json`` prints it."""
+
+    edition: str
+    section: str
+    rank: int
+    of: int
+    version: int
+    as_of: str
+
+
+class ScoreBreakdownJson(TypedDict):
+    """The quantities behind a card's ``score`` (:func:`score_breakdown`)."""
+
+    score: float
+    coverage: float
+    velocity: float
+    freshness: float
+    regional_share: float
+    authority_sum: float
+    latest_original_age_hours: float | None
+    base_now: float
+    regional_factor: float
+    base_averaged: float | None
+    weights: dict[str, float]
+    smoothing_cycles: float | None
+    half_life_hours: float
+    is_breaking: bool
+    breaking_since: str | None
+
+
+class LineageChangeJson(TypedDict):
+    """One change of the story's lineage, a row of ``story_lineage_of.sql``."""
+
+    changed_at: datetime
+    kind: str
+    direction: str
+    article_id: str | None
+    publisher_id: str | None
+    title: str | None
+    other_story_id: str | None
+    score: float | None
+
+
+class CandidateJson(TypedDict):
+    """A representative candidate and its score."""
+
+    score: float
+    article_id: str
+    publisher_id: str
+    title: str | None
+    is_paywalled: bool
+    first_seen_at: str
+
+
+class RepresentativeJson(TypedDict):
+    """How the representative was chosen (:func:`representative_explanation`)."""
+
+    as_of: str
+    chosen: str
+    published: str | None
+    candidates: list[CandidateJson]
+    stepped_aside: list[str]
+    near_ties: list[str]
+    rotation: int
+    tie_margin: float
+    daily_share_cap: float
+
+
+class ExplanationJson(TypedDict):
+    """Everything ``newsroom explain`` prints (:func:`explain_story`)."""
+
+    story_id: str
+    asked: str
+    merged_into: str | None
+    title: str | None
+    listings: list[ListingJson]
+    edition: str
+    score: ScoreBreakdownJson
+    representative_choice: RepresentativeChoiceJson | None
+    representative: RepresentativeJson | None
+    lineage: list[LineageChangeJson]
 
 
 def find_listings(store: ObjectStore, story_id: str, edition: str | None = None) -> list[Listing]:
@@ -51,7 +139,7 @@ def find_listings(store: ObjectStore, story_id: str, edition: str | None = None)
     for page_edition, section in list_live_pages(store):
         if edition is not None and page_edition != edition:
             continue
-        payload = json.loads(read_live_page(store, page_edition, section).data)
+        payload: SnapshotJson = json.loads(read_live_page(store, page_edition, section).data)
         for position, card in enumerate(payload.get("stories", []), start=1):
             if card.get("story_id") == story_id:
                 found.append(Listing(page_edition, section, int(payload.get("version", 0)), payload.get("as_of", ""),
@@ -60,7 +148,7 @@ def find_listings(store: ObjectStore, story_id: str, edition: str | None = None)
     return sorted(found, key=lambda x: (x.section != "top", x.edition, x.section))
 
 
-def score_breakdown(card: dict[str, Any], ranking: dict[str, Any]) -> dict[str, Any]:
+def score_breakdown(card: StoryJson, ranking: Mapping[str, float]) -> ScoreBreakdownJson:
     """The quantities behind a card's ``score`` and ``score_parts``, given the page's ranking weights.
 
     >>> b = score_breakdown({"score": 1.5, "score_parts": {"coverage": math.log(3), "velocity": 0.0,
@@ -92,7 +180,7 @@ def score_breakdown(card: dict[str, Any], ranking: dict[str, Any]) -> dict[str, 
     }
 
 
-def lineage(store: ObjectStore, story_id: str) -> list[dict[str, Any]]:
+def lineage(store: ObjectStore, story_id: str) -> list[LineageChangeJson]:
     """The story's changes, oldest first (``story_lineage_of.sql``): its change rows first, then
     only the articles they name, looked up by id (issue 28)."""
     con = open_warehouse(store, sources_named_in(load_sql("story_lineage_changes")))
@@ -103,13 +191,13 @@ def lineage(store: ObjectStore, story_id: str) -> list[dict[str, Any]]:
         con.register("lineage_changes", changes)
         con.register("lineage_articles", article_rows(store, named, ("article_id", "version", "title", "publisher_id")))
         result = con.sql(load_sql("story_lineage_of"), params={"story_id": story_id})
-        return [dict(zip(result.columns, row, strict=True)) for row in result.fetchall()]
+        return [cast("LineageChangeJson", dict(zip(result.columns, row, strict=True))) for row in result.fetchall()]
     finally:
         con.close()
 
 
 def representative_explanation(store: ObjectStore, listing: Listing, story_id: str,
-                               settings: RankSettings) -> dict[str, Any] | None:
+                               settings: RankSettings) -> RepresentativeJson | None:
     """How the representative on ``listing``'s edition was chosen, from the cycle computed again at
     the page's ``as_of``; None when that cycle no longer lists the story (its inputs were pruned)."""
     when = resolve_now(listing.as_of)
@@ -118,7 +206,7 @@ def representative_explanation(store: ObjectStore, listing: Listing, story_id: s
     if why is None:
         return None
 
-    def member(score: float, m: Any) -> dict[str, Any]:
+    def member(score: float, m: Any) -> CandidateJson:
         return {"score": round(score, 4), "article_id": m["article_id"], "publisher_id": m["publisher_id"],
                 "title": m["title"], "is_paywalled": bool(m["is_paywalled"]),
                 "first_seen_at": m["first_seen_at"].isoformat() if isinstance(m["first_seen_at"], datetime)
@@ -137,7 +225,7 @@ def representative_explanation(store: ObjectStore, listing: Listing, story_id: s
     }
 
 
-def explain_story(store: ObjectStore, story_id: str, edition: str | None, settings: RankSettings) -> dict[str, Any]:
+def explain_story(store: ObjectStore, story_id: str, edition: str | None, settings: RankSettings) -> ExplanationJson:
     """Everything ``newsroom explain`` prints, as plain data.
 
     Raises:
@@ -179,7 +267,7 @@ def _fmt_time(value: object) -> str:
     return str(value or "")
 
 
-def render_explanation(e: dict[str, Any]) -> str:
+def render_explanation(e: ExplanationJson) -> str:
     """``explain_story``'s data as the text ``newsroom explain`` prints."""
     s = e["score"]
     w = s["weights"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -34,8 +34,9 @@ from warehouse.integrity import (
     parse_checkpoint,
     unique,
 )
+from warehouse.pointers import PagePointer
 from warehouse.schemas import FEED_STATE_SCHEMA, FEEDS_SCHEMA, PUBLISHERS_SCHEMA
-from warehouse.snapshots import PagePointer, list_live_pages, read_live_page, read_pointer
+from warehouse.snapshots import list_live_pages, read_live_page, read_pointer
 from warehouse.store import ObjectStore
 from warehouse.tables import list_segments
 
@@ -145,10 +146,26 @@ def _pointer_or_none(store: ObjectStore, edition: str, section: str) -> PagePoin
         return None  # flagged as a corrupt pointer
 
 
-def health_report(flags: list[HealthFlag]) -> dict[str, Any]:
-    return {"healthy": not flags, "flags": [asdict(f) for f in flags]}
+class HealthFlagJson(TypedDict):
+    """A :class:`HealthFlag` in the report."""
+
+    check: str
+    subject: str
+    detail: str
+
+
+class HealthReportJson(TypedDict):
+    """What the health flow reports: healthy when nothing is flagged, and each flag."""
+
+    healthy: bool
+    flags: list[HealthFlagJson]
+
+
+def health_report(flags: list[HealthFlag]) -> HealthReportJson:
+    """The report of ``flags``."""
+    return {"healthy": not flags, "flags": [cast("HealthFlagJson", asdict(f)) for f in flags]}
 
 
 @task(name="check_health", retries=1, retry_delay_seconds=2, timeout_seconds=300, cache_policy=NO_CACHE)
-def check_health_task(store: ObjectStore, now: datetime) -> dict[str, Any]:
+def check_health_task(store: ObjectStore, now: datetime) -> HealthReportJson:
     return health_report(check_health(store, now))

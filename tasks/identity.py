@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from transforms.identity import KnownArticle, index_shard, resolve_identity, shards_for
 from transforms.records import ArticleRow
@@ -40,8 +39,11 @@ class IdentityBatch:
     links: list[dict[str, object]]
     """Rows of ``ARTICLE_LINKS_SCHEMA``: another URL (AMP, print) of an article already stored."""
     counts: dict[str, int]
-    _ids: dict[int, tuple[dict[str, dict[str, Any]], str | None]] = field(default_factory=dict)
-    _hashes: dict[int, tuple[dict[str, dict[str, Any]], str | None]] = field(default_factory=dict)
+    _ids: dict[int, tuple[dict[str, dict[str, object]], str | None]] = field(default_factory=dict)
+    """Each identity shard read: its rows (``IDS_SCHEMA``, as :func:`load_shards` reads them) by
+    article id, and its ETag."""
+    _hashes: dict[int, tuple[dict[str, dict[str, object]], str | None]] = field(default_factory=dict)
+    """Each content hash shard read (``HASHES_SCHEMA``) by content hash, and its ETag."""
 
 
 def assign_identities(store: ObjectStore, rows: list[ArticleRow], now: datetime) -> IdentityBatch:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TypedDict, cast
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -51,8 +51,22 @@ def fold_writer_chains(store: ObjectStore) -> list[str]:
     return folded
 
 
+class MaintenanceReportJson(TypedDict):
+    """A :class:`MaintenanceReport` as the flow returns it."""
+
+    compacted_segments: int
+    written_segments: int
+    deleted_for_retention: int
+    pruned_page_versions: int
+    pruned_writer_states: int
+    pruned_rank_aggregates: int
+    deleted_temporaries: int
+    notes: list[str]
+    damaged: list[dict[str, str]]
+
+
 def run_maintenance(store: ObjectStore, now: datetime, *, article_days: int = 30, click_days: int = 90,
-                    keep_page_versions: int = 20, keep_page_hours: float = 48.0) -> dict[str, Any]:
+                    keep_page_versions: int = 20, keep_page_hours: float = 48.0) -> MaintenanceReportJson:
     """Compact, expire, prune, and delete what killed puts left; objects it could not read are
     skipped (never merged or deleted on a guess) and named in ``damaged`` (issue 16)."""
     with collect_damage() as damaged:
@@ -68,10 +82,10 @@ def run_maintenance(store: ObjectStore, now: datetime, *, article_days: int = 30
         prune_rank_aggregates(store, report=report)
         delete_stale_temporaries(store, report=report)
     report.damaged = [{"key": d.key, "problem": d.problem, "action": d.action} for d in damaged]
-    return asdict(report)
+    return cast("MaintenanceReportJson", asdict(report))
 
 
 @task(name="run_maintenance", retries=1, retry_delay_seconds=5, timeout_seconds=1800, cache_policy=NO_CACHE)
 def run_maintenance_task(store: ObjectStore, now: datetime, keep_page_versions: int, keep_page_hours: float
-                         ) -> dict[str, Any]:
+                         ) -> MaintenanceReportJson:
     return run_maintenance(store, now, keep_page_versions=keep_page_versions, keep_page_hours=keep_page_hours)

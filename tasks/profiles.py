@@ -13,7 +13,7 @@ import json
 import logging
 from collections import defaultdict
 from datetime import UTC, datetime
-from typing import Any
+from typing import TypedDict, cast
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -31,6 +31,7 @@ from warehouse.maintenance import is_compacted
 from warehouse.profile_db import open_fold_store
 from warehouse.profiles import title_terms
 from warehouse.schemas import CLICKS_SCHEMA
+from warehouse.snapshot_json import StoryJson
 from warehouse.snapshots import read_live_stories
 from warehouse.store import ObjectStore
 from warehouse.tables import list_segments, read_segments
@@ -39,7 +40,19 @@ log = logging.getLogger(__name__)
 
 
 
-def _story_index(store: ObjectStore) -> tuple[dict[str, Any], dict[str, str]]:
+class _ClickRow(TypedDict):
+    """A row of the click log (:data:`warehouse.schemas.CLICKS_SCHEMA`)."""
+
+    click_id: str
+    article_id: str
+    story_id: str
+    reader_hash: str | None
+    surface: str
+    position: int | None
+    clicked_at: datetime
+
+
+def _story_index(store: ObjectStore) -> tuple[dict[str, StoryJson], dict[str, str]]:
     try:
         raw = json.loads(read_live_stories(store).data)
     except SnapshotNotFoundError:
@@ -55,8 +68,8 @@ def _resolve(story_id: str, aliases: dict[str, str]) -> str:
     return story_id
 
 
-def _signal(click: dict[str, Any], stories: dict[str, Any], aliases: dict[str, str]) -> ClickSignal:
-    story = stories.get(_resolve(str(click["story_id"]), aliases)) or {}
+def _signal(click: _ClickRow, stories: dict[str, StoryJson], aliases: dict[str, str]) -> ClickSignal:
+    story: StoryJson = stories.get(_resolve(str(click["story_id"]), aliases)) or {}
     publisher = next(
         (s.get("publisher_id") for s in story.get("sources") or [] if s.get("article_id") == click["article_id"]),
         None,
@@ -112,8 +125,8 @@ def fold_clicks(store: ObjectStore, profiles_at: str, now: datetime, half_life_h
         table = table.sort_by([("clicked_at", "ascending"), ("click_id", "ascending")])
         ids = sorted(set(table.column("click_id").to_pylist()))
         done = _legacy_folded_ids(ids, consumed) | db.folded_click_ids(ids)
-        clicks = []
-        for click in table.to_pylist():
+        clicks: list[_ClickRow] = []
+        for click in cast("list[_ClickRow]", table.to_pylist()):
             if click["click_id"] not in done:
                 done.add(click["click_id"])
                 clicks.append(click)

@@ -24,7 +24,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import NotRequired, TypedDict, cast
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -45,6 +45,18 @@ from warehouse.snapshots import story_snapshot_at
 from warehouse.store import ObjectStore
 
 log = logging.getLogger(__name__)
+
+
+class RepairSummary(TypedDict):
+    """What one language's repair did: whether it committed, its merges and splits, the offset it
+    committed at, and (when any) the objects it could not read (``damaged``, issue 16)."""
+
+    language: str
+    committed: bool
+    merge: int
+    split: int
+    offset: NotRequired[int]
+    damaged: NotRequired[list[dict[str, str]]]
 
 SNAPSHOT_SEARCH_VERSIONS = 20
 """Most story snapshot versions read back from the live one to find the one live at ``now``."""
@@ -102,7 +114,7 @@ class RepairInputsOnce:
 
 
 def repair_language(store: ObjectStore, language: str, now: datetime, params: RepairParams | None = None,
-                    inputs: RepairInputsOnce | None = None) -> dict[str, Any]:
+                    inputs: RepairInputsOnce | None = None) -> RepairSummary:
     """Merge and split this language's recently active stories and commit, fenced. Returns a summary.
 
     A split keeps the id with the half holding the representative of the story snapshot live at
@@ -115,11 +127,11 @@ def repair_language(store: ObjectStore, language: str, now: datetime, params: Re
     """
     with collect_damage() as damaged:
         summary = _repair_language(store, language, now, params, inputs or RepairInputsOnce())
-    return with_damage(summary, damaged)
+    return cast("RepairSummary", with_damage(cast("dict[str, object]", summary), damaged))
 
 
 def _repair_language(store: ObjectStore, language: str, now: datetime, params: RepairParams | None,
-                     inputs: RepairInputsOnce) -> dict[str, Any]:
+                     inputs: RepairInputsOnce) -> RepairSummary:
     checkpoint, etag = open_writer(store, language)
     if checkpoint.state_key is None:
         return {"language": language, "committed": False, "merge": 0, "split": 0}
@@ -149,5 +161,5 @@ def _repair_language(store: ObjectStore, language: str, now: datetime, params: R
 @task(name="repair_language", retries=1, retry_delay_seconds=2, timeout_seconds=900, cache_policy=NO_CACHE,
       retry_condition_fn=lambda task, run, state: not isinstance(state.result(raise_on_failure=False), WriterFencedError))
 def repair_language_task(store: ObjectStore, language: str, now: datetime,
-                         inputs: RepairInputsOnce | None = None) -> dict[str, Any]:
+                         inputs: RepairInputsOnce | None = None) -> RepairSummary:
     return repair_language(store, language, now, inputs=inputs)

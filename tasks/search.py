@@ -10,7 +10,7 @@ most recently updated.
 
 The index is built only when what it would hold changed (a digest of the documents, kept on the
 pointer), validated by opening it as a replica does and finding a story by its own headline, and
-published beside the pages (``warehouse.snapshots.publish_search_index``): a version and a
+published beside the pages (``warehouse.search_versions.publish_search_index``): a version and a
 pointer moved after it, under ``pages/search/``. Versions more than ``search_keep_versions``
 below the live one are deleted (nothing rebuilds a past index).
 """
@@ -21,7 +21,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 import polars as pl
 
@@ -30,6 +30,7 @@ from tasks.settings import RankSettings
 from transforms.pages import iso
 from transforms.story_scores import story_sections as sections_frame
 from warehouse.search_index import (
+    SearchCardJson,
     SearchDocument,
     SearchIndex,
     SearchIndexError,
@@ -38,7 +39,8 @@ from warehouse.search_index import (
     documents_digest,
     parse_query,
 )
-from warehouse.snapshots import prune_search_versions, publish_search_index
+from warehouse.search_versions import prune_search_versions, publish_search_index
+from warehouse.snapshot_json import StoryJson
 from warehouse.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -50,9 +52,9 @@ _CARD_FIELDS = ("story_id", "title", "snippet", "image_url", "language", "sectio
                 "source_count", "article_count", "representative_id", "editions")
 
 
-def _card_of_snapshot_story(story: Mapping[str, Any]) -> dict[str, Any]:
+def _card_of_snapshot_story(story: StoryJson) -> SearchCardJson:
     """A result card from a story snapshot entry: the representative source first, then originals."""
-    card = {k: story[k] for k in _CARD_FIELDS if k in story}
+    card = cast("SearchCardJson", {k: story[k] for k in _CARD_FIELDS if k in story})
     rep = story.get("representative_id")
     sources = sorted(story.get("sources") or [], key=lambda s: (s.get("article_id") != rep, bool(s.get("is_copy")),
                                                                str(s.get("first_seen_at")), str(s.get("article_id"))))
@@ -164,8 +166,19 @@ def index_problem(data: bytes, documents: Sequence[SearchDocument]) -> str | Non
         index.close()
 
 
+class SearchPublishSummary(TypedDict):
+    """What :func:`publish_search` did (the rank summary's ``search``): the counts once it got as
+    far as publishing."""
+
+    published: bool
+    reason: str
+    version: NotRequired[int]
+    documents: NotRequired[int]
+    pruned: NotRequired[int]
+
+
 def publish_search(store: ObjectStore, view: AggregateView, snapshot: Mapping[str, Any], now: datetime,
-                   settings: RankSettings, stories_version: int | None) -> dict[str, Any]:
+                   settings: RankSettings, stories_version: int | None) -> SearchPublishSummary:
     """Build and publish the search index when what it holds changed; returns a summary.
 
     A failure here leaves the live index (and every page) in place: it is logged and named in

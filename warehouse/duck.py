@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypedDict, TypeVar
 from urllib.parse import urlsplit
 
 import duckdb
@@ -106,9 +106,19 @@ def _live_version(store: ObjectStore, key: str) -> int | None:
         return None
 
 
+class _PageVersionRow(TypedDict):
+    """A row of the ``pages`` source (:data:`warehouse.schemas.PAGES_SCHEMA`)."""
+
+    edition: str
+    section: str
+    version: int
+    key: str
+    is_live: bool
+
+
 def _pages_table(store: ObjectStore) -> pa.Table:
     """Every page version and whether its pointer names it: one listing and one read a pointer."""
-    rows: list[dict[str, Any]] = []
+    rows: list[_PageVersionRow] = []
     live: dict[str, int] = {}
     keys = store.list(layout.PAGES_PREFIX)
     for key in keys:

@@ -26,7 +26,8 @@ from warehouse.catalog import TablePlan, filesystem_of
 from warehouse.checkpoints import WriterCheckpoint
 from warehouse.damage import describe_error, kind_of_key
 from warehouse.errors import CorruptObjectError, ObjectNotFoundError, SnapshotNotFoundError
-from warehouse.snapshots import PagePointer, pointer_from_bytes, version_problem
+from warehouse.pointers import PagePointer, pointer_from_bytes
+from warehouse.snapshots import version_problem
 from warehouse.state_blobs import StateBlobError, verify_state
 from warehouse.store import ObjectStore
 from warehouse.tables import parquet_bytes_to_table

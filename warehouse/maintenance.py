@@ -20,10 +20,10 @@ compacted only after they consumed it (:func:`rank_consumption`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -95,9 +95,11 @@ def _by_folder(keys: Iterable[str]) -> dict[str, list[str]]:
     return folders
 
 
-def _read_checkpoints(store: ObjectStore) -> dict[str, dict[str, Any]]:
-    """Each language writer's checkpoint, by language (writers with a checkpoint)."""
-    found: dict[str, dict[str, Any]] = {}
+def _read_checkpoints(store: ObjectStore) -> dict[str, Mapping[str, object]]:
+    """Each language writer's checkpoint, by language (writers with a checkpoint), as parsed: read
+    leniently (its ``offset`` and ``consumed`` only), since a checkpoint the writer would refuse
+    still says what was consumed."""
+    found: dict[str, Mapping[str, object]] = {}
     for key in store.list(layout.STORY_STATE_PREFIX):
         if key.endswith("/checkpoint.json"):
             language = key[len(layout.STORY_STATE_PREFIX):].split("/", 1)[0]
@@ -113,7 +115,7 @@ def _read_checkpoints(store: ObjectStore) -> dict[str, dict[str, Any]]:
 
 def writer_checkpoints(store: ObjectStore) -> dict[str, set[str]]:
     """The article segments each language writer has consumed, by language (writers with a checkpoint)."""
-    return {language: set(c.get("consumed", [])) for language, c in _read_checkpoints(store).items()}
+    return {language: set(cast("list[str]", c.get("consumed", []))) for language, c in _read_checkpoints(store).items()}
 
 
 def _first_uncommitted_changes(store: ObjectStore) -> dict[str, str]:
@@ -121,7 +123,7 @@ def _first_uncommitted_changes(store: ObjectStore) -> dict[str, str]:
     at its checkpoint's offset (keys are zero-padded offsets, so committed segments sort before it)."""
     bounds = {}
     for language, checkpoint in _read_checkpoints(store).items():
-        key = layout.story_changes_key(language, int(checkpoint.get("offset", 0)))
+        key = layout.story_changes_key(language, int(cast("int", checkpoint.get("offset", 0))))
         bounds[key.rsplit("/", 1)[0]] = key
     return bounds
 

@@ -3,7 +3,7 @@
 One module for both sides, because both must cut text the same way: the rank & publish flow
 builds the index (``build_search_index``) from the stories active in the last 48 hours and
 publishes it as an immutable version beside the pages (``pages/search/v{n}.tar`` and its pointer,
-``warehouse.snapshots.publish_blob``); every serving replica loads the live version
+``warehouse.search_versions.publish_search_index``); every serving replica loads the live version
 (``SearchIndex.from_bytes``) and answers ``GET /v1/search`` from it; For you and the live stream
 match keyword follows with :meth:`SearchQuery.matches` over the same tokens.
 
@@ -45,12 +45,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import tantivy
 
 from newsroom.times import parse_iso_datetime
 from warehouse.errors import SearchIndexError, SearchQueryError
+from warehouse.snapshot_json import StoryJson
 
 SEARCH_SCHEMA = "newsroom.search/1"
 INDEX_FORMAT = "tantivy-0.27/1"
@@ -253,7 +254,7 @@ class SearchDocument:
     entities: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
     editions: tuple[str, ...] = ()
-    card: Mapping[str, Any] = field(default_factory=dict)
+    card: SearchCardJson = field(default_factory=lambda: SearchCardJson())
 
     def names(self) -> tuple[str, ...]:
         return (*(name for _, name in self.publishers), *self.entities, *self.sections)
@@ -363,7 +364,7 @@ def _open(folder: str) -> tantivy.Index:
 class SearchHit:
     story_id: str
     score: float
-    card: Mapping[str, Any]
+    card: SearchCardJson
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,7 +381,26 @@ class SearchResult:
     facets: Mapping[str, tuple[FacetValue, ...]]
 
 
-def index_meta(data: bytes) -> dict[str, Any]:
+class SearchCardJson(StoryJson, total=False):
+    """A result card: a page-style story (its representative first, then up to a few originals),
+    marked as opening on Full Coverage."""
+
+    has_coverage: bool
+
+
+class SearchMetaJson(TypedDict, total=False):
+    """:data:`META_FILE`: what an index version holds, written by :func:`build_search_index`."""
+
+    schema: str
+    format: str
+    documents: int
+    digest: str
+    publishers: dict[str, str]
+    as_of: str
+    stories_version: int | None
+
+
+def index_meta(data: bytes) -> SearchMetaJson:
     """The meta of an index's bytes, checked without unpacking them: a tar of flat regular files
     holding tantivy's ``meta.json`` and :data:`META_FILE` of this schema and format.
 
@@ -405,7 +425,7 @@ def index_meta(data: bytes) -> dict[str, Any]:
     return meta
 
 
-def _unpack(data: bytes, folder: Path) -> dict[str, Any]:
+def _unpack(data: bytes, folder: Path) -> SearchMetaJson:
     """Unpack an index's tar (checked by :func:`index_meta`) into ``folder``; returns its meta."""
     meta = index_meta(data)
     try:

@@ -3,6 +3,11 @@
 Conditional puts are part of the interface: ``if_none_match=True`` creates only when the key is
 absent, ``if_match=etag`` replaces only the version the caller read. Checkpoints and page pointers
 use them, which is what fences a second writer.
+
+One module on purpose, past the usual size: the interface and its two backends sit side by side
+because their conditional puts, listings, ETags and leftover temporaries must behave the same
+line for line (tests/warehouse/test_store.py runs every case on both), and opening either from
+the settings is a few lines beside them.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from serving.cache import TOP_SECTION, SnapshotCache
+from serving.cache import SnapshotCache
+from serving.coverage import TOP_SECTION
 from serving.deps import CacheDep
 from serving.errors import PageNotFoundError
 from serving.models import ErrorPublic, PagePublic

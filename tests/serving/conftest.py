@@ -391,7 +391,7 @@ def publish_search(store: ObjectStore, stories: dict[str, dict[str, Any]], now: 
     """Build and publish a search index over story snapshot ``stories`` as rank does; returns its version."""
     from tasks.search import snapshot_documents
     from warehouse.search_index import build_search_index, documents_digest
-    from warehouse.snapshots import publish_search_index
+    from warehouse.search_versions import publish_search_index
 
     now = now or datetime.now(UTC).replace(microsecond=0)
     docs = snapshot_documents(stories, lambda sid: ())

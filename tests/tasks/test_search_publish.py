@@ -18,7 +18,8 @@ from tasks.rank import publish_all
 from tasks.settings import RankSettings
 from warehouse import layout
 from warehouse.search_index import SearchIndex, parse_query
-from warehouse.snapshots import read_live_stories, read_search_pointer
+from warehouse.search_versions import read_search_pointer
+from warehouse.snapshots import read_live_stories
 from warehouse.store import LocalStore
 
 # Short pages, so most active stories are listed on none and the index must still hold them.

@@ -23,13 +23,8 @@ from warehouse.search_index import (
     parse_query,
     search_tokens,
 )
-from warehouse.snapshots import (
-    prune_search_versions,
-    publish_search_index,
-    read_search_pointer,
-    repoint_to_newest_valid,
-    version_problem,
-)
+from warehouse.search_versions import prune_search_versions, publish_search_index, read_search_pointer
+from warehouse.snapshots import repoint_to_newest_valid, version_problem
 from warehouse.store import LocalStore
 
 NOW = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
