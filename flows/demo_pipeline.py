@@ -20,9 +20,11 @@ import json
 import os
 import time
 import urllib.request
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
+
+from newsroom.times import parse_iso
 
 FOLD_EVERY_SECONDS = 60
 HEALTH_EVERY_SECONDS = 300
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     wait_for_prefect(os.environ["PREFECT_API_URL"].rstrip("/"), args.prefect_timeout)
     events.emit("ready", seconds=round(time.monotonic() - started, 1))
 
-    start = datetime.fromisoformat(args.start.replace("Z", "+00:00")).astimezone(UTC)
+    start = parse_iso(args.start, naive="utc")
     step = timedelta(minutes=args.step_minutes)
     for i in range(1, args.cycles + 1):
         now = start + step * i

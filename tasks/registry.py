@@ -410,11 +410,6 @@ def read_publishers_opml(text: str, *, private_networks: Sequence[str] | None = 
     return collector.result()
 
 
-def parse_publishers_opml(text: str) -> Registry:
-    """OPML outlines with ``xmlUrl``; raises :class:`RegistryImportError` when any is invalid."""
-    return read_publishers_opml(text).or_raise()
-
-
 def read_registry_file(path: Path, *, private_networks: Sequence[str] | None = None) -> ParsedRegistry:
     """A CSV or OPML registry file, validated (OPML when its first character is ``<``)."""
     try:
