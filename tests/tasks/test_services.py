@@ -95,7 +95,7 @@ def test_an_event_runs_a_pass_at_once_not_at_the_backstop() -> None:
     pushed = time.monotonic()
     waiter.push()
     thread.join()
-    woken = [p["woken_by"] for p in out["report"].passes]
+    woken = [p.woken_by for p in out["report"].passes]
     assert woken == ["start", "event"]
     assert passes.intervals[1][0] - pushed < 2.0  # not the 60 s backstop
 
@@ -108,8 +108,8 @@ def test_events_during_a_pass_make_one_more_pass_after_it_never_beside_it() -> N
         waiter.push()
     thread.join()
     report = out["report"]
-    assert [p["woken_by"] for p in report.passes] == ["start", "event"]
-    assert report.passes[1]["events"] == 5
+    assert [p.woken_by for p in report.passes] == ["start", "event"]
+    assert report.passes[1].events == 5
     assert passes.most_in_flight == 1
     assert passes.intervals[1][0] >= passes.intervals[0][1]
 
@@ -122,21 +122,21 @@ def test_the_debounce_lets_following_events_share_the_pass() -> None:
     time.sleep(0.2)
     waiter.push()
     thread.join()
-    assert [(p["woken_by"], p["events"]) for p in out["report"].passes] == [("start", 0), ("event", 2)]
+    assert [(p.woken_by, p.events) for p in out["report"].passes] == [("start", 0), ("event", 2)]
 
 
 def test_the_backstop_and_the_due_time_run_passes_without_events() -> None:
     passes = Recorder()
     thread, out = _run(passes, 2.6, waiter=QueueWaiter(), backstop_seconds=1.0)
     thread.join()
-    assert [p["woken_by"] for p in out["report"].passes] == ["start", "backstop", "backstop"]
+    assert [p.woken_by for p in out["report"].passes] == ["start", "backstop", "backstop"]
 
     due = datetime.now(UTC) + timedelta(seconds=1.2)
     passes = Recorder()
     thread, out = _run(passes, 2.5, waiter=QueueWaiter(), backstop_seconds=60.0,
                        next_due=lambda now: due if len(passes.intervals) < 2 else None)
     thread.join()
-    assert [p["woken_by"] for p in out["report"].passes] == ["start", "due"]
+    assert [p.woken_by for p in out["report"].passes] == ["start", "due"]
     assert passes.intervals[1][0] - passes.intervals[0][1] >= 1.0  # not before it fell due
 
 
@@ -147,7 +147,7 @@ def test_a_failed_pass_is_recorded_and_the_loop_goes_on() -> None:
     waiter.push()
     thread.join()
     report = out["report"].passes
-    assert "store went away" in report[0]["error"] and report[1]["ok"] is True
+    assert "store went away" in (report[0].error or "") and report[1].counts["ok"] is True
 
 
 def test_each_pass_runs_inside_the_exclusive_slot_at_the_instant_it_got_it() -> None:
