@@ -15,6 +15,12 @@ twice:
 
 A double pass is harmless anyway: a page equal to the live one is not published again, an older
 pass never moves a pointer back, and a writer commits only through its checkpoint's If-Match.
+
+A step's two flows are a few lines each on top of this module: the minute flow calls
+:func:`scheduled_pass` (stand by, or one pass in the slot), the long-running flow
+:func:`run_service` with its :class:`ServiceSpec` (the loop :func:`serve_passes`, its wake event,
+heartbeat, slot, deadline and progress artifact). A loop of another shape (the cluster writer's)
+takes the parts it shares: :func:`deadline_after` and :func:`listening`.
 """
 
 from __future__ import annotations
