@@ -205,3 +205,26 @@ def test_idle_looks_write_the_heartbeat() -> None:
 @pytest.mark.parametrize("name", ["rank", "ingest"])
 def test_heartbeat_keys_live_under_state_services(name: str) -> None:
     assert layout.service_heartbeat_key(name) == f"state/services/{name}.json"
+
+
+def test_a_deadline_runs_out_after_its_minutes_and_none_never_does() -> None:
+    from tasks.services import deadline_after
+
+    never, soon = deadline_after(None), deadline_after(0.5 / 60)
+    assert not never() and not soon()
+    time.sleep(0.6)
+    assert soon() and not never()
+
+
+def test_a_pass_shows_its_own_counts_first_or_its_error_alone() -> None:
+    from tasks.services import PassRecord, PassReport, service_markdown
+
+    ok = PassRecord({"published": 2}, "2026-12-01T06:00:00+00:00", "event", 3, 1.5)
+    failed = PassRecord({}, "2026-12-01T06:01:00+00:00", "backstop", 0, 0.2, error="OSError: gone")
+    assert [k for k, _ in ok.fields()] == ["published", "at", "woken_by", "events", "seconds"]
+    assert failed.fields()[0] == ("error", "OSError: gone")
+    report = PassReport([ok, failed])
+    assert report.totals() == {"passes": 2, "woken_by": {"backstop": 1, "event": 1}, "failed": 1,
+                               "pass_p50_seconds": 1.5, "pass_max_seconds": 1.5}
+    assert service_markdown("Long-running rank", report).endswith(
+        "Latest pass: error=OSError: gone, at=2026-12-01T06:01:00+00:00, woken_by=backstop, events=0, seconds=0.2\n")
