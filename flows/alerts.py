@@ -12,7 +12,7 @@ from the UI (a notification on the automation, or on this flow's runs).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TypedDict
 
 from prefect import flow, get_run_logger
 
@@ -30,8 +30,17 @@ def alert_key(check: str) -> str:
     return "alert-" + (re.sub(r"[^a-z0-9]+", "-", check.lower()).strip("-") or "unknown")
 
 
+class RoutedAlert(TypedDict):
+    """The alert as logged and kept (each text cut to its cap)."""
+
+    check: str
+    subject: str
+    detail: str
+    automation: str
+
+
 @flow(name="route_alert")
-def route_alert(check: str, subject: str = "", detail: str = "", automation: str = "") -> dict[str, Any]:
+def route_alert(check: str, subject: str = "", detail: str = "", automation: str = "") -> RoutedAlert:
     """Log one fired alert at ERROR and keep it as an ``alert-<check>`` artifact."""
     check, subject, detail = check[:100], subject[:ALERT_TEXT_MAX_CHARS], detail[:ALERT_TEXT_MAX_CHARS]
     get_run_logger().error("alert check=%s subject=%s detail=%s automation=%s", check, subject, detail, automation)

@@ -1,4 +1,9 @@
-"""The ``newsroom`` command line."""
+"""The ``newsroom`` command line.
+
+One room for every command: each handler sits beside the arguments it reads (the parser is built
+by group below), and imports its flows and tasks only when it runs, so ``newsroom --help`` and the
+commands over files start without loading Prefect or the models.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from flows import lifeline
 from flows.prefect_server import stop_process_group
@@ -160,14 +165,14 @@ def _batch_cycles(args: argparse.Namespace, corpora: list[Path], store_dir: Path
         _say(f"[2/4] registered {len(registry.publishers)} publishers, {len(registry.feeds)} feeds")
         _say(f"[3/4] running {args.cycles} pipeline cycles under Prefect, {args.step_minutes} simulated minutes apart")
         prefect_ready()
-        summary: dict[str, Any] = {}
+        pages = 0  # in the last cycle's rank
         for i in range(1, args.cycles + 1):
             now = start + step * i
             set_replay_clock(replay.control_url, now)
-            summary = pipeline_cycle(now=now.isoformat())
-            counts = cycle_counts(summary)
+            counts = cycle_counts(pipeline_cycle(now=now.isoformat()))
+            pages = counts["pages"]
             _say(f"      cycle {i:>2}/{args.cycles} {now:%H:%M}Z  " + " ".join(f"{k}={v}" for k, v in counts.items()))
-        if not summary or summary["rank"]["pages"] == 0:
+        if pages == 0:
             _say("no page was published")
             return 1
         _say(f"[4/4] pages written under {store_dir}/pages")
@@ -556,9 +561,17 @@ def cmd_websub(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``newsroom`` parser: each command with its arguments and its handler (``func``)."""
     parser = argparse.ArgumentParser(prog="newsroom", description="A news aggregator as a micro-batch pipeline.")
     sub = parser.add_subparsers(dest="command", required=True)
+    for add_commands in (_add_demo_command, _add_file_commands, _add_store_commands, _add_flow_commands,
+                         _add_page_commands, _add_operation_commands):
+        add_commands(sub)
+    return parser
 
+
+def _add_demo_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``demo``: the live demo (or, ``--no-serve``, every cycle in this process)."""
     demo = sub.add_parser("demo", help="replay publishers -> flows -> pages -> API and reader page, served "
                                        "from the first published cycle on")
     demo.add_argument("--cycles", type=int, default=18, help="pipeline cycles to run (default 18)")
@@ -577,6 +590,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="run the temporary Prefect server without its UI (a few background services fewer)")
     demo.set_defaults(func=cmd_demo)
 
+
+def _add_file_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Commands over files, with no store and no setting: ``cluster-eval``, ``classify-sections``, ``extract``."""
     ce = sub.add_parser("cluster-eval", help="run dedup + clustering over a JSONL file of articles")
     ce.add_argument("--input", required=True)
     ce.add_argument("--output", required=True)
@@ -593,6 +609,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--output", required=True)
     ex.set_defaults(func=cmd_extract)
 
+
+def _add_store_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Commands over the store's tables and registry: ``sql``, ``export``, ``publishers``."""
     sql = sub.add_parser("sql", help="DuckDB over every table")
     sql.add_argument("query", nargs="?", help="one query; none reads queries from standard input")
     sql.add_argument("--example", help="run a documented example query (see docs/queries.md)")
@@ -615,6 +634,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="import: import the valid rows even when some are invalid (they are listed; exit 1)")
     pubs.set_defaults(func=cmd_publishers)
 
+
+def _add_flow_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """One run of a flow: ``ingest``, ``cluster``, ``repair``, ``rank`` (and ``rank --as-of``), ``cycle``."""
     for name, text in [("ingest", "one ingest cycle"), ("cluster", "one cluster cycle"),
                        ("repair", "one repair pass (merges and splits)"), ("rank", "one rank & publish cycle"),
                        ("cycle", "ingest, cluster, repair and rank once")]:
@@ -627,6 +649,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--output", default=None, help="with --as-of: a folder for the rebuilt page files")
             p.set_defaults(func=cmd_rank)
 
+
+def _add_page_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Commands about the published pages: ``explain``, ``pages rollback``."""
     explain = sub.add_parser("explain", help="why a story is where it is: score parts, representative, lineage")
     explain.add_argument("story_id")
     explain.add_argument("--edition", default=None, help="the edition to explain it on (default: its first top page)")
@@ -641,6 +666,9 @@ def build_parser() -> argparse.ArgumentParser:
     rollback.add_argument("version", type=int)
     rollback.set_defaults(func=cmd_pages_rollback)
 
+
+def _add_operation_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Running and watching the pipeline: ``up``, ``down``, ``health``, ``doctor``, ``websub``, ``serve``."""
     up = sub.add_parser("up", help="start the Prefect server and UI, a worker, every deployment and the API")
     up.add_argument("--prefect-port", type=int, default=4200)
     up.add_argument("--port", type=int, default=8000, help="API port")
@@ -675,7 +703,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None, help="listen address (default NEWSROOM_SERVING_HOST)")
     serve.add_argument("--port", type=int, default=None, help="listen port (default NEWSROOM_SERVING_PORT)")
     serve.set_defaults(func=cmd_serve)
-    return parser
 
 
 # Commands that read no setting: they run the pipeline's code over files, not over a store.

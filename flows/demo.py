@@ -35,9 +35,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from flows import lifeline
+from flows.demo_pipeline import PipelineEvent
 from flows.errors import ChildFailed
 from flows.prefect_server import free_port, prefect_server_args
 
@@ -279,7 +280,7 @@ class _Events:
         self.buffer = b""
         self.closed = False
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[PipelineEvent]:
         try:
             chunk = os.read(self.fd, 65536)
         except BlockingIOError:
@@ -292,7 +293,7 @@ class _Events:
         return [json.loads(line) for line in lines if line.strip()]
 
 
-def _cycle_detail(event: dict[str, Any]) -> str:
+def _cycle_detail(event: PipelineEvent) -> str:
     return (f"{event['now'][11:16]}Z  {event['new_articles']} new articles, {event['stories']} stories, "
             f"{event['published']}/{event['pages']} pages published  ({event['seconds']:.1f} s)")
 
@@ -327,9 +328,21 @@ def _run(plan: LiveDemoPlan, display: Display, supervisor: Supervisor) -> int:
     names = ", ".join(c.name for c in plan.corpora)
     display.line(f"newsroom demo: the recorded corpora ({names}) replayed as publishers on loopback, "
                  f"{plan.cycles} pipeline cycles {plan.step_minutes} simulated minutes apart, served live")
-
     prefect_port = free_port()
     prefect_api = f"http://127.0.0.1:{prefect_port}/api"
+    replay, api_env = _start_services(plan, supervisor, env, prefect_port, prefect_api)
+    display.activity("starting the replay site, the Prefect server and the API")
+    control_url, publishers = _await_replay(replay, supervisor, display)
+    pipeline_env = {**env, "PREFECT_API_URL": prefect_api,
+                    **{k: v for k, v in api_env.items() if k.startswith("NEWSROOM_SERVING_PROFILES")}}
+    events_read = _start_pipeline(plan, supervisor, pipeline_env, control_url)
+    display.step("replay publishers", f"{publishers} publishers on 127.0.1.x; clock and control at {control_url}")
+    return _follow(plan, display, supervisor, _Events(events_read), prefect_port, prefect_api)
+
+
+def _start_services(plan: LiveDemoPlan, supervisor: Supervisor, env: dict[str, str], prefect_port: int,
+                    prefect_api: str) -> tuple[Child, dict[str, str]]:
+    """Start the Prefect server, the replay site and the API; the replay child and the API's environment."""
     server_env = {**env, "PREFECT_SERVER_UI_ENABLED": str(plan.prefect_ui).lower(),
                   "PREFECT_UI_ENABLED": str(plan.prefect_ui).lower(), "PREFECT_SERVER_UI_API_URL": prefect_api}
     if not plan.prefect_ui:
@@ -348,81 +361,100 @@ def _run(plan: LiveDemoPlan, display: Display, supervisor: Supervisor) -> int:
     api_env.setdefault("NEWSROOM_SERVING_PROFILES_PATH", str(plan.store_dir.parent / "profiles.sqlite3"))
     supervisor.start("api", "serving", ["--host", plan.host, "--port", str(plan.port), "--log-level", "warning"],
                      api_env)
+    return replay, api_env
 
-    display.activity("starting the replay site, the Prefect server and the API")
-    control_url, publishers = _await_replay(replay, supervisor, display)
 
+def _start_pipeline(plan: LiveDemoPlan, supervisor: Supervisor, pipeline_env: dict[str, str], control_url: str) -> int:
+    """Start the pipeline process (``flows.demo_pipeline``); the read end of the pipe its events come on."""
     events_read, events_write = os.pipe()
     os.set_blocking(events_read, False)
-    pipeline_env = {**env, "PREFECT_API_URL": prefect_api,
-                    **{k: v for k, v in api_env.items() if k.startswith("NEWSROOM_SERVING_PROFILES")}}
     supervisor.start("pipeline", "flows.demo_pipeline", [
         "--events-fd", str(events_write), "--control-url", control_url,
         "--start", plan.start.strftime("%Y-%m-%dT%H:%M:%SZ"), "--step-minutes", str(plan.step_minutes),
         "--cycles", str(plan.cycles), "--csv", str(plan.store_dir.parent / "replay-publishers.csv"),
     ], pipeline_env, pass_fds=(events_write,))
     os.close(events_write)
-    display.step("replay publishers", f"{publishers} publishers on 127.0.1.x; clock and control at {control_url}")
-    events = _Events(events_read)
-    selector = selectors.DefaultSelector()
-    selector.register(events_read, selectors.EVENT_READ)
+    return events_read
 
-    base = f"http://{plan.host}:{plan.port}"
-    prefect_ready = False
-    current_cycle = 0  # the cycle running now; 0 before the pipeline is ready and after the last one
+
+@dataclass(slots=True)
+class _Progress:
+    """What the demo has shown so far: the cycle running, the page served, whether Prefect answered."""
+
+    prefect_ready: bool = False
+    current_cycle: int = 0
+    """The cycle running now; 0 before the pipeline is ready and after the last one."""
     served: str | None = None
-    waiting_for_page = False
-    next_poll = 0.0
+    waiting_for_page: bool = False
+    next_poll: float = 0.0
+
+    def show_event(self, event: PipelineEvent, display: Display, supervisor: Supervisor) -> None:
+        """One line for a pipeline event; a cycle that published makes the demo look for the first page."""
+        kind = event["event"]
+        if kind == "registered":
+            display.step("publishers registered", f"{event['publishers']} publishers, {event['feeds']} feeds")
+        elif kind == "ready":
+            self.current_cycle = 1
+            display.step("pipeline ready", f"models loaded, Prefect API answering ({event['seconds']:.1f} s "
+                         "after its start)")
+        elif kind in ("cycle", "cycle_failed"):
+            label = f"cycle {event['cycle']:>2}/{event['cycles']}"
+            if kind == "cycle":
+                display.step(label, _cycle_detail(event))
+                self.waiting_for_page = self.waiting_for_page or (self.served is None and event["published"] > 0)
+            else:
+                display.error(f"{label} failed: {event['error']} (see {supervisor.log_dir}/pipeline.log)")
+            self.current_cycle = event["cycle"] + 1 if event["cycle"] < event["cycles"] else 0
+        elif kind == "done":
+            self.current_cycle = 0
+            display.step("all cycles done", "serving until Ctrl-C; the profiles flow folds readers' "
+                         "clicks every minute, the health flow refreshes the dashboards")
+
+    def look(self, plan: LiveDemoPlan, display: Display, prefect_port: int, prefect_api: str, base: str) -> None:
+        """Every half second: whether the Prefect server answers yet, whether the first page is served."""
+        now = time.monotonic()
+        if now < self.next_poll:
+            return
+        self.next_poll = now + 0.5
+        if not self.prefect_ready and _http_status(f"{prefect_api}/health", 0.5)[0] == 200:
+            self.prefect_ready = True
+            where = (f"http://127.0.0.1:{prefect_port}/ (its UI: runs, artifacts, dashboards)"
+                     if plan.prefect_ui else prefect_api)
+            display.step("Prefect server", f"{where}, temporary")
+        if self.waiting_for_page:
+            page = _first_page(base)
+            if page is not None:
+                self.served, stories = page
+                self.waiting_for_page = False
+                display.serving([
+                    ("reader page", f"{base}/"),
+                    ("edition API", f"{base}/v1/editions/{self.served}/top"),
+                    ("", f"{stories} stories on {self.served}/top now; the cycles go on behind it, so the page "
+                         "fills and changes. Ctrl-C stops everything."),
+                ])
+
+
+def _follow(plan: LiveDemoPlan, display: Display, supervisor: Supervisor, events: _Events, prefect_port: int,
+            prefect_api: str) -> int:
+    """Show the pipeline's progress and the processes' health until a stop signal ends the demo."""
+    selector = selectors.DefaultSelector()
+    selector.register(events.fd, selectors.EVENT_READ)
+    base = f"http://{plan.host}:{plan.port}"
+    progress = _Progress()
     display.activity("loading the pipeline and its models; the Prefect server is starting (cold start)")
     while True:
         for _ in selector.select(timeout=POLL_SECONDS):
             for event in events.read():
-                kind = event["event"]
-                if kind == "registered":
-                    display.step("publishers registered", f"{event['publishers']} publishers, {event['feeds']} feeds")
-                elif kind == "ready":
-                    current_cycle = 1
-                    display.step("pipeline ready", f"models loaded, Prefect API answering ({event['seconds']:.1f} s "
-                                 "after its start)")
-                elif kind in ("cycle", "cycle_failed"):
-                    label = f"cycle {event['cycle']:>2}/{event['cycles']}"
-                    if kind == "cycle":
-                        display.step(label, _cycle_detail(event))
-                        waiting_for_page = waiting_for_page or (served is None and event["published"] > 0)
-                    else:
-                        display.error(f"{label} failed: {event['error']} (see {supervisor.log_dir}/pipeline.log)")
-                    current_cycle = event["cycle"] + 1 if event["cycle"] < event["cycles"] else 0
-                elif kind == "done":
-                    current_cycle = 0
-                    display.step("all cycles done", "serving until Ctrl-C; the profiles flow folds readers' "
-                                 "clicks every minute, the health flow refreshes the dashboards")
+                progress.show_event(event, display, supervisor)
             if events.closed:
                 selector.unregister(events.fd)
                 os.close(events.fd)
         supervisor.check()
-        now = time.monotonic()
-        if now >= next_poll:
-            next_poll = now + 0.5
-            if not prefect_ready and _http_status(f"{prefect_api}/health", 0.5)[0] == 200:
-                prefect_ready = True
-                where = (f"http://127.0.0.1:{prefect_port}/ (its UI: runs, artifacts, dashboards)"
-                         if plan.prefect_ui else prefect_api)
-                display.step("Prefect server", f"{where}, temporary")
-            if waiting_for_page:
-                page = _first_page(base)
-                if page is not None:
-                    served, stories = page
-                    waiting_for_page = False
-                    display.serving([
-                        ("reader page", f"{base}/"),
-                        ("edition API", f"{base}/v1/editions/{served}/top"),
-                        ("", f"{stories} stories on {served}/top now; the cycles go on behind it, so the page "
-                             "fills and changes. Ctrl-C stops everything."),
-                    ])
-        if current_cycle:
-            display.activity(f"cycle {current_cycle}/{plan.cycles}: ingest, cluster, repair, rank"
-                             + ("" if served else " (the reader page opens once it has published)"))
-        elif served:
+        progress.look(plan, display, prefect_port, prefect_api, base)
+        if progress.current_cycle:
+            display.activity(f"cycle {progress.current_cycle}/{plan.cycles}: ingest, cluster, repair, rank"
+                             + ("" if progress.served else " (the reader page opens once it has published)"))
+        elif progress.served:
             display.activity(f"serving {base}/  (Ctrl-C stops)")
         display.tick()
 

@@ -20,12 +20,36 @@ import json
 import os
 import time
 import urllib.request
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypedDict
+
+from newsroom.times import parse_iso
 
 FOLD_EVERY_SECONDS = 60
 HEALTH_EVERY_SECONDS = 300
+
+
+class PipelineEvent(TypedDict, total=False):
+    """One JSON line the pipeline process writes to the demo: ``event`` names it, the rest depends on it
+    (``registered``: publishers, feeds; ``ready``: seconds; ``cycle``: cycle, cycles, now, seconds and
+    :func:`cycle_counts`; ``cycle_failed``: cycle, cycles, now, error; ``done``: nothing more)."""
+
+    event: str
+    publishers: int
+    feeds: int
+    seconds: float
+    cycle: int
+    cycles: int
+    now: str
+    error: str
+    polled: int
+    new_articles: int
+    clustered: int
+    repaired: int
+    pages: int
+    published: int
+    stories: int
 
 
 def cycle_counts(summary: dict[str, Any]) -> dict[str, int]:
@@ -96,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     wait_for_prefect(os.environ["PREFECT_API_URL"].rstrip("/"), args.prefect_timeout)
     events.emit("ready", seconds=round(time.monotonic() - started, 1))
 
-    start = datetime.fromisoformat(args.start.replace("Z", "+00:00")).astimezone(UTC)
+    start = parse_iso(args.start, naive="utc")
     step = timedelta(minutes=args.step_minutes)
     for i in range(1, args.cycles + 1):
         now = start + step * i

@@ -8,13 +8,13 @@ module with the flow run's context for each Dask shard, and a Dask scheduler can
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 
 from prefect import get_run_logger, unmapped
 
 from tasks.assets import materializing
-from tasks.ingest.commit import commit_ingest_task
-from tasks.ingest.pending import poll_pending_sources_task
+from tasks.ingest.commit import IngestCommitSummary, commit_ingest_task
+from tasks.ingest.pending import PendingSummary, poll_pending_sources_task
 from tasks.ingest.plan import plan_due_feeds_task
 from tasks.ingest.poll import poll_shard_task
 from tasks.ingest.robots import load_robots_cache_task, robots_for_shard
@@ -22,7 +22,31 @@ from tasks.settings import get_ingest_settings
 from tasks.storage import ObjectStore
 
 
-def ingest_pass(store: ObjectStore, at: datetime, shards: int, *, skip_idle: bool = False) -> dict[str, Any]:
+class IngestSummary(IngestCommitSummary):
+    """What one ingest pass did: the commit's counts, then the pending sources polled first."""
+
+    pending_sources: PendingSummary
+
+
+class IdlePass(TypedDict):
+    """A long-running ingest's look with no feed due and no push: nothing polled, nothing committed."""
+
+    feeds_polled: int
+    new_articles: int
+    idle: bool
+    pending_sources: PendingSummary
+
+
+class IngestStandby(TypedDict):
+    """A minute run that left the polling to the long-running ingest."""
+
+    standby: bool
+    feeds_polled: int
+    new_articles: int
+
+
+def ingest_pass(store: ObjectStore, at: datetime, shards: int, *, skip_idle: bool = False
+                ) -> IngestSummary | IdlePass:
     """Plan, poll (fanned out on the flow's task runner) and commit one ingest pass at ``at``.
 
     ``skip_idle``: with no feed due and no push, commit nothing (the long-running ingest's idle
@@ -41,11 +65,11 @@ def ingest_pass(store: ObjectStore, at: datetime, shards: int, *, skip_idle: boo
                                   robots_cache=[robots_for_shard(robots, jobs) for jobs in plan]) if plan else []
     results = [f.result() for f in futures]
     commit = materializing(commit_ingest_task, store, writes=("articles", "feeds"), reads=("registry",))
-    summary: dict[str, Any] = commit(store, results, at)
-    summary["pending_sources"] = pending
-    return summary
+    summary: IngestCommitSummary = commit(store, results, at)
+    return {**summary, "pending_sources": pending}
 
 
-def log_pass(summary: dict[str, Any], at: datetime) -> None:
+def log_pass(summary: IngestSummary | IdlePass, at: datetime) -> None:
+    """One ``ingest_done`` line with the pass's counts (the lists and per-tier figures go to the artifact)."""
     brief = {k: v for k, v in summary.items() if k not in ("failures", "lag_seconds_by_tier", "over_budget")}
     get_run_logger().info("ingest_done now=%s %s", at.isoformat(), " ".join(f"{k}={v}" for k, v in brief.items()))

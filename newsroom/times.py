@@ -1,7 +1,8 @@
 """Instants the pipeline wrote, read back: one parser, one set of rules, for every layer.
 
 Every instant the pipeline writes is ISO 8601 with an offset (``datetime.isoformat()``); reading it
-back goes through :func:`parse_iso_datetime` wherever it happens (transforms, warehouse, serving),
+back goes through :func:`parse_iso_datetime` (or :func:`parse_iso`, where text that is no instant
+is an error) wherever it happens (transforms, warehouse, serving),
 so a trailing ``Z`` or ``z`` is UTC everywhere, the result is always aware UTC, and text that is no
 instant gives None (the caller decides whether that is an error). What publishers state (RFC 822
 dates too) is read by ``transforms.times.parse_stated_datetime``, on top of this one.
@@ -46,3 +47,20 @@ def parse_iso_datetime(value: object, *, naive: NaiveRule = "reject") -> datetim
         return parsed.astimezone(UTC)
     except (OverflowError, ValueError):
         return None
+
+
+def parse_iso(value: str, *, naive: NaiveRule = "reject") -> datetime:
+    """An ISO 8601 instant as an aware UTC datetime, for text that must be one (a command's argument).
+
+    Raises:
+        ValueError: ``value`` is not an instant (or has no offset while ``naive`` is ``"reject"``).
+
+    >>> parse_iso("2024-05-01T10:00:00Z").isoformat()
+    '2024-05-01T10:00:00+00:00'
+    >>> parse_iso("2024-05-01T10:00:00", naive="utc").isoformat()
+    '2024-05-01T10:00:00+00:00'
+    """
+    parsed = parse_iso_datetime(value, naive=naive)
+    if parsed is None:
+        raise ValueError(f"not an ISO 8601 instant{'' if naive == 'utc' else ' with an offset'}: {value[:64]!r}")
+    return parsed

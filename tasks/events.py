@@ -98,7 +98,8 @@ class ReceivedEvent:
 
     event: str
     resource: str
-    payload: dict[str, Any]
+    payload: Mapping[str, object]
+    """As the Prefect API gave it: not validated here (each waiting flow reads what it needs)."""
     occurred: datetime
 
 

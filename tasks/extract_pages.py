@@ -17,7 +17,7 @@ import gzip
 import json
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from tasks.progress import NO_PROGRESS, Progress, counted
 from transforms.extraction import MAX_HTML_BYTES, extract_page
@@ -63,9 +63,21 @@ def _sidecar_url(folder: Path, page_id: str) -> str | None:
     return None
 
 
+class ExtractRecord(TypedDict):
+    """One output line of ``newsroom extract``."""
+
+    id: str
+    url: str | None
+    canonical_url: str | None
+    title: str | None
+    text: str
+    published_at: str | None
+    language: str | None
+
+
 def extract_record(
     page_id: str, html: bytes, sidecar_url: str | None, max_bytes: int = MAX_HTML_BYTES
-) -> dict[str, Any]:
+) -> ExtractRecord:
     """The output line for one page (a plain dict, JSON-ready)."""
     page = extract_page(html, sidecar_url or "", max_bytes=max_bytes)
     return {

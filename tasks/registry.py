@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 from urllib.parse import urlsplit
 
 import defusedxml.sax
@@ -56,12 +56,38 @@ _REGION_RE = re.compile(r"[A-Za-z]{2}")
 _PUBLISHER_FIELDS = ("name", "domain", "region", "language", "tier", "authority", "is_paywalled", "is_opted_out")
 
 
+class PublisherRow(TypedDict):
+    """One publisher of the registry, a ``PUBLISHERS_SCHEMA`` row."""
+
+    publisher_id: str
+    name: str
+    domain: str | None
+    region: str | None
+    language: str | None
+    tier: int
+    authority: float
+    is_paywalled: bool
+    is_opted_out: bool
+
+
+class FeedRow(TypedDict):
+    """One feed of the registry, a ``FEEDS_SCHEMA`` row."""
+
+    feed_id: str
+    url: str
+    publisher_id: str
+    kind: str | None
+    section_hint: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class Registry:
-    publishers: dict[str, dict[str, Any]]
-    feeds: list[dict[str, Any]]
+    """The publishers (by id) and their feeds, as stored under ``registry/``."""
 
-    def read_feeds(self) -> list[dict[str, Any]]:
+    publishers: dict[str, PublisherRow]
+    feeds: list[FeedRow]
+
+    def read_feeds(self) -> list[FeedRow]:
         """The feeds we read: every feed of a registered publisher that has not opted out."""
         return [f for f in self.feeds
                 if (p := self.publishers.get(f["publisher_id"])) is not None and not p["is_opted_out"]]
@@ -244,7 +270,7 @@ def feed_url_problem(url: str, private_networks: Sequence[str] | None = None) ->
     return None
 
 
-def _publisher_row(raw: Mapping[str, str | None], problems: list[str]) -> dict[str, Any]:
+def _publisher_row(raw: Mapping[str, str | None], problems: list[str]) -> PublisherRow:
     publisher_id = (raw.get("publisher_id") or raw.get("publisher") or "").strip()
     if not publisher_id:
         problems.append("publisher_id is empty")
@@ -264,7 +290,7 @@ def _publisher_row(raw: Mapping[str, str | None], problems: list[str]) -> dict[s
 
 
 def _feed_row(raw: Mapping[str, str | None], publisher_id: str, private_networks: Sequence[str] | None,
-              problems: list[str]) -> dict[str, Any] | None:
+              problems: list[str]) -> FeedRow | None:
     url = (raw.get("feed_url") or raw.get("xmlUrl") or "").strip()
     if not url:
         return None
@@ -290,9 +316,9 @@ class _RowCollector:
 
     def __init__(self, private_networks: Sequence[str] | None) -> None:
         self.private_networks = private_networks
-        self.publishers: dict[str, dict[str, Any]] = {}
+        self.publishers: dict[str, PublisherRow] = {}
         self.publisher_lines: dict[str, int] = {}
-        self.feeds: dict[str, dict[str, Any]] = {}
+        self.feeds: dict[str, FeedRow] = {}
         self.feed_lines: dict[str, int] = {}
         self.errors: list[RowError] = []
 
@@ -410,11 +436,6 @@ def read_publishers_opml(text: str, *, private_networks: Sequence[str] | None = 
     return collector.result()
 
 
-def parse_publishers_opml(text: str) -> Registry:
-    """OPML outlines with ``xmlUrl``; raises :class:`RegistryImportError` when any is invalid."""
-    return read_publishers_opml(text).or_raise()
-
-
 def read_registry_file(path: Path, *, private_networks: Sequence[str] | None = None) -> ParsedRegistry:
     """A CSV or OPML registry file, validated (OPML when its first character is ``<``)."""
     try:
@@ -480,7 +501,7 @@ def import_publishers(store: ObjectStore, path: Path, *, skip_invalid: bool = Fa
     return ImportResult(registry, len(incoming), len(feeds), tuple(errors))
 
 
-def _stored_feed_ids(feeds: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+def _stored_feed_ids(feeds: Sequence[FeedRow]) -> dict[str, str]:
     """The id each stored feed has, by its normalised URL.
 
     When spellings once made several feeds of one URL, the one stored under the normal form wins,
@@ -502,7 +523,9 @@ def _stored_feed_ids(feeds: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 def load_registry(store: ObjectStore) -> Registry:
     publishers, _ = read_table(store, layout.PUBLISHERS_KEY, PUBLISHERS_SCHEMA)
     feeds, _ = read_table(store, layout.FEEDS_KEY, FEEDS_SCHEMA)
-    return Registry({p["publisher_id"]: p for p in publishers.to_pylist()}, feeds.to_pylist())
+    # read_table checked both tables against their schemas: each row has the keys and types of its record.
+    publisher_rows = cast(list[PublisherRow], publishers.to_pylist())
+    return Registry({p["publisher_id"]: p for p in publisher_rows}, cast(list[FeedRow], feeds.to_pylist()))
 
 
 def export_opml(registry: Registry) -> str:

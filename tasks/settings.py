@@ -26,9 +26,15 @@ from warehouse.settings import WarehouseSettings, check_settings, http_url_probl
 from warehouse.store import ObjectStore, check_store_settings, open_store
 
 
+def _area_config(env_prefix: str, *, populate_by_name: bool = False) -> SettingsConfigDict:
+    """One area's settings: read from ``<env_prefix><FIELD>`` variables and ``.env``, other variables
+    ignored, NaN and infinity refused."""
+    return SettingsConfigDict(env_prefix=env_prefix, env_file=".env", extra="ignore",
+                              populate_by_name=populate_by_name, allow_inf_nan=False)
+
+
 class IngestSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_INGEST_", env_file=".env", extra="ignore",
-                                      allow_inf_nan=False)
+    model_config = _area_config("NEWSROOM_INGEST_")
 
     embeddings: bool = Field(
         True,
@@ -141,8 +147,7 @@ class IngestSettings(BaseSettings):
 
 
 class RankSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_RANK_", env_file=".env", extra="ignore",
-                                      allow_inf_nan=False)
+    model_config = _area_config("NEWSROOM_RANK_")
 
     coverage_window_hours: float = Field(6.0, gt=0, description="Articles counted for coverage.")
     freshness_half_life_hours: float = Field(4.0, gt=0, description="Half-life of the freshness decay.")
@@ -207,8 +212,7 @@ def get_rank_settings() -> RankSettings:
 
 
 class ScaleSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_SCALE_", env_file=".env", extra="ignore",
-                                      allow_inf_nan=False)
+    model_config = _area_config("NEWSROOM_SCALE_")
 
     dask_scheduler_address: str | None = Field(
         None,
@@ -255,8 +259,7 @@ def get_scale_settings() -> ScaleSettings:
 class FreshnessSettings(BaseSettings):
     """Event-driven hand-offs (``NEWSROOM_FRESHNESS_*``, issue 31): who reacts to the pipeline's Prefect events."""
 
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_FRESHNESS_", env_file=".env", extra="ignore",
-                                      allow_inf_nan=False)
+    model_config = _area_config("NEWSROOM_FRESHNESS_")
 
     mode: Literal["events", "minute"] = Field(
         "events",
@@ -295,8 +298,7 @@ def get_freshness_settings() -> FreshnessSettings:
 class WebSubSettings(BaseSettings):
     """WebSub subscriber and publisher pings (``NEWSROOM_WEBSUB_*``, issue 3)."""
 
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_WEBSUB_", env_file=".env", extra="ignore",
-                                      allow_inf_nan=False)
+    model_config = _area_config("NEWSROOM_WEBSUB_")
 
     enabled: bool = Field(
         False,
@@ -360,8 +362,7 @@ def get_websub_settings() -> WebSubSettings:
 class ProfilesSettings(BaseSettings):
     """Where the profile store is and how fast interests fade (the profiles flow, ``NEWSROOM_PROFILES_*``)."""
 
-    model_config = SettingsConfigDict(env_prefix="NEWSROOM_PROFILES_", env_file=".env", extra="ignore",
-                                      populate_by_name=True, allow_inf_nan=False)
+    model_config = _area_config("NEWSROOM_PROFILES_", populate_by_name=True)
 
     profiles_path: str = Field(
         default="var/profiles.sqlite3",

@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -271,7 +271,25 @@ def guess_and_learn(items: Sequence[tuple[str, str | None, Sequence[float] | Non
     return out
 
 
-def learned_to_dict(learned: LearnedSections) -> dict[str, Any]:
+class LanguageSectionsJson(TypedDict):
+    """One language's taught changes in :func:`learned_to_dict`'s form."""
+
+    weights: list[list[float]]
+    intercepts: list[float]
+    examples: int
+
+
+class LearnedSectionsJson(TypedDict):
+    """:class:`LearnedSections` as stored (``LEARNED_SECTIONS_KEY``)."""
+
+    version: int
+    model_version: str
+    embedding_model: str
+    folded_runs: list[str]
+    languages: dict[str, LanguageSectionsJson]
+
+
+def learned_to_dict(learned: LearnedSections) -> LearnedSectionsJson:
     """A JSON-serialisable form of ``learned`` (floats round-trip exactly)."""
     return {"version": LEARNED_SECTIONS_VERSION, "model_version": learned.model_version,
             "embedding_model": learned.embedding_model, "folded_runs": list(learned.folded_runs),

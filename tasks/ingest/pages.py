@@ -20,8 +20,8 @@ from tasks.ingest.budget import ArticleRequest, ArticleWorkers
 from tasks.ingest.feed_job import FeedJob
 from tasks.ingest.robots import RobotsCache
 from tasks.settings import IngestSettings
-from transforms.extraction import charset_from_content_type
 from transforms.feeds import FeedItem
+from transforms.html_tree import charset_from_content_type
 from transforms.records import ArticleRow
 
 log = logging.getLogger(__name__)

@@ -95,7 +95,7 @@ def test_an_event_runs_a_pass_at_once_not_at_the_backstop() -> None:
     pushed = time.monotonic()
     waiter.push()
     thread.join()
-    woken = [p["woken_by"] for p in out["report"].passes]
+    woken = [p.woken_by for p in out["report"].passes]
     assert woken == ["start", "event"]
     assert passes.intervals[1][0] - pushed < 2.0  # not the 60 s backstop
 
@@ -108,8 +108,8 @@ def test_events_during_a_pass_make_one_more_pass_after_it_never_beside_it() -> N
         waiter.push()
     thread.join()
     report = out["report"]
-    assert [p["woken_by"] for p in report.passes] == ["start", "event"]
-    assert report.passes[1]["events"] == 5
+    assert [p.woken_by for p in report.passes] == ["start", "event"]
+    assert report.passes[1].events == 5
     assert passes.most_in_flight == 1
     assert passes.intervals[1][0] >= passes.intervals[0][1]
 
@@ -122,21 +122,21 @@ def test_the_debounce_lets_following_events_share_the_pass() -> None:
     time.sleep(0.2)
     waiter.push()
     thread.join()
-    assert [(p["woken_by"], p["events"]) for p in out["report"].passes] == [("start", 0), ("event", 2)]
+    assert [(p.woken_by, p.events) for p in out["report"].passes] == [("start", 0), ("event", 2)]
 
 
 def test_the_backstop_and_the_due_time_run_passes_without_events() -> None:
     passes = Recorder()
     thread, out = _run(passes, 2.6, waiter=QueueWaiter(), backstop_seconds=1.0)
     thread.join()
-    assert [p["woken_by"] for p in out["report"].passes] == ["start", "backstop", "backstop"]
+    assert [p.woken_by for p in out["report"].passes] == ["start", "backstop", "backstop"]
 
     due = datetime.now(UTC) + timedelta(seconds=1.2)
     passes = Recorder()
     thread, out = _run(passes, 2.5, waiter=QueueWaiter(), backstop_seconds=60.0,
                        next_due=lambda now: due if len(passes.intervals) < 2 else None)
     thread.join()
-    assert [p["woken_by"] for p in out["report"].passes] == ["start", "due"]
+    assert [p.woken_by for p in out["report"].passes] == ["start", "due"]
     assert passes.intervals[1][0] - passes.intervals[0][1] >= 1.0  # not before it fell due
 
 
@@ -147,7 +147,7 @@ def test_a_failed_pass_is_recorded_and_the_loop_goes_on() -> None:
     waiter.push()
     thread.join()
     report = out["report"].passes
-    assert "store went away" in report[0]["error"] and report[1]["ok"] is True
+    assert "store went away" in (report[0].error or "") and report[1].counts["ok"] is True
 
 
 def test_each_pass_runs_inside_the_exclusive_slot_at_the_instant_it_got_it() -> None:
@@ -205,3 +205,26 @@ def test_idle_looks_write_the_heartbeat() -> None:
 @pytest.mark.parametrize("name", ["rank", "ingest"])
 def test_heartbeat_keys_live_under_state_services(name: str) -> None:
     assert layout.service_heartbeat_key(name) == f"state/services/{name}.json"
+
+
+def test_a_deadline_runs_out_after_its_minutes_and_none_never_does() -> None:
+    from tasks.services import deadline_after
+
+    never, soon = deadline_after(None), deadline_after(0.5 / 60)
+    assert not never() and not soon()
+    time.sleep(0.6)
+    assert soon() and not never()
+
+
+def test_a_pass_shows_its_own_counts_first_or_its_error_alone() -> None:
+    from tasks.services import PassRecord, PassReport, service_markdown
+
+    ok = PassRecord({"published": 2}, "2026-12-01T06:00:00+00:00", "event", 3, 1.5)
+    failed = PassRecord({}, "2026-12-01T06:01:00+00:00", "backstop", 0, 0.2, error="OSError: gone")
+    assert [k for k, _ in ok.fields()] == ["published", "at", "woken_by", "events", "seconds"]
+    assert failed.fields()[0] == ("error", "OSError: gone")
+    report = PassReport([ok, failed])
+    assert report.totals() == {"passes": 2, "woken_by": {"backstop": 1, "event": 1}, "failed": 1,
+                               "pass_p50_seconds": 1.5, "pass_max_seconds": 1.5}
+    assert service_markdown("Long-running rank", report).endswith(
+        "Latest pass: error=OSError: gone, at=2026-12-01T06:01:00+00:00, woken_by=backstop, events=0, seconds=0.2\n")

@@ -12,13 +12,12 @@ import pytest
 from transforms.errors import ExtractionError, TransformError
 from transforms.extraction import (
     ExtractedPage,
-    charset_from_content_type,
-    decode_html,
     extract_page,
     guess_language,
     parse_datetime_utc,
 )
 from transforms.feeds import TITLE_MAX_CHARS
+from transforms.html_tree import charset_from_content_type, decode_html
 
 PAGES_DIR = Path(__file__).resolve().parents[1] / "data" / "pages"
 PAGE_NAMES = sorted(p.name.removesuffix(".html.gz") for p in PAGES_DIR.glob("*.html.gz"))
@@ -326,7 +325,8 @@ def test_decode_html_truncated_utf8_is_still_utf8() -> None:
 
 
 def test_sibling_merge_skips_containers_with_own_headline() -> None:
-    from transforms.extraction import _add_sibling_chunks, _parse_tree
+    from transforms.html_tree import parse_tree
+    from transforms.page_body import add_sibling_chunks
 
     words = "council budget school road bridge teacher vote mayor park river library tax".split()
 
@@ -347,9 +347,9 @@ def test_sibling_merge_skips_containers_with_own_headline() -> None:
         + "".join(f"<p>{p}</p>" for p in other)
         + "</div></body></html>"
     )
-    tree = _parse_tree(html)
+    tree = parse_tree(html)
     assert tree is not None
-    merged = _add_sibling_chunks(tree, "\n".join(first))
+    merged = add_sibling_chunks(tree, "\n".join(first))
     assert merged.split("\n") == first + chunk
 
 
@@ -451,7 +451,7 @@ def test_a_byline_or_section_holding_text_is_capped_like_a_title() -> None:
 def test_a_page_is_parsed_up_to_its_markup_cap() -> None:
     """Unclosed nested markup past MAX_MARKUP_TAGS is not parsed (200,000 elements took trafilatura 23 s);
     the metadata before it and the body text up to it still are (issue 32)."""
-    from transforms.extraction import MAX_MARKUP_TAGS
+    from transforms.html_tree import MAX_MARKUP_TAGS
 
     head = ('<html lang="en"><head><title>Council passes the budget</title><meta name="description" content="'
             'The vote came late."></head><body><article><h1>Council passes the budget</h1>'
@@ -462,7 +462,7 @@ def test_a_page_is_parsed_up_to_its_markup_cap() -> None:
 
 
 def test_metadata_and_body_are_read_up_to_their_caps() -> None:
-    from transforms.extraction import BODY_MAX_CHARS
+    from transforms.page_body import BODY_MAX_CHARS
 
     word = "x" * 1_000_000
     html = (f'<html lang="{word}"><head><meta property="og:title" content="{word}"><meta name="author" '
