@@ -36,8 +36,8 @@ import transforms.feeds  # noqa: E402
 from replay.corpus import build_publishers, build_schedule, load_corpus, sample_corpus  # noqa: E402
 from replay.render import FEED_SIZE, render_atom, render_rss  # noqa: E402
 from transforms.errors import FeedRejectedError  # noqa: E402
-from transforms.feed_xml import Declined, read_feed_document  # noqa: E402
 from transforms.feeds import parse_feed  # noqa: E402
+from transforms.feeds.xml_reader import Declined, read_feed_document  # noqa: E402
 
 CORPORA = [Path("/work/shared/corpus/clustering") / n for n in ("ecbplus-dev.jsonl", "mmds-dev.jsonl")]
 START = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)

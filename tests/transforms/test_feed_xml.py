@@ -15,10 +15,10 @@ from corpus_paths import CORPUS
 from replay.corpus import Publisher, ReplayArticle
 from replay.render import render_atom, render_rss
 from replay.synthetic import SyntheticSite
-from transforms import feed_xml
 from transforms.errors import FeedRejectedError
-from transforms.feed_xml import Declined, FeedDocument, read_feed_document
 from transforms.feeds import SUMMARY_MAX_CHARS, ParsedFeed, _plain_text, _truncate, parse_feed
+from transforms.feeds import xml_reader as feed_xml
+from transforms.feeds.xml_reader import Declined, FeedDocument, read_feed_document
 
 REAL_DIR = CORPUS / "feeds" / "real"
 CONFORMANCE_DIR = CORPUS / "feeds" / "conformance"

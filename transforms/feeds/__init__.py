@@ -49,7 +49,7 @@ from defusedxml import DefusedXmlException
 
 from transforms.canonical_url import absolute_http_url
 from transforms.errors import FeedRejectedError
-from transforms.feed_xml import FeedDocument, read_feed_document
+from transforms.feeds.xml_reader import FeedDocument, read_feed_document
 from transforms.text import declared_xml_encoding, normalize_whitespace
 from transforms.times import parse_stated_datetime
 
@@ -71,7 +71,7 @@ ELLIPSIS = "\u2026"
 EARLIEST_PUBLISHED_AT = datetime(1995, 1, 1, tzinfo=UTC)
 PUBLISHED_FUTURE_SLACK = timedelta(days=1)
 FeedParserChoice = Literal["lxml", "feedparser"]
-"""``lxml``: well-formed RSS 2.0/Atom 1.0 read by :mod:`transforms.feed_xml`, feedparser for the rest;
+"""``lxml``: well-formed RSS 2.0/Atom 1.0 read by :mod:`transforms.feeds.xml_reader`, feedparser for the rest;
 ``feedparser``: feedparser for every RSS/Atom document (the reference the lxml reader is tested against)."""
 DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
