@@ -32,7 +32,7 @@ import feedparser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import transforms.feeds  # noqa: E402
+import transforms.feeds.rss_atom  # noqa: E402
 from replay.corpus import build_publishers, build_schedule, load_corpus, sample_corpus  # noqa: E402
 from replay.render import FEED_SIZE, render_atom, render_rss  # noqa: E402
 from transforms.errors import FeedRejectedError  # noqa: E402
@@ -104,11 +104,11 @@ def _reader_verdict(body: bytes, url: str) -> object:
         seen.append(read_feed_document(*args))  # type: ignore[arg-type]
         return seen[-1]
 
-    transforms.feeds.read_feed_document = spy  # type: ignore[assignment]
+    transforms.feeds.rss_atom.read_feed_document = spy  # type: ignore[assignment]
     try:
         parse_feed(body, url)
     finally:
-        transforms.feeds.read_feed_document = read_feed_document
+        transforms.feeds.rss_atom.read_feed_document = read_feed_document
     return seen[0] if seen else None
 
 
