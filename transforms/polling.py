@@ -294,37 +294,15 @@ def decide_next_poll(
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     counts, observed = _updated_rate(state, response, now)
-    previous = state.interval_seconds or ceiling_seconds
     streak = state.error_streak + 1 if response.is_error else 0
     miss_streak, useless = _validator_verdict(state, response)
-    reason: Reason
     parked_reason: str | None = None
-
+    reason: Reason
     if response.is_error:
-        if response.status == 410:
-            interval, reason = PARK_REPROBE_SECONDS, "gone"
-            parked_reason = "HTTP 410 Gone"
-        elif streak >= PARK_AFTER_FAILURES:
-            interval, reason = PARK_REPROBE_SECONDS, "parked"
-            parked_reason = f"{streak} failures in a row"
-        else:
-            interval, reason = min(BACKOFF_CAP_SECONDS, floor_seconds * 2 ** min(streak, 20)), "backoff"
+        interval, reason, parked_reason = _failure_interval(response, streak, floor_seconds)
     else:
-        rate = max(expected_rate_per_hour(counts, observed, now),
-                   expected_rate_per_hour(counts, observed, now + timedelta(hours=1)))
-        interval, reason = int(3600 / rate / 2), "rate"
-        if response.new_item_times and interval > previous // 2:
-            interval, reason = previous // 2, "new_items"
-        interval = min(ceiling_seconds, max(floor_seconds, interval))
-        if backstop_seconds is not None and min(backstop_seconds, ceiling_seconds) > interval:
-            interval, reason = min(backstop_seconds, ceiling_seconds), "websub_backstop"
-        hints: list[tuple[int | None, Reason]] = [
-            *_freshness_hint(response.cache_control, response.expires, now),
-            (response.ttl_minutes * 60 if response.ttl_minutes else None, "ttl"),
-        ]
-        for hint, hint_reason in hints:
-            if hint is not None and min(hint, ceiling_seconds) > interval:
-                interval, reason = min(hint, ceiling_seconds), hint_reason
+        interval, reason = _success_interval(state, response, counts, observed, now, floor_seconds=floor_seconds,
+                                             ceiling_seconds=ceiling_seconds, backstop_seconds=backstop_seconds)
     retry_after = parse_retry_after(response.retry_after, now) if response.status in (429, 503) else None
     if retry_after is not None:
         capped = min(retry_after, RETRY_AFTER_CAP_SECONDS)
@@ -342,6 +320,42 @@ def decide_next_poll(
         rate_observed_seconds=observed, error_streak=streak, is_parked=parked_reason is not None,
         parked_reason=parked_reason, validator_miss_streak=miss_streak, is_validators_useless=useless,
     )
+
+
+def _failure_interval(response: PollResponse, streak: int, floor_seconds: int) -> tuple[int, Reason, str | None]:
+    """A failed poll's interval, reason and why the feed is parked (None: it is not): 410 Gone parks
+    it at once, PARK_AFTER_FAILURES failures in a row park it, anything less backs off exponentially."""
+    if response.status == 410:
+        return PARK_REPROBE_SECONDS, "gone", "HTTP 410 Gone"
+    if streak >= PARK_AFTER_FAILURES:
+        return PARK_REPROBE_SECONDS, "parked", f"{streak} failures in a row"
+    return min(BACKOFF_CAP_SECONDS, floor_seconds * 2 ** min(streak, 20)), "backoff", None
+
+
+def _success_interval(state: PollState, response: PollResponse, counts: Sequence[float], observed: float,
+                      now: datetime, *, floor_seconds: int, ceiling_seconds: int,
+                      backstop_seconds: int | None) -> tuple[int, Reason]:
+    """A successful poll's interval and reason: half the expected gap between items, at most half the
+    last interval when items were new, clamped to [floor, ceiling]; then the WebSub backstop and the
+    server's freshness hints and ``ttl`` as lower bounds, each capped by the ceiling."""
+    previous = state.interval_seconds or ceiling_seconds
+    rate = max(expected_rate_per_hour(counts, observed, now),
+               expected_rate_per_hour(counts, observed, now + timedelta(hours=1)))
+    interval: int = int(3600 / rate / 2)
+    reason: Reason = "rate"
+    if response.new_item_times and interval > previous // 2:
+        interval, reason = previous // 2, "new_items"
+    interval = min(ceiling_seconds, max(floor_seconds, interval))
+    if backstop_seconds is not None and min(backstop_seconds, ceiling_seconds) > interval:
+        interval, reason = min(backstop_seconds, ceiling_seconds), "websub_backstop"
+    hints: list[tuple[int | None, Reason]] = [
+        *_freshness_hint(response.cache_control, response.expires, now),
+        (response.ttl_minutes * 60 if response.ttl_minutes else None, "ttl"),
+    ]
+    for hint, hint_reason in hints:
+        if hint is not None and min(hint, ceiling_seconds) > interval:
+            interval, reason = min(hint, ceiling_seconds), hint_reason
+    return interval, reason
 
 
 def _updated_rate(state: PollState, response: PollResponse, now: datetime) -> tuple[tuple[float, ...], float]:
@@ -516,72 +530,101 @@ def settle_poll(state: FeedState, exchange: PollExchange, now: datetime, *, feed
     """
     state = with_sendable_validators(state)
     sent_validators = bool(conditional_headers(state))
-    status, headers, parsed = exchange.status, exchange.headers, exchange.parsed
-    error_kind, error = exchange.error_kind, exchange.error
-    warning_kind = warning = None
-    new: list[FeedItem] = []
-    validators_changed = False
-    changes: dict[str, object] = {}
-    is_usable = parsed is not None and (bool(parsed.items) or not parsed.is_malformed)
-    if error_kind is None and status is not None and 200 <= status < 300 and parsed is not None:
-        if is_usable:
-            changes["hub_url"] = parsed.hub_url
-        if parsed.is_malformed and not parsed.items:
-            error_kind, error = "parse", f"not a usable feed: {parsed.error or 'no items'}"
-        else:
-            fresh, new, changes["recent_guids"] = _new_items(state, parsed, max_items)
-            raw_etag, raw_last_modified = headers.get("etag"), headers.get("last-modified")
-            etag, last_modified = clean_validator(raw_etag), clean_validator(raw_last_modified)
-            validators_changed = sent_validators and (
-                bool(etag) and etag != state.etag or bool(last_modified) and last_modified != state.last_modified)
-            if len(fresh) == len(new):
-                changes["etag"] = etag if raw_etag else state.etag
-                changes["last_modified"] = last_modified if raw_last_modified else state.last_modified
-            bad_dates = bad_date_count(parsed.items, now)
-            if parsed.is_malformed:
-                warning_kind, warning = "malformed", f"feed used as is: {parsed.error}"
-            elif bad_dates:
-                warning_kind, warning = "bad_dates", f"{bad_dates} of {len(parsed.items)} items have no usable date"
-    elif error_kind is None and status != 304:
-        error_kind, error = "http_status", f"HTTP {status}" + (
-            f" (Retry-After: {headers['retry-after']})" if "retry-after" in headers else "")
-    # Implausible dates (1900, 9999) say nothing of the feed's rate (#16).
-    usable_times = tuple(i.published_at if i.published_at is not None
-                         and is_plausible_published_at(i.published_at, now) else None for i in new)
-    dated = [i.published_at for i in (parsed.items if parsed else ()) if i.published_at is not None
-             and is_plausible_published_at(i.published_at, now)]
-    response = PollResponse(
-        status=status, is_error=error_kind is not None, new_item_times=usable_times,
-        oldest_item_at=min(dated) if dated else None,
-        retry_after=headers.get("retry-after"), cache_control=headers.get("cache-control"),
-        expires=headers.get("expires"), ttl_minutes=parsed.ttl_minutes if parsed else None,
-        skip_hours=parsed.skip_hours if parsed else frozenset(), skip_days=parsed.skip_days if parsed else frozenset(),
-        sent_validators=sent_validators, validators_changed=validators_changed,
-    )
+    parsed = exchange.parsed
+    read = _read_answer(state, exchange, now, max_items=max_items, sent_validators=sent_validators)
+    changes = dict(read.changes)
     hub_url = changes.get("hub_url", state.hub_url)
     is_live = bool(hub_url) and is_lease_live(state.lease_expires_at, now)
-    decision = decide_next_poll(poll_state_of(state), response, now, floor_seconds=floor_seconds,
-                                ceiling_seconds=max(floor_seconds, ceiling_seconds),
+    decision = decide_next_poll(poll_state_of(state), _poll_response(exchange, read, now, sent_validators), now,
+                                floor_seconds=floor_seconds, ceiling_seconds=max(floor_seconds, ceiling_seconds),
                                 backstop_seconds=backstop_seconds if is_live else None)
     changes.update(
-        last_polled_at=now, last_status=status, interval_seconds=decision.interval_seconds,
-        next_poll_at=decision.next_poll_at, poll_reason=decision.reason, last_new_items=len(new),
+        last_polled_at=now, last_status=exchange.status, interval_seconds=decision.interval_seconds,
+        next_poll_at=decision.next_poll_at, poll_reason=decision.reason, last_new_items=len(read.new),
         error_streak=decision.error_streak, rate_counts=decision.rate_counts,
         rate_observed_seconds=decision.rate_observed_seconds,
         validator_miss_streak=decision.validator_miss_streak, is_validators_useless=decision.is_validators_useless,
         is_parked=decision.is_parked, parked_reason=decision.parked_reason,
     )
-    if error_kind or warning_kind:
-        changes.update(last_error_kind=error_kind or warning_kind, last_error=error or warning, last_error_at=now)
-    if parsed is not None and is_usable:
+    if read.error_kind or read.warning_kind:
+        changes.update(last_error_kind=read.error_kind or read.warning_kind, last_error=read.error or read.warning,
+                       last_error_at=now)
+    if parsed is not None and (bool(parsed.items) or not parsed.is_malformed):
         changes["topic_url"] = parsed.self_url or feed_url  # the WebSub topic (rel=self), read with hub_url
     # A 304 (or an error) says nothing new of rel=hub or rel=self: the ones last read stand.
     state = replace(state, **changes)  # type: ignore[arg-type]
-    report = FeedReport(state.feed_id, feed_url, status, len(new), error_kind, error, decision.next_poll_at,
-                        exchange.elapsed_ms, decision.interval_seconds, decision.reason, warning_kind, warning,
-                        decision.is_parked, hub_url=state.hub_url, topic_url=state.topic_url or feed_url,
-                        sent_validators=sent_validators)
-    return PollOutcome(state, tuple(new), report)
+    report = FeedReport(state.feed_id, feed_url, exchange.status, len(read.new), read.error_kind, read.error,
+                        decision.next_poll_at, exchange.elapsed_ms, decision.interval_seconds, decision.reason,
+                        read.warning_kind, read.warning, decision.is_parked, hub_url=state.hub_url,
+                        topic_url=state.topic_url or feed_url, sent_validators=sent_validators)
+    return PollOutcome(state, read.new, report)
+
+
+@dataclass(frozen=True, slots=True)
+class _AnswerRead:
+    """What a poll's answer says of the feed, its schedule aside: the items new to it, the state's
+    changes (hub, guids, validators), and its error or warning."""
+
+    new: tuple[FeedItem, ...] = ()
+    changes: Mapping[str, object] = field(default_factory=dict)
+    validators_changed: bool = False
+    error_kind: str | None = None
+    error: str | None = None
+    warning_kind: str | None = None
+    warning: str | None = None
+
+
+def _read_answer(state: FeedState, exchange: PollExchange, now: datetime, *, max_items: int,
+                 sent_validators: bool) -> _AnswerRead:
+    """:func:`settle_poll`'s reading of the answer: a failed request keeps its error, a non-2xx but
+    304 is an ``http_status`` error, a 2xx body with no items and broken XML a ``parse`` error; a
+    usable body gives its new items and validators, with a warning when it is flawed."""
+    status, headers, parsed = exchange.status, exchange.headers, exchange.parsed
+    if exchange.error_kind is not None:
+        return _AnswerRead(error_kind=exchange.error_kind, error=exchange.error)
+    if status is None or not 200 <= status < 300 or parsed is None:
+        if status == 304:
+            return _AnswerRead()
+        return _AnswerRead(error_kind="http_status", error=f"HTTP {status}" + (
+            f" (Retry-After: {headers['retry-after']})" if "retry-after" in headers else ""))
+    changes: dict[str, object] = {}
+    if parsed.items or not parsed.is_malformed:
+        changes["hub_url"] = parsed.hub_url
+    if parsed.is_malformed and not parsed.items:
+        return _AnswerRead(changes=changes, error_kind="parse", error=f"not a usable feed: {parsed.error or 'no items'}")
+    fresh, new, changes["recent_guids"] = _new_items(state, parsed, max_items)
+    raw_etag, raw_last_modified = headers.get("etag"), headers.get("last-modified")
+    etag, last_modified = clean_validator(raw_etag), clean_validator(raw_last_modified)
+    validators_changed = sent_validators and (
+        bool(etag) and etag != state.etag or bool(last_modified) and last_modified != state.last_modified)
+    if len(fresh) == len(new):
+        changes["etag"] = etag if raw_etag else state.etag
+        changes["last_modified"] = last_modified if raw_last_modified else state.last_modified
+    warning_kind = warning = None
+    bad_dates = bad_date_count(parsed.items, now)
+    if parsed.is_malformed:
+        warning_kind, warning = "malformed", f"feed used as is: {parsed.error}"
+    elif bad_dates:
+        warning_kind, warning = "bad_dates", f"{bad_dates} of {len(parsed.items)} items have no usable date"
+    return _AnswerRead(tuple(new), changes, validators_changed, warning_kind=warning_kind, warning=warning)
+
+
+def _poll_response(exchange: PollExchange, read: _AnswerRead, now: datetime, sent_validators: bool) -> PollResponse:
+    """What :func:`decide_next_poll` needs of a poll: the answer's hints and the new items' dates.
+    Implausible dates (1900, 9999) say nothing of the feed's rate (#16)."""
+    parsed, headers = exchange.parsed, exchange.headers
+    usable_times = tuple(i.published_at if i.published_at is not None
+                         and is_plausible_published_at(i.published_at, now) else None for i in read.new)
+    dated = [i.published_at for i in (parsed.items if parsed else ()) if i.published_at is not None
+             and is_plausible_published_at(i.published_at, now)]
+    return PollResponse(
+        status=exchange.status, is_error=read.error_kind is not None, new_item_times=usable_times,
+        oldest_item_at=min(dated) if dated else None,
+        retry_after=headers.get("retry-after"), cache_control=headers.get("cache-control"),
+        expires=headers.get("expires"), ttl_minutes=parsed.ttl_minutes if parsed else None,
+        skip_hours=parsed.skip_hours if parsed else frozenset(), skip_days=parsed.skip_days if parsed else frozenset(),
+        sent_validators=sent_validators, validators_changed=read.validators_changed,
+    )
 
 
 def settle_failed_poll(state: FeedState, kind: str, message: str, now: datetime, *, feed_url: str,
