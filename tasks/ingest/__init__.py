@@ -4,7 +4,7 @@
 |---|---|---|
 | plan: due feeds of publishers not opted out, sharded by host, pushed feeds first | ``plan.py`` | ``FeedJob`` (with its ``FeedState``) |
 | robots.txt: the verdicts earlier runs fetched, fetch the rest, save what was fetched | ``robots.py`` | ``RobotsEntry`` |
-| poll: each source read by the reader of its kind (a feed: conditional GET and parse) under per-host limits; the outcome is decided by ``transforms.polling.settle_poll`` | ``poll.py``, ``readers.py`` | ``ShardResult`` (``FeedState``, ``FeedReport``) |
+| poll: each source read by the reader of its kind (a feed: conditional GET and parse) under per-host limits; the outcome is decided by ``transforms.poll_outcome.settle_poll`` | ``poll.py``, ``readers.py`` | ``ShardResult`` (``FeedState``, ``FeedReport``) |
 | pages: fetch each new item's page, build its row (never the body) in an article worker under a time and memory budget | ``pages.py`` (fetch), ``article.py`` (row), ``budget.py`` (workers) | ``ArticleRow`` or ``PageError`` |
 | commit: one content-keyed article segment, identities, feed states, push markers, robots cache, WebSub upkeep | ``commit.py`` | the run summary |
 

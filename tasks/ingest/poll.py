@@ -1,7 +1,7 @@
 """Ingest, step 3: poll a shard's feeds, then fetch robots.txt and each new page, under per-host limits.
 
 The read of each source is its kind's reader (:mod:`tasks.ingest.readers`); what a poll means for the feed (new items, validators, errors
-and warnings, the next poll) is ``transforms.polling.settle_poll``.
+and warnings, the next poll) is ``transforms.poll_outcome.settle_poll``.
 """
 
 from __future__ import annotations
@@ -26,14 +26,8 @@ from tasks.ingest.readers import read_source
 from tasks.ingest.robots import RobotsCache
 from tasks.politeness import HostLimiter, HostLimits, HostStats, host_of_url, run_per_host
 from tasks.settings import IngestSettings, WebSubSettings, get_websub_settings
-from transforms.polling import (
-    FeedReport,
-    PollOutcome,
-    floor_for_tier,
-    forget_items,
-    settle_failed_poll,
-    settle_poll,
-)
+from transforms.poll_outcome import FeedReport, PollOutcome, forget_items, settle_failed_poll, settle_poll
+from transforms.polling import floor_for_tier
 from transforms.records import ArticleRow, FeedState
 from transforms.robots import RobotsEntry
 

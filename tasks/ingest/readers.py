@@ -1,9 +1,9 @@
 """Source readers: how a due source's content is read, by its kind (``FeedJob.kind``).
 
-A reader turns one source into a :class:`~transforms.polling.PollExchange`: the answer's status and
+A reader turns one source into a :class:`~transforms.poll_outcome.PollExchange`: the answer's status and
 headers, and the items it holds as a ``ParsedFeed``, or why there are none. Everything after the
 read (new items, validators, errors, the next poll) is the same for every kind:
-``transforms.polling.settle_poll``, called by :func:`tasks.ingest.poll.poll_feed`.
+``transforms.poll_outcome.settle_poll``, called by :func:`tasks.ingest.poll.poll_feed`.
 
 Today there is one kind, ``feed``: a conditional GET and ``parse_feed``, which reads RSS, Atom,
 JSON Feed and news sitemaps alike. How to add one is in the :mod:`tasks.ingest` docstring.
@@ -22,7 +22,7 @@ from tasks.ingest.feed_job import FeedJob, SourceKind
 from tasks.settings import IngestSettings
 from transforms.errors import FeedRejectedError, TransformError
 from transforms.feeds import parse_feed
-from transforms.polling import RECENT_GUIDS, PollExchange, conditional_headers
+from transforms.poll_outcome import RECENT_GUIDS, PollExchange, conditional_headers
 
 
 class SourceReader(Protocol):
@@ -35,7 +35,7 @@ class SourceReader(Protocol):
 def read_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings) -> PollExchange:
     """A feed: a conditional GET of its URL and, on a 2xx, the parse of its body.
 
-    At most :data:`~transforms.polling.RECENT_GUIDS` items are read, the cap on how many a feed's
+    At most :data:`~transforms.poll_outcome.RECENT_GUIDS` items are read, the cap on how many a feed's
     state remembers.
     """
     try:

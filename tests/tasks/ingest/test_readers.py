@@ -13,7 +13,7 @@ from tasks.ingest.feed_job import FeedJob, SourceKind, source_kind_of
 from tasks.ingest.poll import poll_feed
 from tasks.settings import IngestSettings
 from transforms.feeds import FeedItem, ParsedFeed
-from transforms.polling import PollExchange
+from transforms.poll_outcome import PollExchange
 from transforms.records import FeedState
 
 NOW = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
