@@ -29,7 +29,7 @@ from tasks.settings import IngestSettings, WebSubSettings, get_websub_settings
 from transforms.poll_outcome import FeedReport, PollOutcome, forget_items, settle_failed_poll, settle_poll
 from transforms.polling import floor_for_tier
 from transforms.records import ArticleRow, FeedState
-from transforms.robots import RobotsEntry
+from transforms.robots_cache import RobotsEntry
 
 log = logging.getLogger(__name__)
 
