@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from transforms.canonical_url import absolute_http_url
 from transforms.feeds.entry import FeedItem, ParsedFeed, empty_feed, finish_items, item_guid
@@ -61,7 +60,7 @@ def parse_json_feed(body: bytes, url: str, max_items: int) -> ParsedFeed:
     )
 
 
-def _json_item_to_item(raw: dict[str, Any], base: str, feed_language: str | None,
+def _json_item_to_item(raw: Mapping[str, object], base: str, feed_language: str | None,
                        feed_authors: tuple[str, ...] = ()) -> FeedItem:
     link = absolute_http_url(raw.get("url") or raw.get("external_url"), base)
     # JSON Feed titles, summaries and content_text are plain text by the spec: markup quoted in
@@ -98,12 +97,12 @@ def _json_text(value: object) -> str:
     return normalize_whitespace(CONTROL_CHARS_RE.sub(" ", text))
 
 
-def _json_authors(obj: Mapping[str, Any]) -> tuple[str, ...]:
+def _json_authors(obj: Mapping[str, object]) -> tuple[str, ...]:
     authors = _list_of_dicts(obj.get("authors")) or _list_of_dicts([obj.get("author")])  # 1.1, then 1.0
     return unique_texts(author_name(_json_text(a.get("name"))) for a in authors)
 
 
-def _list_of_dicts(value: object) -> list[dict[str, Any]]:
+def _list_of_dicts(value: object) -> list[Mapping[str, object]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 

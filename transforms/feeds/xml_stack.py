@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 from feedparser.html import _cp1252
 from feedparser.mixin import _FeedParserMixin
@@ -55,6 +55,17 @@ Attrs = dict[str, str]
 """An element's attributes: lower-cased names (``prefix:local`` for a namespaced one) to their values."""
 
 
+class ContentParams(TypedDict, total=False):
+    """feedparser's ``contentparams``: what is known of the text field being read (``mixin.py``)."""
+
+    type: str
+    language: str | None
+    base: str
+    base64: int
+    mode: str
+    src: str
+
+
 def store_value(context: dict[str, Any], key: str, value: Any) -> None:  # noqa: ANN401 - any feed value
     """``context[key] = value`` as FeedParserDict stores it: ``url`` as ``href``, ``guid`` as ``id``..."""
     mapped = _KEYMAP.get(key, key)
@@ -79,7 +90,7 @@ class ElementStack:
         self.infeed = self.inentry = self.incontent = self.intextinput = self.inimage = 0
         self.inauthor = self.incontributor = self.inpublisher = self.insource = 0
         self.sourcedata = EntryDict()
-        self.contentparams: dict[str, Any] = {}
+        self.contentparams: ContentParams = {}
         self.summary_key: str | None = None
         self.stack: list[list[Any]] = []
         self.langstack: list[str | None] = []
