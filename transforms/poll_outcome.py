@@ -17,12 +17,6 @@ from transforms.polling import PollResponse, PollState, decide_next_poll
 from transforms.records import FeedState
 from transforms.websub import is_lease_live
 
-RECENT_GUIDS = 200
-"""Guids a feed's state remembers (newest first): an item seen among them is not new."""
-VALIDATOR_MAX_CHARS = 256
-"""Longest ETag / Last-Modified kept and sent back; real ones are a few dozen characters."""
-ERROR_MAX_CHARS = 500
-
 
 @dataclass(frozen=True, slots=True)
 class FeedReport:
@@ -71,6 +65,13 @@ class PollOutcome:
     state: FeedState
     new_items: tuple[FeedItem, ...]
     report: FeedReport
+
+
+RECENT_GUIDS = 200
+"""Guids a feed's state remembers (newest first): an item seen among them is not new."""
+VALIDATOR_MAX_CHARS = 256
+"""Longest ETag / Last-Modified kept and sent back; real ones are a few dozen characters."""
+ERROR_MAX_CHARS = 500
 
 
 def clean_validator(value: object) -> str | None:

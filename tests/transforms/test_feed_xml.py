@@ -18,7 +18,7 @@ from replay.synthetic import SyntheticSite
 from transforms.errors import FeedRejectedError
 from transforms.feeds import SUMMARY_MAX_CHARS, ParsedFeed, parse_feed
 from transforms.feeds import xml_reader as feed_xml
-from transforms.feeds.text import plain_text, truncate_text
+from transforms.feeds.fields import plain_text, truncate_text
 from transforms.feeds.xml_reader import Declined, FeedDocument, read_feed_document
 
 REAL_DIR = CORPUS / "feeds" / "real"

@@ -12,7 +12,7 @@ One module per concern, read top-down from :func:`parse_feed`:
   feedparser 6.0 does not read;
 * :mod:`~transforms.feeds.entry`: the records (``FeedItem``, ``ParsedFeed``), stable guids, one
   item per guid and link, a title for an item without one;
-* :mod:`~transforms.feeds.text`: what every field goes through: HTML to plain text, caps
+* :mod:`~transforms.feeds.fields`: what every field goes through: HTML to plain text, caps
   (:data:`TITLE_MAX_CHARS`, :data:`SUMMARY_MAX_CHARS`), bylines without e-mail addresses,
   languages as their primary subtag.
 
@@ -30,10 +30,7 @@ from transforms.feeds.entry import (
     ParsedFeed,
     is_plausible_published_at,
 )
-from transforms.feeds.parse import parse_feed
-from transforms.feeds.rss_atom import FeedParserChoice
-from transforms.feeds.sniff import extract_mime_type
-from transforms.feeds.text import (
+from transforms.feeds.fields import (
     SUMMARY_MAX_CHARS,
     TITLE_MAX_CHARS,
     author_name,
@@ -41,6 +38,9 @@ from transforms.feeds.text import (
     title_from_summary,
     truncate_title,
 )
+from transforms.feeds.parse import parse_feed
+from transforms.feeds.rss_atom import FeedParserChoice
+from transforms.feeds.sniff import extract_mime_type
 
 __all__ = [
     "FEED_MAX_BYTES",

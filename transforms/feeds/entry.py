@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from transforms.feeds.text import title_from_summary
+from transforms.feeds.fields import title_from_summary
 
 FEED_MAX_BYTES = 10 * 1024 * 1024
 FEED_MAX_ITEMS = 500
@@ -59,29 +59,17 @@ class ParsedFeed:
     link: str | None
     language: str | None
     items: tuple[FeedItem, ...]
-    ttl_minutes: int | None
-    skip_hours: frozenset[int]
-    skip_days: frozenset[str]
-    hub_url: str | None
-    self_url: str | None
-    is_malformed: bool
-    error: str | None
+    ttl_minutes: int | None = None
+    skip_hours: frozenset[int] = frozenset()
+    skip_days: frozenset[str] = frozenset()
+    hub_url: str | None = None
+    self_url: str | None = None
+    is_malformed: bool = False
+    error: str | None = None
 
 
 def empty_feed(*, is_malformed: bool, error: str | None) -> ParsedFeed:
-    return ParsedFeed(
-        title=None,
-        link=None,
-        language=None,
-        items=(),
-        ttl_minutes=None,
-        skip_hours=frozenset(),
-        skip_days=frozenset(),
-        hub_url=None,
-        self_url=None,
-        is_malformed=is_malformed,
-        error=error,
-    )
+    return ParsedFeed(title=None, link=None, language=None, items=(), is_malformed=is_malformed, error=error)
 
 
 def finish_items(items: Iterable[FeedItem], max_items: int) -> tuple[FeedItem, ...]:

@@ -7,20 +7,8 @@ import json
 from collections.abc import Mapping
 
 from transforms.canonical_url import absolute_http_url
+from transforms.feeds import fields
 from transforms.feeds.entry import FeedItem, ParsedFeed, empty_feed, finish_items, item_guid
-from transforms.feeds.text import (
-    CONTROL_CHARS_RE,
-    PLAIN_TEXT_MAX_INPUT_CHARS,
-    SUMMARY_MAX_CHARS,
-    author_name,
-    byline,
-    normalize_language,
-    plain_line,
-    plain_text,
-    truncate_text,
-    truncate_title,
-    unique_texts,
-)
 from transforms.text import normalize_whitespace
 from transforms.times import parse_stated_datetime
 
@@ -37,7 +25,7 @@ def parse_json_feed(body: bytes, url: str, max_items: int) -> ParsedFeed:
     ):
         return empty_feed(is_malformed=True, error="JSON document is not a JSON Feed (no version, no items)")
     base = absolute_http_url(data.get("feed_url"), url) or url
-    language = normalize_language(data.get("language"))
+    language = fields.normalize_language(data.get("language"))
     # JSON Feed 1.1: an item without authors has the feed's (1.1 "authors", 1.0 "author").
     feed_authors = _json_authors(data)
     items = [_json_item_to_item(raw, base, language, feed_authors) for raw in _list_of_dicts(data.get("items"))]
@@ -46,17 +34,12 @@ def parse_json_feed(body: bytes, url: str, max_items: int) -> ParsedFeed:
         None,
     )
     return ParsedFeed(
-        title=truncate_title(_json_text(data.get("title"))) or None,
+        title=fields.truncate_title(_json_text(data.get("title"))) or None,
         link=absolute_http_url(data.get("home_page_url"), base),
         language=language,
         items=finish_items(items, max_items),
-        ttl_minutes=None,
-        skip_hours=frozenset(),
-        skip_days=frozenset(),
         hub_url=hub_url,
         self_url=absolute_http_url(data.get("feed_url"), url),
-        is_malformed=False,
-        error=None,
     )
 
 
@@ -67,7 +50,7 @@ def _json_item_to_item(raw: Mapping[str, object], base: str, feed_language: str 
     # them is text ("Why <div> soup is bad"); only content_html is HTML (#16).
     full_title = _json_text(raw.get("title"))
     summary = (_json_text(raw.get("summary")) or _json_text(raw.get("content_text"))
-               or plain_text(_str_or_none(raw.get("content_html")), keep_chars=SUMMARY_MAX_CHARS))
+               or fields.plain_text(_str_or_none(raw.get("content_html")), keep_chars=fields.SUMMARY_MAX_CHARS))
     published = _str_or_none(raw.get("date_published"))
     updated_at = parse_stated_datetime(_str_or_none(raw.get("date_modified")))
     raw_id = raw.get("id")  # a string in the spec, but numbers are common
@@ -75,16 +58,16 @@ def _json_item_to_item(raw: Mapping[str, object], base: str, feed_language: str 
     return FeedItem(
         guid=item_guid(None if raw_id is None else str(raw_id), link, full_title, published or "", summary),
         link=link,
-        title=truncate_title(full_title),
-        summary=truncate_text(summary, SUMMARY_MAX_CHARS),
+        title=fields.truncate_title(full_title),
+        summary=fields.truncate_text(summary, fields.SUMMARY_MAX_CHARS),
         published_at=parse_stated_datetime(published) or updated_at,
         updated_at=updated_at,
-        categories=unique_texts(
-            plain_line(t) for t in (tags if isinstance(tags, list) else []) if isinstance(t, str)
+        categories=fields.unique_texts(
+            fields.plain_line(t) for t in (tags if isinstance(tags, list) else []) if isinstance(t, str)
         ),
-        author=byline(_json_authors(raw) or feed_authors),
+        author=fields.byline(_json_authors(raw) or feed_authors),
         image_url=absolute_http_url(raw.get("image") or raw.get("banner_image"), base),
-        language=normalize_language(raw.get("language")) or feed_language,
+        language=fields.normalize_language(raw.get("language")) or feed_language,
     )
 
 
@@ -93,13 +76,13 @@ def _json_text(value: object) -> str:
     carry ``&amp;``), whitespace collapsed, control characters dropped; never parsed as markup."""
     if not isinstance(value, str):
         return ""
-    text = html.unescape(value[:PLAIN_TEXT_MAX_INPUT_CHARS]) if "&" in value else value[:PLAIN_TEXT_MAX_INPUT_CHARS]
-    return normalize_whitespace(CONTROL_CHARS_RE.sub(" ", text))
+    text = html.unescape(value[:fields.PLAIN_TEXT_MAX_INPUT_CHARS]) if "&" in value else value[:fields.PLAIN_TEXT_MAX_INPUT_CHARS]
+    return normalize_whitespace(fields.CONTROL_CHARS_RE.sub(" ", text))
 
 
 def _json_authors(obj: Mapping[str, object]) -> tuple[str, ...]:
     authors = _list_of_dicts(obj.get("authors")) or _list_of_dicts([obj.get("author")])  # 1.1, then 1.0
-    return unique_texts(author_name(_json_text(a.get("name"))) for a in authors)
+    return fields.unique_texts(fields.author_name(_json_text(a.get("name"))) for a in authors)
 
 
 def _list_of_dicts(value: object) -> list[Mapping[str, object]]:

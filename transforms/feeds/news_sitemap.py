@@ -10,7 +10,7 @@ from defusedxml import DefusedXmlException
 from transforms.canonical_url import absolute_http_url
 from transforms.errors import FeedRejectedError
 from transforms.feeds.entry import FeedItem, ParsedFeed, empty_feed, finish_items
-from transforms.feeds.text import normalize_language, plain_line, truncate_title, unique_texts
+from transforms.feeds.fields import normalize_language, plain_line, truncate_title, unique_texts
 from transforms.text import normalize_whitespace
 from transforms.times import parse_stated_datetime
 
@@ -56,19 +56,7 @@ def parse_news_sitemap(body: bytes, url: str, max_items: int) -> ParsedFeed:
                 language=language,
             )
         )
-    return ParsedFeed(
-        title=publication,
-        link=None,
-        language=feed_language,
-        items=finish_items(items, max_items),
-        ttl_minutes=None,
-        skip_hours=frozenset(),
-        skip_days=frozenset(),
-        hub_url=None,
-        self_url=None,
-        is_malformed=False,
-        error=None,
-    )
+    return ParsedFeed(title=publication, link=None, language=feed_language, items=finish_items(items, max_items))
 
 
 def _local(tag: object) -> str:

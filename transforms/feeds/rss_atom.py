@@ -23,7 +23,7 @@ import feedparser
 
 from transforms.canonical_url import absolute_http_url
 from transforms.feeds.entry import FeedItem, ParsedFeed, empty_feed, finish_items, item_guid
-from transforms.feeds.text import (
+from transforms.feeds.fields import (
     CONTROL_CHARS_RE,
     PLAIN_TEXT_MAX_INPUT_CHARS,
     SUMMARY_MAX_CHARS,

@@ -18,12 +18,12 @@ class ExtensionHandlers(FeedHandlers):
         self._start_category(attrs)
 
     def _end_media_keywords(self) -> None:
-        self._end_keyword_list("media_keywords", None)
+        self._save_keyword_list("media_keywords", None)
 
     def _end_itunes_keywords(self) -> None:
-        self._end_keyword_list("itunes_keywords", "http://www.itunes.com/")
+        self._save_keyword_list("itunes_keywords", "http://www.itunes.com/")
 
-    def _end_keyword_list(self, element: str, scheme: str | None) -> None:
+    def _save_keyword_list(self, element: str, scheme: str | None) -> None:
         value = self.pop(element)
         if value is None:
             raise Decline(f"not replayed: <{element}> with attributes")

@@ -125,29 +125,36 @@ class FeedHandlers(ElementStack):
 
     def _end_name(self) -> None:
         value = self.pop("name")
-        if self.inpublisher:
-            self._save_author("name", value, "publisher")
-        elif self.inauthor:
-            self._save_author("name", value)
-        elif self.incontributor:
-            self._save_contributor("name", value)
-        elif self.intextinput:
+        if not self._save_person("name", value) and self.intextinput:
             context = self._get_context()
             context["name"] = value
+
+    def _save_person(self, key: str, value: str | None) -> bool:
+        """A publisher's, an author's or a contributor's ``key``, stored where feedparser's ``_end_name``
+        and ``_end_email`` store it; False outside all three."""
+        if self.inpublisher:
+            self._save_author(key, value, "publisher")
+        elif self.inauthor:
+            self._save_author(key, value)
+        elif self.incontributor:
+            self._save_contributor(key, value)
+        else:
+            return False
+        return True
 
     def _start_width(self, attrs: Attrs) -> None:
         self.push("width", 0)
 
     def _end_width(self) -> None:
-        self._end_dimension("width")
+        self._save_dimension("width")
 
     def _start_height(self, attrs: Attrs) -> None:
         self.push("height", 0)
 
     def _end_height(self) -> None:
-        self._end_dimension("height")
+        self._save_dimension("height")
 
-    def _end_dimension(self, key: str) -> None:
+    def _save_dimension(self, key: str) -> None:
         value: Any = self.pop(key)
         try:
             value = int(value)  # type: ignore[arg-type]
@@ -172,13 +179,7 @@ class FeedHandlers(ElementStack):
         self.push("email", 0)
 
     def _end_email(self) -> None:
-        value = self.pop("email")
-        if self.inpublisher:
-            self._save_author("email", value, "publisher")
-        elif self.inauthor:
-            self._save_author("email", value)
-        elif self.incontributor:
-            self._save_contributor("email", value)
+        self._save_person("email", self.pop("email"))
 
     def _start_subtitle(self, attrs: Attrs) -> None:
         self.push_content("subtitle", attrs, "text/plain", 1)
@@ -231,28 +232,29 @@ class FeedHandlers(ElementStack):
         self.push("published", 1)
 
     def _end_published(self) -> None:
-        value = self.pop("published")
-        self._save("published_parsed", _parse_date(value), overwrite=True)
+        self._save_date("published")
 
     def _start_updated(self, attrs: Attrs) -> None:
         self.push("updated", 1)
 
     def _end_updated(self) -> None:
-        value = self.pop("updated")
-        self._save("updated_parsed", _parse_date(value), overwrite=True)
+        self._save_date("updated")
 
     def _start_created(self, attrs: Attrs) -> None:
         self.push("created", 1)
 
     def _end_created(self) -> None:
-        value = self.pop("created")
-        self._save("created_parsed", _parse_date(value), overwrite=True)
+        self._save_date("created")
 
     def _start_expirationdate(self, attrs: Attrs) -> None:
         self.push("expired", 1)
 
     def _end_expirationdate(self) -> None:
-        self._save("expired_parsed", _parse_date(self.pop("expired")), overwrite=True)
+        self._save_date("expired")
+
+    def _save_date(self, element: str) -> None:
+        """feedparser's date handlers: the text is stored as read, its parse as ``{element}_parsed``."""
+        self._save(f"{element}_parsed", _parse_date(self.pop(element)), overwrite=True)
 
     def _start_category(self, attrs: Attrs) -> None:
         term = attrs.get("term")

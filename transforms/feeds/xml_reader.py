@@ -36,7 +36,7 @@ from __future__ import annotations
 import codecs
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,6 @@ import feedparser.encodings
 from lxml import etree
 
 from transforms.feeds.xml_extensions import ExtensionHandlers
-from transforms.feeds.xml_handlers import FeedHandlers
 from transforms.feeds.xml_stack import Decline, EntryDict
 from transforms.feeds.xml_walk import EndHandler, StartHandler, TreeWalk
 
@@ -160,89 +159,36 @@ def _as_feedparser_decodes(body: bytes, http_headers: Mapping[str, str]) -> byte
     return text.encode("utf-8")
 
 
-_START: dict[str, StartHandler] = {
-    "rss": FeedHandlers._start_rss, "channel": FeedHandlers._start_channel, "feed": FeedHandlers._start_feed,
-    "image": FeedHandlers._start_image, "textinput": FeedHandlers._start_textinput,
-    "author": FeedHandlers._start_author, "managingeditor": FeedHandlers._start_author, "dc_author": FeedHandlers._start_author,
-    "dc_creator": FeedHandlers._start_author, "itunes_author": FeedHandlers._start_author,
-    "contributor": FeedHandlers._start_contributor, "dc_contributor": FeedHandlers._start_dc_contributor,
-    "name": FeedHandlers._start_name, "itunes_name": FeedHandlers._start_name,
-    "width": FeedHandlers._start_width, "height": FeedHandlers._start_height,
-    "url": FeedHandlers._start_url, "homepage": FeedHandlers._start_url, "uri": FeedHandlers._start_url,
-    "email": FeedHandlers._start_email, "itunes_email": FeedHandlers._start_email,
-    "subtitle": FeedHandlers._start_subtitle, "tagline": FeedHandlers._start_subtitle,
-    "itunes_subtitle": FeedHandlers._start_subtitle,
-    "rights": FeedHandlers._start_rights, "copyright": FeedHandlers._start_rights, "dc_rights": FeedHandlers._start_rights,
-    "item": FeedHandlers._start_item, "entry": FeedHandlers._start_item,
-    "language": FeedHandlers._start_language, "dc_language": FeedHandlers._start_language,
-    "webmaster": FeedHandlers._start_webmaster, "dc_publisher": FeedHandlers._start_webmaster,
-    "published": FeedHandlers._start_published, "issued": FeedHandlers._start_published,
-    "pubdate": FeedHandlers._start_published, "dcterms_issued": FeedHandlers._start_published,
-    "updated": FeedHandlers._start_updated, "modified": FeedHandlers._start_updated,
-    "lastbuilddate": FeedHandlers._start_updated, "dc_date": FeedHandlers._start_updated,
-    "dcterms_modified": FeedHandlers._start_updated,
-    "created": FeedHandlers._start_created, "dcterms_created": FeedHandlers._start_created,
-    "expirationdate": FeedHandlers._start_expirationdate,
-    "category": FeedHandlers._start_category, "keywords": FeedHandlers._start_category,
-    "dc_subject": FeedHandlers._start_category, "media_category": ExtensionHandlers._start_media_category,
-    "itunes_category": ExtensionHandlers._start_itunes_category, "tags": ExtensionHandlers._start_tags,
-    "cloud": FeedHandlers._start_cloud, "link": FeedHandlers._start_link,
-    "guid": FeedHandlers._start_guid, "id": FeedHandlers._start_guid,
-    "title": FeedHandlers._start_title, "dc_title": FeedHandlers._start_title, "media_title": FeedHandlers._start_title,
-    "description": FeedHandlers._start_description, "dc_description": FeedHandlers._start_description,
-    "media_description": FeedHandlers._start_description, "abstract": FeedHandlers._start_abstract,
-    "info": FeedHandlers._start_info, "feedburner_browserfriendly": FeedHandlers._start_info,
-    "generator": FeedHandlers._start_generator,
-    "summary": FeedHandlers._start_summary, "itunes_summary": FeedHandlers._start_summary,
-    "enclosure": FeedHandlers._start_enclosure, "source": FeedHandlers._start_source,
-    "content": FeedHandlers._start_content, "content_encoded": FeedHandlers._start_content_encoded,
-    "fullitem": FeedHandlers._start_content_encoded,
-    "media_group": ExtensionHandlers._start_media_group, "media_content": ExtensionHandlers._start_media_content,
-    "media_thumbnail": ExtensionHandlers._start_media_thumbnail, "media_credit": ExtensionHandlers._start_media_credit,
-    "media_rating": ExtensionHandlers._start_media_rating,
-    "itunes_image": ExtensionHandlers._start_itunes_image, "itunes_link": ExtensionHandlers._start_itunes_image,
-    "itunes_owner": ExtensionHandlers._start_itunes_owner, "cc_license": ExtensionHandlers._start_cc_license,
+def _handler_table(prefix: str, aliases: Mapping[str, str]) -> dict[str, Callable[..., None]]:
+    """Handlers by element key: each ``prefix + key`` method of the handler classes for its own
+    ``key``, and for each alias the handler of the element it stands for (feedparser's
+    ``_start_managingeditor = _start_author``...). Helpers of the handlers are named otherwise."""
+    table = {name[len(prefix):]: getattr(ExtensionHandlers, name)
+             for name in dir(ExtensionHandlers) if name.startswith(prefix)}
+    table.update({alias: getattr(ExtensionHandlers, prefix + name) for alias, name in aliases.items()})
+    return table
+
+
+_ALIASES = {
+    "managingeditor": "author", "dc_author": "author", "dc_creator": "author",
+    "itunes_author": "author", "itunes_name": "name", "homepage": "url", "uri": "url",
+    "itunes_email": "email", "tagline": "subtitle", "itunes_subtitle": "subtitle",
+    "copyright": "rights", "dc_rights": "rights", "entry": "item", "dc_language": "language",
+    "dc_publisher": "webmaster", "issued": "published", "pubdate": "published",
+    "dcterms_issued": "published", "modified": "updated", "lastbuilddate": "updated",
+    "dc_date": "updated", "dcterms_modified": "updated", "dcterms_created": "created",
+    "keywords": "category", "dc_subject": "category", "id": "guid", "dc_title": "title",
+    "dc_description": "description", "media_description": "description",
+    "feedburner_browserfriendly": "info", "itunes_summary": "summary",
 }
-_END: dict[str, EndHandler] = {
-    "channel": FeedHandlers._end_channel, "feed": FeedHandlers._end_channel,
-    "image": FeedHandlers._end_image, "textinput": FeedHandlers._end_textinput,
-    "author": FeedHandlers._end_author, "managingeditor": FeedHandlers._end_author, "dc_author": FeedHandlers._end_author,
-    "dc_creator": FeedHandlers._end_author, "itunes_author": FeedHandlers._end_author,
-    "contributor": FeedHandlers._end_contributor, "dc_contributor": FeedHandlers._end_dc_contributor,
-    "name": FeedHandlers._end_name, "itunes_name": FeedHandlers._end_name,
-    "width": FeedHandlers._end_width, "height": FeedHandlers._end_height,
-    "url": FeedHandlers._end_url, "homepage": FeedHandlers._end_url, "uri": FeedHandlers._end_url,
-    "email": FeedHandlers._end_email, "itunes_email": FeedHandlers._end_email,
-    "subtitle": FeedHandlers._end_subtitle, "tagline": FeedHandlers._end_subtitle, "itunes_subtitle": FeedHandlers._end_subtitle,
-    "rights": FeedHandlers._end_rights, "copyright": FeedHandlers._end_rights, "dc_rights": FeedHandlers._end_rights,
-    "item": FeedHandlers._end_item, "entry": FeedHandlers._end_item,
-    "language": FeedHandlers._end_language, "dc_language": FeedHandlers._end_language,
-    "webmaster": FeedHandlers._end_webmaster, "dc_publisher": FeedHandlers._end_webmaster,
-    "published": FeedHandlers._end_published, "issued": FeedHandlers._end_published,
-    "pubdate": FeedHandlers._end_published, "dcterms_issued": FeedHandlers._end_published,
-    "updated": FeedHandlers._end_updated, "modified": FeedHandlers._end_updated,
-    "lastbuilddate": FeedHandlers._end_updated, "dc_date": FeedHandlers._end_updated,
-    "dcterms_modified": FeedHandlers._end_updated,
-    "created": FeedHandlers._end_created, "dcterms_created": FeedHandlers._end_created,
-    "expirationdate": FeedHandlers._end_expirationdate,
-    "category": FeedHandlers._end_category, "keywords": FeedHandlers._end_category, "dc_subject": FeedHandlers._end_category,
-    "media_category": FeedHandlers._end_category, "itunes_category": FeedHandlers._end_category,
-    "media_keywords": ExtensionHandlers._end_media_keywords, "itunes_keywords": ExtensionHandlers._end_itunes_keywords,
-    "tags": ExtensionHandlers._end_tags, "link": FeedHandlers._end_link,
-    "guid": FeedHandlers._end_guid, "id": FeedHandlers._end_guid,
-    "title": FeedHandlers._end_title, "dc_title": FeedHandlers._end_title, "media_title": FeedHandlers._end_media_title,
-    "description": FeedHandlers._end_description, "dc_description": FeedHandlers._end_description,
-    "media_description": FeedHandlers._end_description, "abstract": FeedHandlers._end_description,
-    "info": FeedHandlers._end_info, "feedburner_browserfriendly": FeedHandlers._end_info,
-    "generator": FeedHandlers._end_generator,
-    "summary": FeedHandlers._end_summary, "itunes_summary": FeedHandlers._end_summary,
-    "source": FeedHandlers._end_source,
-    "content": FeedHandlers._end_content, "content_encoded": FeedHandlers._end_content, "fullitem": FeedHandlers._end_content,
-    "media_thumbnail": ExtensionHandlers._end_media_thumbnail, "media_credit": ExtensionHandlers._end_media_credit,
-    "media_rating": ExtensionHandlers._end_media_rating,
-    "itunes_owner": ExtensionHandlers._end_itunes_owner, "itunes_block": ExtensionHandlers._end_itunes_block,
-    "itunes_explicit": ExtensionHandlers._end_itunes_explicit,
-}
+"""Elements feedparser reads as another, start and end alike (RSS, Dublin Core and iTunes names for the Atom ones)."""
+_START: dict[str, StartHandler] = _handler_table("_start_", {**_ALIASES, **{
+    "media_title": "title", "fullitem": "content_encoded", "itunes_link": "itunes_image",
+}})
+_END: dict[str, EndHandler] = _handler_table("_end_", {**_ALIASES, **{
+    "feed": "channel", "media_category": "category", "itunes_category": "category",
+    "abstract": "description", "content_encoded": "content", "fullitem": "content",
+}})
 
 
 class _Reader(TreeWalk, ExtensionHandlers):
