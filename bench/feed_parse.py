@@ -29,13 +29,13 @@ from pathlib import Path
 
 import feedparser
 
-import transforms.feeds
+import transforms.feeds.rss_atom
 from bench.harness import print_json_line
 from replay.corpus import build_publishers, build_schedule, load_corpus, sample_corpus
 from replay.render import FEED_SIZE, render_atom, render_rss
 from transforms.errors import FeedRejectedError
-from transforms.feed_xml import Declined, read_feed_document
 from transforms.feeds import parse_feed
+from transforms.feeds.xml_reader import Declined, read_feed_document
 
 CORPORA = [Path("/work/shared/corpus/clustering") / n for n in ("ecbplus-dev.jsonl", "mmds-dev.jsonl")]
 START = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
@@ -102,11 +102,11 @@ def _reader_verdict(body: bytes, url: str) -> object:
         seen.append(read_feed_document(*args))  # type: ignore[arg-type]
         return seen[-1]
 
-    transforms.feeds.read_feed_document = spy  # type: ignore[assignment]
+    transforms.feeds.rss_atom.read_feed_document = spy  # type: ignore[assignment]
     try:
         parse_feed(body, url)
     finally:
-        transforms.feeds.read_feed_document = read_feed_document
+        transforms.feeds.rss_atom.read_feed_document = read_feed_document
     return seen[0] if seen else None
 
 

@@ -281,8 +281,8 @@ def run_mode(mode: str, args: argparse.Namespace, corpus: list[Any], run_dir: Pa
     from tasks.registry import import_publishers
     from tasks.replay_control import download_publishers_csv
     from tasks.settings import WebSubSettings
-    from tasks.websub import ping_token
     from warehouse.store import LocalStore
+    from websub.receiver import ping_token
 
     run_dir.mkdir(parents=True, exist_ok=True)
     store_dir = run_dir / "store"

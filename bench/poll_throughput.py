@@ -241,11 +241,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def run(args: argparse.Namespace, report: Callable[[str], None] = lambda line: None) -> dict[str, object]:
     """One run: ours over every feed, then the sequential baseline over a sample; the figures as a dict."""
     import tasks.ingest.poll
+    import tasks.ingest.readers
 
     if args.parser == "fastfeedparser":
-        tasks.ingest.poll.parse_feed = _fast_parse_feed  # type: ignore[assignment]
+        tasks.ingest.readers.parse_feed = _fast_parse_feed  # type: ignore[assignment]
     elif args.parser == "feedparser":
-        tasks.ingest.poll.parse_feed = functools.partial(parse_feed, parser="feedparser")
+        tasks.ingest.readers.parse_feed = functools.partial(parse_feed, parser="feedparser")
     profiles: list[cProfile.Profile] = []
     if args.profile:
         tasks.ingest.poll.poll_feed = _profiled(tasks.ingest.poll.poll_feed, profiles)

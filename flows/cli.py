@@ -541,7 +541,7 @@ def cmd_websub(args: argparse.Namespace) -> int:
 
     from tasks.settings import get_websub_settings
     from tasks.storage import configured_store
-    from tasks.websub import ping_token, run_receiver
+    from websub.receiver import ping_token, run_receiver
 
     try:
         settings = get_websub_settings()

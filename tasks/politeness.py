@@ -197,67 +197,86 @@ def run_per_host(
     items get ``skip(item)`` instead, without a request, if ``skip`` is given. An exception from ``work`` is a bug (expected failures are results): it is re-raised
     once every item has finished.
     """
-    queues: dict[str, deque[int]] = {}
-    for index, item in enumerate(items):
-        queues.setdefault(str(host_of(item)), deque()).append(index)
-    hosts = deque(queues)  # hosts with items not yet started, in round-robin order
-    outcomes: list[_Outcome[R]] = [_Outcome() for _ in items]
-    changed = threading.Condition()
+    run = _PerHostRun(items, host_of=host_of, work=work, status_of=status_of, limiter=limiter, skip=skip,
+                      elapsed_of=elapsed_of)
+    workers: list[Future[None]] = [pool.submit(run.work_until_done) for _ in range(max(1, min(max_in_flight, len(items))))]
+    for future in workers:
+        future.result()
+    for outcome in run.outcomes:
+        if outcome.error is not None:
+            raise outcome.error
+    return [outcome.value for outcome in run.outcomes]  # type: ignore[misc]
 
-    def take() -> tuple[str, int] | float | None:
+
+class _PerHostRun(Generic[T, R]):
+    """One :func:`run_per_host` call: each host's queue of item indexes, the outcomes, and the
+    condition its workers wait on for a host's slot or token."""
+
+    def __init__(self, items: Sequence[T], *, host_of: Callable[[T], Hashable], work: Callable[[T], R],
+                 status_of: Callable[[R], int | None], limiter: HostLimiter, skip: Callable[[T], R] | None,
+                 elapsed_of: Callable[[R], float | None] | None) -> None:
+        self.items, self.work, self.status_of, self.limiter = items, work, status_of, limiter
+        self.skip, self.elapsed_of = skip, elapsed_of
+        self.queues: dict[str, deque[int]] = {}
+        for index, item in enumerate(items):
+            self.queues.setdefault(str(host_of(item)), deque()).append(index)
+        self.hosts = deque(self.queues)  # hosts with items not yet started, in round-robin order
+        self.outcomes: list[_Outcome[R]] = [_Outcome() for _ in items]
+        self.changed = threading.Condition()
+
+    def take(self) -> tuple[str, int] | float | None:
         """The next (host, index) allowed to start, else seconds worth waiting; None when all started."""
-        if not hosts:
+        if not self.hosts:
             return None
         soonest = math.inf
-        for _ in range(len(hosts)):
-            host = hosts[0]
-            hosts.rotate(-1)  # the host is now last
-            wait = limiter.try_acquire(host)
+        for _ in range(len(self.hosts)):
+            host = self.hosts[0]
+            self.hosts.rotate(-1)  # the host is now last
+            wait = self.limiter.try_acquire(host)
             if wait == 0.0:
-                queue = queues[host]
+                queue = self.queues[host]
                 index = queue.popleft()
                 if not queue:
-                    hosts.pop()
-                    del queues[host]
+                    self.hosts.pop()
+                    del self.queues[host]
                 return host, index
             soonest = min(soonest, wait)
         return soonest
 
-    def worker() -> None:
-        while True:
-            with changed:
-                while True:
-                    taken = take()
-                    if taken is None:
-                        return
-                    if isinstance(taken, tuple):
-                        break
-                    changed.wait(timeout=min(taken, 0.5))
-            host, index = taken
-            started = time.monotonic()
-            status: int | None = None
-            answered: float | None = None
-            skipped = skip is not None and limiter.is_tripped(host)
-            try:
-                if skipped:
-                    outcomes[index].value = skip(items[index])  # type: ignore[misc]
-                else:
-                    outcomes[index].value = work(items[index])
-                    status = status_of(outcomes[index].value)  # type: ignore[arg-type]
-                    if elapsed_of is not None:
-                        answered = elapsed_of(outcomes[index].value)  # type: ignore[arg-type]
-            except BaseException as e:  # noqa: B036 - re-raised once every item has finished
-                outcomes[index].error = e
-            finally:
-                elapsed = time.monotonic() - started if answered is None else answered
-                limiter.release(host, status, elapsed, skipped=skipped)
-                with changed:
-                    changed.notify()
+    def wait_for_next(self) -> tuple[str, int] | None:
+        """The next (host, index) to run, once its host has a slot and a token; None when all started."""
+        with self.changed:
+            while True:
+                taken = self.take()
+                if taken is None or isinstance(taken, tuple):
+                    return taken
+                self.changed.wait(timeout=min(taken, 0.5))
 
-    workers: list[Future[None]] = [pool.submit(worker) for _ in range(max(1, min(max_in_flight, len(items))))]
-    for future in workers:
-        future.result()
-    for outcome in outcomes:
-        if outcome.error is not None:
-            raise outcome.error
-    return [outcome.value for outcome in outcomes]  # type: ignore[misc]
+    def work_until_done(self) -> None:
+        """One worker: run items until every item has started."""
+        while (taken := self.wait_for_next()) is not None:
+            self.run_one(*taken)
+
+    def run_one(self, host: str, index: int) -> None:
+        """Run (or, for a tripped host, skip) one item, then hand its host's slot back with the status
+        and the time the host took, and wake the waiting workers."""
+        started = time.monotonic()
+        status: int | None = None
+        answered: float | None = None
+        skipped = self.skip is not None and self.limiter.is_tripped(host)
+        outcome = self.outcomes[index]
+        try:
+            if skipped:
+                outcome.value = self.skip(self.items[index])  # type: ignore[misc]
+            else:
+                outcome.value = self.work(self.items[index])
+                status = self.status_of(outcome.value)
+                if self.elapsed_of is not None:
+                    answered = self.elapsed_of(outcome.value)
+        except BaseException as e:  # noqa: B036 - re-raised once every item has finished
+            outcome.error = e
+        finally:
+            elapsed = time.monotonic() - started if answered is None else answered
+            self.limiter.release(host, status, elapsed, skipped=skipped)
+            with self.changed:
+                self.changed.notify()

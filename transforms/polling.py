@@ -6,22 +6,17 @@ of items per hour of the week, so a feed is polled more often at the hours it pu
 are honoured; failures back off exponentially and a feed that keeps failing is parked and re-probed
 slowly. Nothing here reads a clock: ``now`` is an argument (STYLE §1).
 
-The poll outcome is decided here too (:func:`settle_poll`): which items are new (guid
-bookkeeping), which validators are kept and sent back (RFC 9110 §8.8, §13.1), and what is an
-error and what a warning. ``tasks/ingest/poll.py`` only does the request and the parse.
+What a poll means for the feed (new items, validators, errors and warnings) is
+:mod:`transforms.poll_outcome`, which asks :func:`decide_next_poll` for the next poll.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Literal
-
-from transforms.feeds import FeedItem, ParsedFeed, is_plausible_published_at
-from transforms.records import FeedState
-from transforms.websub import is_lease_live
 
 HOURS_OF_WEEK = 168
 DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -44,12 +39,6 @@ PARK_REPROBE_SECONDS = 6 * 3600
 RETRY_AFTER_CAP_SECONDS = 24 * 3600
 USELESS_VALIDATOR_POLLS = 3
 """Consecutive 200s with changed validators and no new guid before validators are dropped."""
-RECENT_GUIDS = 200
-"""Guids a feed's state remembers (newest first): an item seen among them is not new."""
-VALIDATOR_MAX_CHARS = 256
-"""Longest ETag / Last-Modified kept and sent back; real ones are a few dozen characters."""
-ERROR_MAX_CHARS = 500
-
 Reason = Literal["rate", "new_items", "max_age", "expires", "ttl", "skip_hours",
                  "retry_after", "backoff", "parked", "gone", "websub_backstop"]
 
@@ -294,37 +283,15 @@ def decide_next_poll(
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     counts, observed = _updated_rate(state, response, now)
-    previous = state.interval_seconds or ceiling_seconds
     streak = state.error_streak + 1 if response.is_error else 0
     miss_streak, useless = _validator_verdict(state, response)
-    reason: Reason
     parked_reason: str | None = None
-
+    reason: Reason
     if response.is_error:
-        if response.status == 410:
-            interval, reason = PARK_REPROBE_SECONDS, "gone"
-            parked_reason = "HTTP 410 Gone"
-        elif streak >= PARK_AFTER_FAILURES:
-            interval, reason = PARK_REPROBE_SECONDS, "parked"
-            parked_reason = f"{streak} failures in a row"
-        else:
-            interval, reason = min(BACKOFF_CAP_SECONDS, floor_seconds * 2 ** min(streak, 20)), "backoff"
+        interval, reason, parked_reason = _failure_interval(response, streak, floor_seconds)
     else:
-        rate = max(expected_rate_per_hour(counts, observed, now),
-                   expected_rate_per_hour(counts, observed, now + timedelta(hours=1)))
-        interval, reason = int(3600 / rate / 2), "rate"
-        if response.new_item_times and interval > previous // 2:
-            interval, reason = previous // 2, "new_items"
-        interval = min(ceiling_seconds, max(floor_seconds, interval))
-        if backstop_seconds is not None and min(backstop_seconds, ceiling_seconds) > interval:
-            interval, reason = min(backstop_seconds, ceiling_seconds), "websub_backstop"
-        hints: list[tuple[int | None, Reason]] = [
-            *_freshness_hint(response.cache_control, response.expires, now),
-            (response.ttl_minutes * 60 if response.ttl_minutes else None, "ttl"),
-        ]
-        for hint, hint_reason in hints:
-            if hint is not None and min(hint, ceiling_seconds) > interval:
-                interval, reason = min(hint, ceiling_seconds), hint_reason
+        interval, reason = _success_interval(state, response, counts, observed, now, floor_seconds=floor_seconds,
+                                             ceiling_seconds=ceiling_seconds, backstop_seconds=backstop_seconds)
     retry_after = parse_retry_after(response.retry_after, now) if response.status in (429, 503) else None
     if retry_after is not None:
         capped = min(retry_after, RETRY_AFTER_CAP_SECONDS)
@@ -342,6 +309,42 @@ def decide_next_poll(
         rate_observed_seconds=observed, error_streak=streak, is_parked=parked_reason is not None,
         parked_reason=parked_reason, validator_miss_streak=miss_streak, is_validators_useless=useless,
     )
+
+
+def _failure_interval(response: PollResponse, streak: int, floor_seconds: int) -> tuple[int, Reason, str | None]:
+    """A failed poll's interval, reason and why the feed is parked (None: it is not): 410 Gone parks
+    it at once, PARK_AFTER_FAILURES failures in a row park it, anything less backs off exponentially."""
+    if response.status == 410:
+        return PARK_REPROBE_SECONDS, "gone", "HTTP 410 Gone"
+    if streak >= PARK_AFTER_FAILURES:
+        return PARK_REPROBE_SECONDS, "parked", f"{streak} failures in a row"
+    return min(BACKOFF_CAP_SECONDS, floor_seconds * 2 ** min(streak, 20)), "backoff", None
+
+
+def _success_interval(state: PollState, response: PollResponse, counts: Sequence[float], observed: float,
+                      now: datetime, *, floor_seconds: int, ceiling_seconds: int,
+                      backstop_seconds: int | None) -> tuple[int, Reason]:
+    """A successful poll's interval and reason: half the expected gap between items, at most half the
+    last interval when items were new, clamped to [floor, ceiling]; then the WebSub backstop and the
+    server's freshness hints and ``ttl`` as lower bounds, each capped by the ceiling."""
+    previous = state.interval_seconds or ceiling_seconds
+    rate = max(expected_rate_per_hour(counts, observed, now),
+               expected_rate_per_hour(counts, observed, now + timedelta(hours=1)))
+    interval: int = int(3600 / rate / 2)
+    reason: Reason = "rate"
+    if response.new_item_times and interval > previous // 2:
+        interval, reason = previous // 2, "new_items"
+    interval = min(ceiling_seconds, max(floor_seconds, interval))
+    if backstop_seconds is not None and min(backstop_seconds, ceiling_seconds) > interval:
+        interval, reason = min(backstop_seconds, ceiling_seconds), "websub_backstop"
+    hints: list[tuple[int | None, Reason]] = [
+        *_freshness_hint(response.cache_control, response.expires, now),
+        (response.ttl_minutes * 60 if response.ttl_minutes else None, "ttl"),
+    ]
+    for hint, hint_reason in hints:
+        if hint is not None and min(hint, ceiling_seconds) > interval:
+            interval, reason = min(hint, ceiling_seconds), hint_reason
+    return interval, reason
 
 
 def _updated_rate(state: PollState, response: PollResponse, now: datetime) -> tuple[tuple[float, ...], float]:
@@ -376,233 +379,3 @@ def _validator_verdict(state: PollState, response: PollResponse) -> tuple[int, b
     if response.status == 304:
         return 0, False
     return state.validator_miss_streak, False
-
-
-# --- the poll outcome ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class FeedReport:
-    """One feed's poll in a run: the summary line, the run report's failures, WebSub upkeep."""
-
-    feed_id: str
-    url: str
-    status: int | None
-    new_items: int
-    error_kind: str | None
-    error: str | None
-    next_poll_at: datetime
-    elapsed_ms: float
-    interval_seconds: int = 0
-    poll_reason: str = ""
-    warning_kind: str | None = None
-    warning: str | None = None
-    is_parked: bool = False
-    hub_url: str | None = None
-    topic_url: str | None = None
-    sent_validators: bool = False
-    """The poll sent If-None-Match or If-Modified-Since (a conditional GET, RFC 9110 section 13)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PollExchange:
-    """What one conditional GET of a feed gave, as the fetching task saw it.
-
-    ``status`` is None when no response came; ``parsed`` is the parsed body of a 2xx; ``error_kind``
-    names a failure of the request or of the parse (``timeout``, ``rejected``, ``parse``, ...).
-    ``headers`` are the response's, with lower-case names.
-    """
-
-    status: int | None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    parsed: ParsedFeed | None = None
-    error_kind: str | None = None
-    error: str | None = None
-    elapsed_ms: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class PollOutcome:
-    """A feed's next state, the items new to it (in feed order) and the poll's report."""
-
-    state: FeedState
-    new_items: tuple[FeedItem, ...]
-    report: FeedReport
-
-
-def clean_validator(value: object) -> str | None:
-    """``value`` if it can be stored and sent back as ``If-None-Match``/``If-Modified-Since``, else None.
-
-    Only printable ASCII (visible characters and spaces, RFC 9110 §8.8.3 ``etagc`` and §5.6.7
-    HTTP-date) of at most :data:`VALIDATOR_MAX_CHARS` characters is kept: httpx refuses to encode
-    anything else, and a stored one would then fail every later poll of the feed.
-
-    >>> clean_validator('W/"v1"'), clean_validator('"caf\\u00e9"'), clean_validator("a\\r\\nb")
-    ('W/"v1"', None, None)
-    """
-    if not isinstance(value, str) or len(value) > VALIDATOR_MAX_CHARS or not value.strip():
-        return None
-    return value if value.isascii() and value.isprintable() else None
-
-
-def with_sendable_validators(state: FeedState) -> FeedState:
-    """``state`` without a stored validator that cannot be sent back (stored before they were
-    checked): dropped whatever the poll brings, so it can never fail the request."""
-    etag, last_modified = clean_validator(state.etag), clean_validator(state.last_modified)
-    if (etag, last_modified) == (state.etag, state.last_modified):
-        return state
-    return replace(state, etag=etag, last_modified=last_modified)
-
-
-def conditional_headers(state: FeedState) -> dict[str, str]:
-    """``If-None-Match`` / ``If-Modified-Since`` for a feed's next poll (RFC 9110 §13.1), unless its
-    validators proved useless.
-
-    >>> conditional_headers(FeedState("f", etag='"v1"'))
-    {'If-None-Match': '"v1"'}
-    """
-    state = with_sendable_validators(state)
-    headers = {}
-    if not state.is_validators_useless:
-        if state.etag:
-            headers["If-None-Match"] = state.etag
-        if state.last_modified:
-            headers["If-Modified-Since"] = state.last_modified
-    return headers
-
-
-def poll_state_of(state: FeedState) -> PollState:
-    """What :func:`decide_next_poll` needs of a stored state."""
-    return PollState(
-        interval_seconds=state.interval_seconds, last_polled_at=state.last_polled_at,
-        rate_counts=tuple(state.rate_counts), rate_observed_seconds=float(state.rate_observed_seconds),
-        error_streak=int(state.error_streak), validator_miss_streak=int(state.validator_miss_streak),
-        is_validators_useless=bool(state.is_validators_useless),
-    )
-
-
-def bad_date_count(items: Sequence[FeedItem], now: datetime) -> int:
-    """Items with no usable date: none at all, or an implausible published one."""
-    return sum(1 for i in items if i.published_at is None and i.updated_at is None
-               or (i.published_at is not None and not is_plausible_published_at(i.published_at, now)))
-
-
-def _new_items(state: FeedState, parsed: ParsedFeed, max_items: int) -> tuple[list[FeedItem], list[FeedItem], tuple[str, ...]]:
-    """(fresh items, those taken this poll, the guids to remember): at most ``max_items`` are taken
-    and only they, with the items already seen, are marked seen, newest first."""
-    seen = set(state.recent_guids)
-    fresh = [item for item in parsed.items if item.guid not in seen]
-    taken_items = fresh[:max_items]
-    taken = {item.guid for item in taken_items}
-    marked = [item.guid for item in parsed.items if item.guid in seen or item.guid in taken]
-    kept = set(marked)
-    recent = (marked + [g for g in state.recent_guids if g not in kept])[:RECENT_GUIDS]
-    return fresh, taken_items, tuple(recent)
-
-
-def settle_poll(state: FeedState, exchange: PollExchange, now: datetime, *, feed_url: str, max_items: int,
-                floor_seconds: int, ceiling_seconds: int, backstop_seconds: int | None = None) -> PollOutcome:
-    """The outcome of one conditional GET: the feed's next state, its new items and the report.
-
-    * Guids: items not among the state's ``recent_guids`` are new; at most ``max_items`` are taken,
-      and the rest are not marked seen, so the next poll gets them.
-    * Validators change only on 2xx (RFC 9110 §8.8); a response without ``Last-Modified`` keeps the
-      old one, one sent but unusable (non-ASCII, too long) clears it, and while items are left over
-      the old ones stay, so no 304 hides them.
-    * An error is a failed request, a non-2xx other than 304, or a body that is no usable feed; a
-      usable but flawed feed (broken XML, garbage dates) is a ``warning`` and is ingested.
-    * The feed's WebSub hub (``link rel=hub``) and topic (``rel=self``) are read from a usable 2xx
-      only; while a lease is live the next poll is a backstop, at least ``backstop_seconds`` away.
-    """
-    state = with_sendable_validators(state)
-    sent_validators = bool(conditional_headers(state))
-    status, headers, parsed = exchange.status, exchange.headers, exchange.parsed
-    error_kind, error = exchange.error_kind, exchange.error
-    warning_kind = warning = None
-    new: list[FeedItem] = []
-    validators_changed = False
-    changes: dict[str, object] = {}
-    is_usable = parsed is not None and (bool(parsed.items) or not parsed.is_malformed)
-    if error_kind is None and status is not None and 200 <= status < 300 and parsed is not None:
-        if is_usable:
-            changes["hub_url"] = parsed.hub_url
-        if parsed.is_malformed and not parsed.items:
-            error_kind, error = "parse", f"not a usable feed: {parsed.error or 'no items'}"
-        else:
-            fresh, new, changes["recent_guids"] = _new_items(state, parsed, max_items)
-            raw_etag, raw_last_modified = headers.get("etag"), headers.get("last-modified")
-            etag, last_modified = clean_validator(raw_etag), clean_validator(raw_last_modified)
-            validators_changed = sent_validators and (
-                bool(etag) and etag != state.etag or bool(last_modified) and last_modified != state.last_modified)
-            if len(fresh) == len(new):
-                changes["etag"] = etag if raw_etag else state.etag
-                changes["last_modified"] = last_modified if raw_last_modified else state.last_modified
-            bad_dates = bad_date_count(parsed.items, now)
-            if parsed.is_malformed:
-                warning_kind, warning = "malformed", f"feed used as is: {parsed.error}"
-            elif bad_dates:
-                warning_kind, warning = "bad_dates", f"{bad_dates} of {len(parsed.items)} items have no usable date"
-    elif error_kind is None and status != 304:
-        error_kind, error = "http_status", f"HTTP {status}" + (
-            f" (Retry-After: {headers['retry-after']})" if "retry-after" in headers else "")
-    # Implausible dates (1900, 9999) say nothing of the feed's rate (#16).
-    usable_times = tuple(i.published_at if i.published_at is not None
-                         and is_plausible_published_at(i.published_at, now) else None for i in new)
-    dated = [i.published_at for i in (parsed.items if parsed else ()) if i.published_at is not None
-             and is_plausible_published_at(i.published_at, now)]
-    response = PollResponse(
-        status=status, is_error=error_kind is not None, new_item_times=usable_times,
-        oldest_item_at=min(dated) if dated else None,
-        retry_after=headers.get("retry-after"), cache_control=headers.get("cache-control"),
-        expires=headers.get("expires"), ttl_minutes=parsed.ttl_minutes if parsed else None,
-        skip_hours=parsed.skip_hours if parsed else frozenset(), skip_days=parsed.skip_days if parsed else frozenset(),
-        sent_validators=sent_validators, validators_changed=validators_changed,
-    )
-    hub_url = changes.get("hub_url", state.hub_url)
-    is_live = bool(hub_url) and is_lease_live(state.lease_expires_at, now)
-    decision = decide_next_poll(poll_state_of(state), response, now, floor_seconds=floor_seconds,
-                                ceiling_seconds=max(floor_seconds, ceiling_seconds),
-                                backstop_seconds=backstop_seconds if is_live else None)
-    changes.update(
-        last_polled_at=now, last_status=status, interval_seconds=decision.interval_seconds,
-        next_poll_at=decision.next_poll_at, poll_reason=decision.reason, last_new_items=len(new),
-        error_streak=decision.error_streak, rate_counts=decision.rate_counts,
-        rate_observed_seconds=decision.rate_observed_seconds,
-        validator_miss_streak=decision.validator_miss_streak, is_validators_useless=decision.is_validators_useless,
-        is_parked=decision.is_parked, parked_reason=decision.parked_reason,
-    )
-    if error_kind or warning_kind:
-        changes.update(last_error_kind=error_kind or warning_kind, last_error=error or warning, last_error_at=now)
-    if parsed is not None and is_usable:
-        changes["topic_url"] = parsed.self_url or feed_url  # the WebSub topic (rel=self), read with hub_url
-    # A 304 (or an error) says nothing new of rel=hub or rel=self: the ones last read stand.
-    state = replace(state, **changes)  # type: ignore[arg-type]
-    report = FeedReport(state.feed_id, feed_url, status, len(new), error_kind, error, decision.next_poll_at,
-                        exchange.elapsed_ms, decision.interval_seconds, decision.reason, warning_kind, warning,
-                        decision.is_parked, hub_url=state.hub_url, topic_url=state.topic_url or feed_url,
-                        sent_validators=sent_validators)
-    return PollOutcome(state, tuple(new), report)
-
-
-def settle_failed_poll(state: FeedState, kind: str, message: str, now: datetime, *, feed_url: str,
-                       floor_seconds: int, ceiling_seconds: int) -> PollOutcome:
-    """A poll that got no usable response (a crash on the feed's input, a host skipped for
-    backing off), through the same decision as any other failure."""
-    decision = decide_next_poll(poll_state_of(state), PollResponse(status=None, is_error=True), now,
-                                floor_seconds=floor_seconds, ceiling_seconds=max(floor_seconds, ceiling_seconds))
-    message = message[:ERROR_MAX_CHARS]
-    state = replace(state, last_polled_at=now, last_status=None, error_streak=decision.error_streak,
-                    next_poll_at=decision.next_poll_at, poll_reason=decision.reason,
-                    interval_seconds=decision.interval_seconds, is_parked=decision.is_parked,
-                    parked_reason=decision.parked_reason, last_new_items=0, last_error_kind=kind,
-                    last_error=message, last_error_at=now)
-    report = FeedReport(state.feed_id, feed_url, None, 0, kind, message, decision.next_poll_at, 0.0,
-                        decision.interval_seconds, decision.reason, is_parked=decision.is_parked)
-    return PollOutcome(state, (), report)
-
-
-def forget_items(state: FeedState, guids: set[str]) -> FeedState:
-    """``state`` with ``guids`` no longer seen and no validators, so the next poll takes those items
-    again and a 304 cannot hide them (their pages failed for now: timeout, 429, 5xx)."""
-    return replace(state, recent_guids=tuple(g for g in state.recent_guids if g not in guids),
-                   etag=None, last_modified=None)

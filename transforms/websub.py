@@ -10,13 +10,11 @@ import hashlib
 import hmac
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 from newsroom.times import parse_iso_datetime
 
-SIGNATURE_ALGORITHMS: dict[str, Any] = {
-    "sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha384": hashlib.sha384, "sha512": hashlib.sha512,
-}
+SIGNATURE_ALGORITHMS: frozenset[str] = frozenset({"sha1", "sha256", "sha384", "sha512"})
 """WebSub §8: ``X-Hub-Signature: method=signature``, method one of sha1, sha256, sha384, sha512;
 sha1 is kept for older hubs."""
 DEFAULT_SIGNATURE_ALGORITHM = "sha256"
@@ -114,11 +112,10 @@ def sign_body(secret: str | bytes, body: bytes, algorithm: str = DEFAULT_SIGNATU
     Raises:
         ValueError: an algorithm other than sha1, sha256, sha384 or sha512.
     """
-    digest = SIGNATURE_ALGORITHMS.get(algorithm)
-    if digest is None:
+    if algorithm not in SIGNATURE_ALGORITHMS:
         raise ValueError(f"unsupported signature algorithm {algorithm!r}; use one of {sorted(SIGNATURE_ALGORITHMS)}")
     key = secret.encode("utf-8") if isinstance(secret, str) else secret
-    return f"{algorithm}={hmac.new(key, body, digest).hexdigest()}"
+    return f"{algorithm}={hmac.new(key, body, algorithm).hexdigest()}"
 
 
 def verify_signature(secret: str | bytes | None, body: bytes, header: str | None) -> SignatureVerdict:
@@ -309,19 +306,45 @@ def is_push_due(last_polled_at: datetime | None, now: datetime,
     return last_polled_at is None or (now - last_polled_at).total_seconds() >= min_interval_seconds
 
 
-def subscription_to_dict(subscription: Subscription) -> dict[str, Any]:
+class SubscriptionJson(TypedDict, total=False):
+    """A subscription record as stored (JSON, instants as ISO 8601 strings). A record read back is
+    checked by :func:`subscription_from_dict`, so every key may be missing until then."""
+
+    feed_id: str
+    topic_url: str
+    hub_url: str
+    mode: SubscriptionMode
+    status: SubscriptionStatus
+    requested_at: str
+    lease_seconds: int | None
+    lease_expires_at: str | None
+    verified_at: str | None
+    last_error: str | None
+    rejected_count: int
+    last_rejected_reason: str | None
+    last_rejected_at: str | None
+
+
+def subscription_to_dict(subscription: Subscription) -> SubscriptionJson:
     """A JSON-ready dict (ISO instants) of a subscription."""
-    out: dict[str, Any] = {}
-    for name in Subscription.__slots__:
-        value = getattr(subscription, name)
-        out[name] = value.isoformat() if isinstance(value, datetime) else value
-    return out
+    s = subscription
+    return SubscriptionJson(
+        feed_id=s.feed_id, topic_url=s.topic_url, hub_url=s.hub_url, mode=s.mode, status=s.status,
+        requested_at=s.requested_at.isoformat(), lease_seconds=s.lease_seconds,
+        lease_expires_at=_iso(s.lease_expires_at), verified_at=_iso(s.verified_at), last_error=s.last_error,
+        rejected_count=s.rejected_count, last_rejected_reason=s.last_rejected_reason,
+        last_rejected_at=_iso(s.last_rejected_at),
+    )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
 
 
 _TIME_FIELDS = ("requested_at", "lease_expires_at", "verified_at", "last_rejected_at")
 
 
-def subscription_from_dict(data: dict[str, Any]) -> Subscription:
+def subscription_from_dict(data: SubscriptionJson) -> Subscription:
     """The inverse of ``subscription_to_dict``; unknown keys are ignored.
 
     Raises:

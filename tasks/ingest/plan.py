@@ -12,7 +12,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from newsroom.times import parse_iso_datetime
-from tasks.ingest.feed_job import FeedJob
+from tasks.ingest.feed_job import FeedJob, source_kind_of
 from tasks.politeness import host_of_url
 from tasks.registry import load_registry
 from tasks.settings import get_websub_settings
@@ -93,7 +93,7 @@ def plan_due_feeds(store: ObjectStore, now: datetime, shards: int, *,
             continue
         job = FeedJob(feed["feed_id"], feed["url"], feed["publisher_id"], publisher["language"],
                       publisher["region"], feed["section_hint"] or "", state, int(publisher["tier"] or 2),
-                      push_keys, site_languages)
+                      push_keys, site_languages, source_kind_of(feed))
         host = host_of_url(feed["url"])
         buckets[int(hashlib.blake2b(host.encode(), digest_size=4).hexdigest(), 16) % max(1, shards)].append(job)
     return [sorted(jobs, key=lambda j: (not j.push_keys, j.feed_id)) for _, jobs in sorted(buckets.items())]

@@ -1,7 +1,7 @@
 """Ingest, step 3: poll a shard's feeds, then fetch robots.txt and each new page, under per-host limits.
 
-The request and the parse are here; what a poll means for the feed (new items, validators, errors
-and warnings, the next poll) is ``transforms.polling.settle_poll``.
+The read of each source is its kind's reader (:mod:`tasks.ingest.readers`); what a poll means for the feed (new items, validators, errors
+and warnings, the next poll) is ``transforms.poll_outcome.settle_poll``.
 """
 
 from __future__ import annotations
@@ -17,30 +17,19 @@ import httpx
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.errors import FetchError
-from tasks.http import fetch_url, make_client
+from tasks.http import make_client
 from tasks.ingest.article import ARTICLE_WORK, NO_RESPONSE_KINDS, PageError
 from tasks.ingest.budget import article_workers
 from tasks.ingest.feed_job import FeedJob
 from tasks.ingest.pages import fetch_article_timed, no_link_error, page_status, skipped_page
+from tasks.ingest.readers import read_source
 from tasks.ingest.robots import RobotsCache
 from tasks.politeness import HostLimiter, HostLimits, HostStats, host_of_url, run_per_host
 from tasks.settings import IngestSettings, WebSubSettings, get_websub_settings
-from transforms.errors import FeedRejectedError, TransformError
-from transforms.feeds import parse_feed
-from transforms.polling import (
-    RECENT_GUIDS,
-    FeedReport,
-    PollExchange,
-    PollOutcome,
-    conditional_headers,
-    floor_for_tier,
-    forget_items,
-    settle_failed_poll,
-    settle_poll,
-)
+from transforms.poll_outcome import FeedReport, PollOutcome, forget_items, settle_failed_poll, settle_poll
+from transforms.polling import floor_for_tier
 from transforms.records import ArticleRow, FeedState
-from transforms.robots import RobotsEntry
+from transforms.robots_cache import RobotsEntry
 
 log = logging.getLogger(__name__)
 
@@ -75,29 +64,13 @@ def _floor(job: FeedJob, settings: IngestSettings) -> int:
 
 def poll_feed(job: FeedJob, client: httpx.Client, settings: IngestSettings, now: datetime, *,
               backstop_seconds: int | None = None) -> PollOutcome:
-    """Conditional GET of one feed and the parse of its body; the outcome is :func:`settle_poll`'s.
+    """Read one source with the reader of its kind (for a feed, a conditional GET and the parse of its
+    body, :mod:`tasks.ingest.readers`); the outcome is :func:`settle_poll`'s.
 
     Never raises for anything the publisher sends: a failed request or an unusable body becomes the
     outcome's ``error_kind``. Items beyond ``max_items_per_feed`` are not marked seen.
     """
-    try:
-        result = fetch_url(client, job.url, settings, max_bytes=settings.max_feed_bytes,
-                           headers=conditional_headers(job.state))
-    except FetchError as e:
-        exchange = PollExchange(status=e.status, error_kind=e.kind, error=str(e))
-    else:
-        exchange = PollExchange(status=result.status, headers=result.headers, elapsed_ms=result.elapsed_ms)
-        if 200 <= result.status < 300:
-            try:
-                parsed = parse_feed(result.body, result.final_url, headers=result.headers,
-                                    max_items=RECENT_GUIDS, max_bytes=settings.max_feed_bytes)
-            except FeedRejectedError as e:
-                exchange = PollExchange(result.status, result.headers, None, "rejected", str(e), result.elapsed_ms)
-            except TransformError as e:
-                exchange = PollExchange(result.status, result.headers, None, "parse", f"{type(e).__name__}: {e}",
-                                        result.elapsed_ms)
-            else:
-                exchange = PollExchange(result.status, result.headers, parsed, elapsed_ms=result.elapsed_ms)
+    exchange = read_source(job, client, settings)
     return settle_poll(job.state, exchange, now, feed_url=job.url, max_items=settings.max_items_per_feed,
                        floor_seconds=_floor(job, settings), ceiling_seconds=settings.max_interval_seconds,
                        backstop_seconds=backstop_seconds)

@@ -1,7 +1,7 @@
 """Ingest, step 2: robots.txt per origin (RFC 9309), cached across runs in ``state/robots/``.
 
-The verdict rules, the cache's format and its freshness are pure (``transforms/robots.py``); this
-module fetches robots.txt files and reads and writes the cache object.
+The verdict rules, the cache's format and its freshness are pure (``transforms/robots.py``,
+``transforms/robots_cache.py``); this module fetches robots.txt files and reads and writes the cache object.
 """
 
 from __future__ import annotations
@@ -21,16 +21,14 @@ from tasks.http import fetch_url
 from tasks.ingest.feed_job import FeedJob
 from tasks.politeness import host_of_url
 from tasks.settings import IngestSettings, get_ingest_settings
-from transforms.robots import (
-    ROBOTS_MAX_BYTES,
+from transforms.robots import ROBOTS_MAX_BYTES, is_allowed, robots_policy_for_status
+from transforms.robots_cache import (
     RobotsEntry,
     RobotsVerdict,
     fresh_robots_entries,
-    is_allowed,
     merge_robots_entries,
     read_robots_cache,
     robots_cache_to_bytes,
-    robots_policy_for_status,
     robots_verdict_of,
 )
 from warehouse import layout

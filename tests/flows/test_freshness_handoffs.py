@@ -210,8 +210,8 @@ def test_a_ping_recorded_by_the_receiver_is_fetched_at_once(tmp_path: Path) -> N
     from tasks.registry import load_registry
     from tasks.replay_control import download_publishers_csv
     from tasks.settings import WebSubSettings
-    from tasks.websub import WebSubReceiver, ping_token
     from warehouse.tables import list_segments, read_segment
+    from websub.receiver import WebSubReceiver, ping_token
 
     websub = WebSubSettings(master_secret="test-master-secret", ping_min_interval_seconds=0)  # type: ignore[arg-type]
     settings = replace(current_settings().with_store(str(tmp_path / "store")).with_private_addresses(),

@@ -22,8 +22,8 @@ from tasks.ingest.poll import poll_shard
 from tasks.ingest.robots import load_robots_cache, save_robots_cache
 from tasks.registry import import_publishers
 from tasks.settings import IngestSettings
-from transforms.robots import (
-    ROBOTS_MAX_BYTES,
+from transforms.robots import ROBOTS_MAX_BYTES
+from transforms.robots_cache import (
     ROBOTS_UNREACHABLE_TTL_SECONDS,
     RobotsEntry,
     is_robots_entry_fresh,

@@ -35,6 +35,8 @@ def test_sitemap_is_polled_as_a_feed_and_opted_out_is_never_fetched(tmp_path: Pa
         import_publishers(store, csv)
         settings = IngestSettings(allow_private_addresses=True)
         shards = plan_due_feeds(store, now, 2)
+        # A news sitemap is a source of the feed kind: parse_feed tells it apart by its content.
+        assert [job.kind for jobs in shards for job in jobs] == ["feed"]
         summary = commit_ingest(store, [poll_shard(jobs, settings, now) for jobs in shards], now)
 
         released = {a.url for a in site.released(mapped.publisher_id)}

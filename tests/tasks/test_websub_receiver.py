@@ -23,7 +23,6 @@ from tasks.ingest.poll import poll_feed
 from tasks.settings import IngestSettings, WebSubSettings
 from tasks.websub import (
     SubscriptionTarget,
-    WebSubReceiver,
     load_subscription,
     maintain_subscriptions,
     save_subscription,
@@ -34,6 +33,7 @@ from warehouse import layout
 from warehouse.schemas import FEED_STATE_SCHEMA
 from warehouse.store import LocalStore
 from warehouse.tables import rows_to_table, write_table
+from websub.receiver import WebSubReceiver
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 TOPIC = "https://pub.example/feed.atom"

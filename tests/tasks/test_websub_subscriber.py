@@ -36,16 +36,15 @@ from tasks.replay_control import download_publishers_csv
 from tasks.settings import IngestSettings, WebSubSettings
 from tasks.websub import (
     SubscriptionTarget,
-    WebSubReceiver,
     list_push_markers,
     load_subscription,
     maintain_subscriptions,
-    ping_token,
     request_subscription,
 )
 from transforms.websub import derive_secret
 from warehouse.store import LocalStore, ObjectStore
 from warehouse.tables import parquet_bytes_to_table
+from websub.receiver import WebSubReceiver, ping_token
 
 pytestmark = pytest.mark.integration
 

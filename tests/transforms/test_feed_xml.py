@@ -15,10 +15,11 @@ from corpus_paths import CORPUS
 from replay.corpus import Publisher, ReplayArticle
 from replay.render import render_atom, render_rss
 from replay.synthetic import SyntheticSite
-from transforms import feed_xml
 from transforms.errors import FeedRejectedError
-from transforms.feed_xml import Declined, FeedDocument, read_feed_document
-from transforms.feeds import SUMMARY_MAX_CHARS, ParsedFeed, _plain_text, _truncate, parse_feed
+from transforms.feeds import SUMMARY_MAX_CHARS, ParsedFeed, parse_feed
+from transforms.feeds import xml_reader as feed_xml
+from transforms.feeds.fields import plain_text, truncate_text
+from transforms.feeds.xml_reader import Declined, FeedDocument, read_feed_document
 
 REAL_DIR = CORPUS / "feeds" / "real"
 CONFORMANCE_DIR = CORPUS / "feeds" / "conformance"
@@ -42,7 +43,7 @@ def _differential(paths: list[Path], url_of: object, headers_of: object) -> tupl
     counts: Counter[str] = Counter()
     differences: list[str] = []
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("transforms.feeds.read_feed_document", spy)
+        patch.setattr("transforms.feeds.rss_atom.read_feed_document", spy)
         for path in paths:
             raw = path.read_bytes()
             url, headers = url_of(path), headers_of(raw)  # type: ignore[operator]
@@ -223,8 +224,8 @@ def test_a_summary_read_from_a_prefix_of_its_html_is_the_summary_of_the_whole() 
     assert len(summaries) > 2000
     cut_short = 0
     for value in summaries:
-        whole = _plain_text(value)
-        assert _truncate(_plain_text(value, keep_chars=SUMMARY_MAX_CHARS), SUMMARY_MAX_CHARS) == _truncate(
+        whole = plain_text(value)
+        assert truncate_text(plain_text(value, keep_chars=SUMMARY_MAX_CHARS), SUMMARY_MAX_CHARS) == truncate_text(
             whole, SUMMARY_MAX_CHARS)
         cut_short += len(whole) > SUMMARY_MAX_CHARS
     assert cut_short > 300  # the prefix path is taken, not only the whole-text one
@@ -285,7 +286,7 @@ def test_charsets_are_read_as_feedparser_reads_them(
     decodes as feedparser's rules say, and either way the records are feedparser's."""
     seen: list[FeedDocument | Declined] = []
     reader = feed_xml.read_feed_document
-    monkeypatch.setattr("transforms.feeds.read_feed_document", lambda b, h: seen.append(reader(b, h)) or seen[-1])
+    monkeypatch.setattr("transforms.feeds.rss_atom.read_feed_document", lambda b, h: seen.append(reader(b, h)) or seen[-1])
     ours = parse_feed(body, FEED_URL, headers=headers)
     assert len(seen) == 1
     if outcome == "taken":

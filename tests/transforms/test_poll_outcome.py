@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from transforms.feeds import FeedItem, ParsedFeed
-from transforms.polling import (
+from transforms.poll_outcome import (
     PollExchange,
     conditional_headers,
     forget_items,

@@ -23,7 +23,7 @@ from tasks.http import make_client
 from tasks.ingest.plan import FeedJob
 from tasks.ingest.poll import poll_feed, poll_shard
 from tasks.settings import IngestSettings
-from transforms.polling import VALIDATOR_MAX_CHARS, FeedReport, clean_validator
+from transforms.poll_outcome import VALIDATOR_MAX_CHARS, FeedReport, clean_validator
 from transforms.records import FeedState
 
 pytestmark = pytest.mark.integration
