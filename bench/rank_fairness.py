@@ -23,7 +23,8 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
 
 from rank_world import day_world  # noqa: E402
 
-from tasks.rank import PageHistory, publish_all  # noqa: E402
+from tasks.rank.history import PageHistory  # noqa: E402
+from tasks.rank.publish import publish_all  # noqa: E402
 from tasks.settings import RankSettings  # noqa: E402
 from transforms.pages import impressions_from_versions  # noqa: E402
 from warehouse.store import LocalStore  # noqa: E402

@@ -9,7 +9,7 @@ publishers in 35 regions) is written as article and story-change segments into a
 aggregates are built once from it; then each round writes one more minute (``--minute-articles``
 new articles: joins to recent stories, new stories, syndicated copies) and times, on that store:
 
-- incremental: ``tasks.aggregates.update_aggregates`` (read the aggregates and the new segments,
+- incremental: ``tasks.aggregates.cycle.update_aggregates`` (read the aggregates and the new segments,
   fold, write one delta, commit) + ``transforms.story_scores.story_parts`` + ``score_stories``;
 - full: ``warehouse.duck.connect`` (read every log segment) + ``story_scores.sql`` +
   ``score_stories``, what a cycle did before.
@@ -37,8 +37,10 @@ import polars as pl  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
-from tasks.aggregates import AggregateView, record_member_cache, update_aggregates  # noqa: E402
-from tasks.rank import breaking_rule, compute_pages, parts_params, score_params, score_weights  # noqa: E402
+from tasks.aggregates.cycle import record_member_cache, update_aggregates  # noqa: E402
+from tasks.aggregates.members import AggregateView  # noqa: E402
+from tasks.rank.pages import compute_pages  # noqa: E402
+from tasks.rank.params import breaking_rule, parts_params, score_params, score_weights  # noqa: E402
 from tasks.settings import RankSettings  # noqa: E402
 from transforms.ranking import score_stories  # noqa: E402
 from transforms.story_scores import story_parts  # noqa: E402

@@ -17,7 +17,7 @@ from prefect import flow, get_run_logger
 from tasks.assets import materializing
 from tasks.clock import resolve_now
 from tasks.events import STORIES_COMMITTED, EventWaiter
-from tasks.rank import publish_all_task
+from tasks.rank.publish import publish_all_task
 from tasks.reports import publish_artifact, rank_markdown
 from tasks.services import (
     PassReport,

@@ -16,7 +16,9 @@ from rank_world import World, quiet_world
 from flows.cli import main
 from serving.app import create_app
 from serving.settings import ServingSettings
-from tasks.rank import compute_pages, publish_all, publish_computed, rebuild_as_of, rollback_pointer
+from tasks.rank.pages import compute_pages
+from tasks.rank.publish import publish_all, publish_computed
+from tasks.rank.rebuild import rebuild_as_of, rollback_pointer
 from tasks.settings import RankSettings
 from tasks.storage import reset_configured_store
 from warehouse import layout

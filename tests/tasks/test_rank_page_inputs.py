@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from rank_world import World, quiet_world
 
-from tasks.rank import compute_pages, publish_all
+from tasks.rank.pages import compute_pages
+from tasks.rank.publish import publish_all
 from tasks.registry import parse_publishers_csv
 from tasks.settings import RankSettings
 from warehouse import layout

@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 
-from tasks.rank import PageHistory, RankOutput, publish_computed, rollback_pointer
+from tasks.rank.history import PageHistory
+from tasks.rank.pages import RankOutput
+from tasks.rank.publish import publish_computed
+from tasks.rank.rebuild import rollback_pointer
 from tasks.settings import RankSettings
 from warehouse import layout
 from warehouse.snapshots import publish_page, read_pointer, rollback_page
@@ -45,7 +48,7 @@ def _publish_killed_before_pointer(root: Path, at: datetime, ids: str) -> int:
     """Run publish_computed in a child process that SIGKILLs itself at ``rank.before_pointer``."""
     script = (
         "import sys; from datetime import datetime; from pathlib import Path\n"
-        "from tasks.rank import publish_computed\nfrom tasks.settings import RankSettings\n"
+        "from tasks.rank.publish import publish_computed\nfrom tasks.settings import RankSettings\n"
         "from warehouse.store import LocalStore\n"
         "sys.path.insert(0, sys.argv[4])\nfrom test_rank_publish_recovery import _output\n"
         "at = datetime.fromisoformat(sys.argv[2])\n"
