@@ -39,7 +39,7 @@ import pyarrow.compute as pc  # noqa: E402
 
 from tasks.aggregates.cycle import record_member_cache, update_aggregates  # noqa: E402
 from tasks.aggregates.members import AggregateView  # noqa: E402
-from tasks.rank.pages import compute_pages  # noqa: E402
+from tasks.rank.compute import compute_pages  # noqa: E402
 from tasks.rank.params import breaking_rule, parts_params, score_params, score_weights  # noqa: E402
 from tasks.settings import RankSettings  # noqa: E402
 from transforms.ranking import score_stories  # noqa: E402

@@ -46,3 +46,18 @@ def parse_iso_datetime(value: object, *, naive: NaiveRule = "reject") -> datetim
         return parsed.astimezone(UTC)
     except (OverflowError, ValueError):
         return None
+
+
+def require_iso_datetime(value: object) -> datetime:
+    """:func:`parse_iso_datetime` of an instant the pipeline wrote itself, which must be one.
+
+    >>> require_iso_datetime("2024-05-01T10:00:00Z").isoformat()
+    '2024-05-01T10:00:00+00:00'
+
+    Raises:
+        ValueError: ``value`` is not an ISO 8601 instant with an offset.
+    """
+    parsed = parse_iso_datetime(value)
+    if parsed is None:
+        raise ValueError(f"not an ISO 8601 instant with an offset: {value!r}")
+    return parsed

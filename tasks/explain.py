@@ -24,7 +24,7 @@ from typing import Any
 
 from tasks.clock import resolve_now
 from tasks.errors import StoryNotListedError
-from tasks.rank.pages import compute_pages
+from tasks.rank.compute import compute_pages
 from tasks.rank.params import ranking_rules
 from tasks.settings import RankSettings
 from tasks.sql import open_warehouse

@@ -9,6 +9,7 @@ from typing import Any
 
 import polars as pl
 
+from newsroom.times import require_iso_datetime
 from tasks.aggregates.cycle import (
     aggregate_rules,
     build_from_logs,
@@ -66,7 +67,7 @@ def stored_aggregates(store: ObjectStore, settings: RankSettings) -> AggregateTa
     if pointer is None:
         return None
     manifest = read_manifest(store, pointer["manifest"])
-    at = datetime.fromisoformat(manifest["as_of"])
+    at = require_iso_datetime(manifest["as_of"])
     stories = read_story_rows(store, manifest["stories"])
     members = read_all_members(store, manifest["members"]).drop("is_removed")
     members = members.filter(pl.col("story_id").is_in(stories["story_id"].implode()))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,6 +27,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from newsroom.times import require_iso_datetime
 from tasks.aggregates.logs import (
     HEAVY_FIELDS,
     LogRead,
@@ -163,13 +163,6 @@ def _apply(stories: pl.DataFrame, result: FoldResult, rules: AggregateRules, at:
     table = pl.concat([kept, changed], how="vertical_relaxed")  # unsorted: read whole, sorted when written
     delta = pl.concat([changed, _tombstones(gone)], how="vertical_relaxed").sort("story_id")
     return table, delta
-
-
-def _by_story(members: Iterable[Member]) -> dict[str, dict[str, Member]]:
-    out: dict[str, dict[str, Member]] = defaultdict(dict)
-    for m in members:
-        out[str(m["story_id"])][str(m["article_id"])] = m
-    return out
 
 
 def _fold_on(stories: pl.DataFrame, state: FoldState, changes: Sequence[dict[str, Any]],
@@ -357,7 +350,7 @@ def _update(store: ObjectStore, now: datetime, settings: RankSettings, *, persis
         reason = "registry changed"
     elif not is_current_embedding(manifest.get("embedding_model")):
         reason = "embedding model changed"  # the members' vectors are another model's (issue 33)
-    elif datetime.fromisoformat(manifest["as_of"]) > now:
+    elif require_iso_datetime(manifest["as_of"]) > now:
         return _from_logs(store, now, settings, counter)
     if manifest is not None and reason is None:
         try:

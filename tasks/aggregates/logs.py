@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from newsroom.times import require_iso_datetime
 from transforms.embedding import is_current_embedding
 from transforms.story_aggregates import (
     ROW_FIELDS,
@@ -217,7 +218,7 @@ def read_new_segments(store: ObjectStore, log_name: str, now: datetime, done: Ma
         table = _read_segment(store, key, schema, columns, counter, log_name)
         if table is None:
             continue
-        after = datetime.fromisoformat(partial[key]) if key in partial else None
+        after = require_iso_datetime(partial[key]) if key in partial else None
         if log_name == "articles":
             found, complete = _article_table(table, now, after)
             tables.append(found)

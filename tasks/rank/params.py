@@ -11,6 +11,7 @@ from transforms.pages import (
     EditionRules,
     PageLimits,
 )
+from transforms.rank_pages import RankParams
 from transforms.ranking import BreakingRule, ScoreWeights
 from transforms.representative import RepresentativeWeights
 from transforms.story_scores import PartsParams
@@ -77,3 +78,9 @@ def parts_params(s: RankSettings) -> PartsParams:
         burst_authority_floor=s.burst_authority_floor, breaking_hours=s.breaking_hours,
         breaking_new_story_minutes=s.breaking_new_story_minutes)
 
+
+
+def rank_params(s: RankSettings) -> RankParams:
+    """Everything :func:`transforms.rank_pages.rank_pages` takes of the settings."""
+    return RankParams(parts=parts_params(s), weights=score_weights(s), rule=breaking_rule(s), editions=edition_rules(s),
+                      ranking=ranking_rules(s))

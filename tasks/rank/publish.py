@@ -1,26 +1,28 @@
-"""Load: publish a cycle's pages, its Breaking events and feed boosts."""
+"""Load: publish a cycle's pages and story snapshot, its listings, Breaking events and feed boosts,
+the live stream and the search index (the side effects are listed in ``tasks.rank``)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TypedDict
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from newsroom.times import require_iso_datetime
 from tasks import events
 from tasks.aggregates.cycle import (
     record_member_cache,
 )
 from tasks.crashpoints import crash_point
 from tasks.live import record_live_breaking
-from tasks.rank.history import PageHistory
-from tasks.rank.pages import RankOutput, pages_and_aggregates
+from tasks.rank.compute import RankedCycle, compute_cycle
+from tasks.rank.extract import extract_inputs
 from tasks.search import publish_search
 from tasks.settings import RankSettings
 from transforms.pages import (
@@ -29,6 +31,7 @@ from transforms.pages import (
     validate_page,
     validate_pool,
 )
+from transforms.rank_pages import BreakingStory, RankOutput
 from warehouse import layout
 from warehouse.damage import collect_damage, describe_error, record_damage
 from warehouse.errors import ObjectNotFoundError, PreconditionFailedError
@@ -45,7 +48,7 @@ from warehouse.tables import content_segment_id, rows_to_table, write_segment
 log = logging.getLogger(__name__)
 
 def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, settings: RankSettings,
-                     elapsed: Callable[[], float] = lambda: 0.0) -> dict[str, Any]:
+                     elapsed: Callable[[], float] = lambda: 0.0) -> RankSummary:
     """Publish every page whose content changed; a refused version leaves the live one in place and
     its reason is recorded (the summary, a warning, and ``log/events/page.refused/``).
 
@@ -60,7 +63,8 @@ def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, sett
     as a ``newsroom.pages.published`` event.
     """
 
-    def check(validator: Callable[..., str | None]) -> Callable[[dict[str, Any], dict[str, Any] | None], str | None]:
+    def check(validator: Callable[..., str | None]
+              ) -> Callable[[Mapping[str, object], Mapping[str, object] | None], str | None]:
         return lambda new, prev: validator(new, prev, min_stories=settings.min_page_stories,
                                            max_loss=settings.max_story_loss)
 
@@ -69,10 +73,10 @@ def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, sett
     # holds every story of the pages live before (compute_pages), so a page that keeps its live
     # version below still opens. Pages go live only over a live story snapshot that holds them: when
     # it was refused (stale) or lost its race, this cycle's pages wait for a later one.
-    story_result = publish_stories(store, output.stories, now=now, validate=lambda new, prev: None)
+    story_result = publish_stories(store, dict(output.stories), now=now, validate=lambda new, prev: None)
     stories_live = story_result.published or story_result.reason == "unchanged"
     crash_point("rank.after_stories")
-    for i, ((edition, section), payload) in enumerate(sorted(output.pages.items())):
+    for i, ((edition, section), page) in enumerate(sorted(output.pages.items())):
         if i == len(output.pages) // 2:
             crash_point("rank.mid_pages")
         if not stories_live:
@@ -80,7 +84,7 @@ def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, sett
                                                             f"{story_result.reason} (story snapshot)")
             continue
         validator = validate_pool if section == POOL_SECTION else validate_page
-        result = publish_page(store, edition, section, payload, now=now, validate=check(validator),
+        result = publish_page(store, edition, section, page.to_json(), now=now, validate=check(validator),
                               before_pointer=lambda: crash_point("rank.before_pointer"))
         results[f"{edition}/{section}"] = result
         if result.reason.startswith("invalid"):
@@ -102,18 +106,19 @@ def publish_computed(store: ObjectStore, output: RankOutput, now: datetime, sett
                      if not r.published and r.reason != "unchanged" and not r.reason.startswith("invalid")}
     for page, reason in not_published.items():
         log.warning("page_not_published page=%s reason=%s", page, reason)
-    return {
-        "pages": len(output.pages),
-        "published": published,
-        "refused": {k: r.reason for k, r in results.items() if r.reason.startswith("invalid")},
-        "not_published": not_published,
-        "stories": len(output.stories["stories"]),
-        "stories_version": story_result.version,
-        "breaking": [b["story_id"] for b in output.breaking],
-    }
+    return RankSummary(
+        pages=len(output.pages),
+        published=published,
+        refused={k: r.reason for k, r in results.items() if r.reason.startswith("invalid")},
+        not_published=not_published,
+        stories=len(output.stories["stories"]),
+        stories_version=story_result.version,
+        breaking=[b["story_id"] for b in output.breaking],
+    )
 
 
-def write_event(store: ObjectStore, kind: str, event_id: str, payload: dict[str, Any]) -> bool:
+def write_event(store: ObjectStore, kind: str, event_id: str, payload: Mapping[str, object]) -> bool:
+    """Write an event once (If-None-Match); False when it was written before."""
     try:
         store.put(layout.event_key(kind, event_id), dump_snapshot(payload), if_none_match=True,
                   content_type="application/json")
@@ -122,16 +127,22 @@ def write_event(store: ObjectStore, kind: str, event_id: str, payload: dict[str,
     return True
 
 
-def record_breaking(store: ObjectStore, breaking: list[dict[str, Any]], now: datetime,
-                    settings: RankSettings) -> dict[str, Any]:
+class BreakingRecord(TypedDict):
+    events: list[str]
+    """The stories whose ``story.breaking`` event this cycle wrote (newly Breaking)."""
+    boosted: list[str]
+    boosts_stored: bool
+
+
+def record_breaking(store: ObjectStore, breaking: Sequence[BreakingStory], now: datetime,
+                    settings: RankSettings) -> BreakingRecord:
     """Write one ``story.breaking`` event per newly Breaking story and extend the feed boosts."""
     new_events = [b["story_id"] for b in breaking
                   if write_event(store, "story.breaking", b["story_id"],
                                   {"kind": "story.breaking", "detected_at": iso(now), **b})]
     wanted: dict[str, str] = {}
     for b in breaking:
-        until = iso(datetime.fromisoformat(b["breaking_since"].replace("Z", "+00:00"))
-                    + timedelta(hours=settings.boost_hours))
+        until = iso(require_iso_datetime(b["breaking_since"]) + timedelta(hours=settings.boost_hours))
         assert until is not None
         for p in b["publisher_ids"]:
             wanted[p] = max(wanted.get(p, ""), until)
@@ -167,32 +178,58 @@ def record_breaking(store: ObjectStore, breaking: list[dict[str, Any]], now: dat
             continue
     if not boosts_stored:  # the next cycle finds the stories Breaking still and tries again
         log.warning("feed_boosts_not_stored: lost 3 conditional puts; publishers %s", sorted(wanted))
-    return {"events": new_events, "boosted": sorted(wanted) if boosts_stored else [],
-            "boosts_stored": boosts_stored}
+    return BreakingRecord(events=new_events, boosted=sorted(wanted) if boosts_stored else [],
+                          boosts_stored=boosts_stored)
 
 
-def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> dict[str, Any]:
-    """One rank & publish cycle: compute, publish what changed, record Breaking stories.
+class RankSummary(TypedDict, total=False):
+    """What a rank cycle did (the flow's result, its log line and the run's artifact)."""
+
+    standby: bool
+    """The long-running rank publishes; this run did nothing."""
+    pages: int
+    published: list[str]
+    refused: dict[str, str]
+    not_published: dict[str, str]
+    stories: int
+    stories_version: int
+    breaking: list[str]
+    aggregates: dict[str, object]
+    live_events: list[str]
+    breaking_events: list[str]
+    search: Mapping[str, object]
+    damaged: list[dict[str, object]]
+
+
+def publish_cycle(store: ObjectStore, cycle: RankedCycle, settings: RankSettings) -> RankSummary:
+    """Publish what a cycle computed, record its member cache and Breaking stories, and build the
+    search index.
 
     ``damaged`` in the summary names every object the cycle could not read and what it did
     instead (docs/store-faults.md): a corrupt segment left out, a damaged pointer or live version
     replaced by a new version, and so on; the rest of the cycle goes on (issue 16).
     """
-    started = time.monotonic()
+    inputs, output, now, view = cycle.inputs, cycle.output, cycle.inputs.now, cycle.inputs.view
     with collect_damage() as damaged:
-        output, view = pages_and_aggregates(store, now, settings, PageHistory(store), persist=True)
         record_member_cache(store, view)
-        summary = publish_computed(store, output, now, settings, elapsed=lambda: time.monotonic() - started)
+        summary = publish_computed(store, output, now, settings, elapsed=lambda: time.monotonic() - inputs.started)
         summary["aggregates"] = {**view.summary, "bytes_read": view.counter.total}
         summary["live_events"] = record_live_breaking(store, output.breaking, now, output.stories["stories"])
         summary["breaking_events"] = record_breaking(store, output.breaking, now, settings)["events"]
         if layout.STORIES_PAGE not in summary["not_published"]:  # results may open only live stories
             summary["search"] = publish_search(store, view, output.stories, now, settings,
                                                summary["stories_version"])
-    summary["damaged"] = [asdict(d) for d in damaged]
+    summary["damaged"] = [asdict(d) for d in (*inputs.damaged, *cycle.damaged, *damaged)]
     return summary
 
 
-@task(name="publish_all", retries=2, retry_delay_seconds=2, timeout_seconds=600, cache_policy=NO_CACHE)
-def publish_all_task(store: ObjectStore, now: datetime, settings: RankSettings) -> dict[str, Any]:
-    return publish_all(store, now, settings)
+def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> RankSummary:
+    """One rank & publish cycle, extract → transform → load, without Prefect (``flows/rank.py``
+    runs the same three steps as tasks)."""
+    inputs = extract_inputs(store, now, settings)
+    return publish_cycle(store, compute_cycle(store, inputs, settings), settings)
+
+
+@task(name="publish_rank_pages", retries=2, retry_delay_seconds=2, timeout_seconds=600, cache_policy=NO_CACHE)
+def publish_rank_pages(store: ObjectStore, cycle: RankedCycle, settings: RankSettings) -> RankSummary:
+    return publish_cycle(store, cycle, settings)

@@ -7,14 +7,15 @@ import logging
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
+from newsroom.times import require_iso_datetime
 from tasks.aggregates.cycle import (
     aggregates_from_logs,
 )
 from tasks.progress import NO_PROGRESS, Progress, counted
+from tasks.rank.compute import compute_pages
 from tasks.rank.history import ROLLBACK_EVENT, PageHistory
-from tasks.rank.pages import compute_pages
 from tasks.rank.publish import write_event
 from tasks.settings import RankSettings
 from transforms.pages import (
@@ -29,8 +30,19 @@ from warehouse.store import ObjectStore
 
 log = logging.getLogger(__name__)
 
+class RebuiltVersion(TypedDict):
+    """One page version live at the instant asked for, recomputed (a line of ``newsroom rank --as-of``)."""
+
+    key: str
+    as_of: str | None
+    version: int
+    identical: bool
+    """Whether the recomputed bytes equal the published ones."""
+    sha256: str
+
+
 def rebuild_as_of(store: ObjectStore, at: datetime, settings: RankSettings,
-                  output_dir: Path | None = None, progress: Progress = NO_PROGRESS) -> list[dict[str, Any]]:
+                  output_dir: Path | None = None, progress: Progress = NO_PROGRESS) -> list[RebuiltVersion]:
     """Rebuild every page (and story snapshot) version that was live at ``at`` from the logs, and
     compare the bytes.
 
@@ -50,21 +62,22 @@ def rebuild_as_of(store: ObjectStore, at: datetime, settings: RankSettings,
         payload = history.payload(found[1]) if found is not None else None
         if found is not None and payload is not None:
             as_of = payload["as_of"]
-            targets[datetime.fromisoformat(as_of.replace("Z", "+00:00"))].append((page, found[0], found[1]))
+            targets[require_iso_datetime(as_of)].append((page, found[0], found[1]))
     report = []
     advance = progress.stage("recomputing cycles", len(targets))
     for when, pages in counted(sorted(targets.items()), advance):
         output = compute_pages(store, when, settings, history, view=aggregates_from_logs(store, when, settings))
         for page, version, key in pages:
-            rebuilt = output.stories if page is None else output.pages.get(page)
-            data = dump_snapshot(dict(rebuilt, version=version)) if rebuilt is not None else b""
+            rebuilt = output.pages.get(page) if page is not None else None
+            payload = dict(output.stories) if page is None else rebuilt.to_json() if rebuilt is not None else None
+            data = dump_snapshot({**payload, "version": version}) if payload is not None else b""
             published = store.get(key).data
             if output_dir is not None and data:
                 target = output_dir / key
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
-            report.append({"key": key, "as_of": iso(when), "version": version, "identical": data == published,
-                           "sha256": hashlib.sha256(data).hexdigest()})
+            report.append(RebuiltVersion(key=key, as_of=iso(when), version=version, identical=data == published,
+                                         sha256=hashlib.sha256(data).hexdigest()))
     return report
 
 
@@ -78,7 +91,7 @@ def rollback_pointer(store: ObjectStore, edition: str, section: str, version: in
     result = rollback_page(store, edition, section, version, now=now)
     log.warning("page_rollback edition=%s section=%s version=%d reason=%s", edition, section, version, result.reason)
     if result.previous is not None and result.moved_at is not None:
-        at = datetime.fromisoformat(result.moved_at.replace("Z", "+00:00"))
+        at = require_iso_datetime(result.moved_at)
         if write_event(store, ROLLBACK_EVENT, f"{edition}.{section}.{at:%Y%m%dT%H%M%S}",
                         {"kind": ROLLBACK_EVENT, "edition": edition, "section": section, "at": result.moved_at,
                          "from": result.previous, "to": version}) and not result.published:

@@ -18,7 +18,7 @@ from aggregates_stream import SETTINGS, Stream
 
 from tasks.aggregates.compare import rebuilt_aggregates, stored_aggregates
 from tasks.aggregates.cycle import aggregates_from_logs, update_aggregates
-from tasks.rank.pages import compute_pages
+from tasks.rank.compute import compute_pages
 from tasks.rank.publish import publish_all
 from warehouse.aggregates import POINTER_KEY, read_pointer
 from warehouse.snapshots import dump_snapshot
@@ -31,7 +31,7 @@ def _pages(store: ObjectStore, now: datetime, *, incremental: bool) -> dict[str,
     view = (update_aggregates(store, now, SETTINGS, persist=False) if incremental
             else aggregates_from_logs(store, now, SETTINGS))
     out = compute_pages(store, now, SETTINGS, view=view)
-    pages = {f"{e}/{s}": dump_snapshot(p) for (e, s), p in sorted(out.pages.items())}
+    pages = {f"{e}/{s}": dump_snapshot(p.to_json()) for (e, s), p in sorted(out.pages.items())}
     pages["stories"] = dump_snapshot(out.stories)
     pages["breaking"] = json.dumps(out.breaking).encode()
     return pages
