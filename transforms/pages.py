@@ -11,12 +11,18 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypedDict
-
-import numpy as np
+from typing import Any
 
 from newsroom.times import require_iso_datetime
 from transforms.diversity import DiversityRule, diversify, stabilize_order
+from transforms.page_json import (
+    LinkedStory,
+    PageMember,
+    PublishedPage,
+    StoryCard,
+    StoryEntry,
+    StorySnapshot,
+)
 from transforms.records import EditionPage, PageSource, PageStory, PoolPage, PoolStory, RankedStory
 from transforms.representative import (
     RepresentativeChoice,
@@ -36,105 +42,6 @@ PAGE_SOURCES = 6
 _SLUG = re.compile(r"[^a-z0-9]+")
 GENERIC_SECTIONS = frozenset({"top", "top-stories", "news", "home", "latest", "general", "headlines", "all"})
 """Feed hints that name no topic: they never become a section page."""
-
-
-class PageMember(TypedDict, total=False):
-    """A member article as pages read it: a ``story_members.sql`` row (``MEMBER_FIELDS`` with the
-    embedding dequantized) joined to its publisher's registry entry."""
-
-    story_id: str
-    article_id: str
-    version: int
-    content_hash: str
-    publisher_id: str
-    language: str
-    first_seen_at: datetime
-    title: str | None
-    snippet: str | None
-    url: str
-    canonical_url: str | None
-    image_url: str | None
-    section: str | None
-    categories: list[str] | None
-    section_guess: str | None
-    is_opinion: bool
-    terms: list[str] | None
-    term_weights: list[float] | None
-    entities: list[str] | None
-    copy_of: str | None
-    listed_at: datetime | None
-    is_copy: bool
-    publisher: str | None
-    region: str | None
-    authority: float | None
-    is_paywalled: bool | None
-    embedding: np.ndarray | None
-
-
-class LinkedStory(TypedDict):
-    """A story of the same link group in another language (``linked`` in the story snapshot)."""
-
-    story_id: str
-    language: str
-    title: str
-
-
-class StoryCard(TypedDict):
-    """One story object (:func:`build_story`): the representative first, then its sources."""
-
-    story_id: str
-    title: str
-    snippet: str
-    image_url: str | None
-    language: str
-    sections: list[str]
-    first_seen_at: str | None
-    updated_at: str | None
-    source_count: int
-    article_count: int
-    representative_id: str
-    sources: list[dict[str, object]]
-
-
-class StoryEntry(StoryCard, total=False):
-    """A story of the story snapshot (Full Coverage): its card over every member, the editions
-    listing it and its links in other languages."""
-
-    editions: list[str]
-    linked: list[LinkedStory]
-
-
-class StorySnapshot(TypedDict):
-    """The story snapshot (``pages/stories/v{n}.json``, schema ``newsroom.stories/1``)."""
-
-    schema: str
-    as_of: str | None
-    stories: dict[str, StoryEntry]
-    aliases: dict[str, str]
-
-
-class PublishedStory(TypedDict, total=False):
-    """What rank reads back of a story on a published page."""
-
-    story_id: str
-
-
-class PoolImpressions(TypedDict):
-    day: str
-    counts: dict[str, float]
-
-
-class PublishedPage(TypedDict, total=False):
-    """What rank reads back of a published page or pool version (JSON read from the store)."""
-
-    schema: str
-    edition: str
-    section: str
-    as_of: str
-    version: int
-    stories: list[PublishedStory]
-    impressions: PoolImpressions
-    representatives: list[str]
 
 
 @dataclass(frozen=True, slots=True)

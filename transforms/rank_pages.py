@@ -19,15 +19,12 @@ from typing import Protocol, TypedDict
 import polars as pl
 
 from transforms.clustering import ClusterParams, link_story_profiles, neutral_tokens
+from transforms.page_json import PageMember, PublishedPage, StoryEntry, StorySnapshot
 from transforms.pages import (
     POOL_SECTION,
     TOP_SECTION,
     EditionRules,
-    PageMember,
-    PublishedPage,
-    StoryEntry,
     StoryFacts,
-    StorySnapshot,
     attach_links,
     build_ranked_pages,
     build_story_snapshot,
@@ -37,6 +34,7 @@ from transforms.pages import (
 from transforms.ranking import BreakingRule, ScoreWeights, rank_editions, score_stories
 from transforms.records import EditionPage, PoolPage, RankedStory
 from transforms.representative import RepresentativeChoice
+from transforms.story_fold import ListingRow
 from transforms.story_scores import PartsParams, story_parts
 from transforms.story_scores import story_sections as sections_frame
 
@@ -54,14 +52,6 @@ class BreakingStory(TypedDict):
     """The editions that pin it on top."""
     publisher_ids: list[str]
     """The publishers of its originals, whose feeds ingest polls faster for a while."""
-
-
-class ListingRow(TypedDict):
-    """An article a story snapshot lists for the first time (``LISTINGS_SCHEMA``)."""
-
-    article_id: str
-    story_id: str
-    listed_at: datetime
 
 
 class StoryMembers(Protocol):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -17,10 +17,7 @@ from tasks.aggregates.cycle import (
 )
 from tasks.aggregates.members import read_registry
 from tasks.settings import RankSettings
-from transforms.story_aggregates import (
-    AggregateRules,
-    trim_story,
-)
+from transforms.story_aggregates import AggregateRules, FoldRow, MemberRow, StoryRow, trim_story
 from warehouse.aggregates import (
     ReadCounter,
     read_all_members,
@@ -45,17 +42,19 @@ class AggregateTables:
     both score the same)."""
 
     as_of: datetime
-    stories: list[dict[str, Any]]
-    members: list[dict[str, Any]]
-    pending: list[dict[str, Any]]
-    ledger: list[dict[str, Any]]
-    aliases: list[dict[str, Any]]
+    stories: list[StoryRow]
+    members: list[MemberRow]
+    pending: list[FoldRow]
+    ledger: list[Mapping[str, object]]
+    """``AGGREGATE_LEDGER_SCHEMA`` rows (compared whole)."""
+    aliases: list[Mapping[str, object]]
+    """``AGGREGATE_ALIASES_SCHEMA`` rows (compared whole)."""
 
 
-def _normal_stories(rows: Iterable[Mapping[str, Any]], rules: AggregateRules, at: datetime) -> list[dict[str, Any]]:
-    out = []
+def _normal_stories(rows: Iterable[Mapping[str, Any]], rules: AggregateRules, at: datetime) -> list[StoryRow]:
+    out: list[StoryRow] = []
     for r in rows:
-        story = {k: (list(v) if isinstance(v, list) else v) for k, v in r.items() if k != "is_removed"}
+        story = cast(StoryRow, {k: (list(v) if isinstance(v, list) else v) for k, v in r.items() if k != "is_removed"})
         trim_story(story, rules, at)
         out.append(story)
     return sorted(out, key=lambda r: r["story_id"])
@@ -75,8 +74,12 @@ def stored_aggregates(store: ObjectStore, settings: RankSettings) -> AggregateTa
                                 (("pending", PENDING_ROWS_SCHEMA), ("ledger", AGGREGATE_LEDGER_SCHEMA),
                                  ("aliases", AGGREGATE_ALIASES_SCHEMA)))
     return AggregateTables(at, _normal_stories(stories.to_dicts(), aggregate_rules(settings), at),
-                           sorted(members.to_dicts(), key=lambda m: (m["story_id"], m["article_id"])),
-                           pending.to_pylist(), ledger.to_pylist(), aliases.to_pylist())
+                           _sorted_members(members.to_dicts()), cast(list[FoldRow], pending.to_pylist()),
+                           ledger.to_pylist(), aliases.to_pylist())
+
+
+def _sorted_members(rows: Iterable[Mapping[str, Any]]) -> list[MemberRow]:
+    return sorted(cast(Iterable[MemberRow], rows), key=lambda m: (m["story_id"], m["article_id"]))
 
 
 def rebuilt_aggregates(store: ObjectStore, at: datetime, settings: RankSettings) -> AggregateTables:
@@ -84,7 +87,6 @@ def rebuilt_aggregates(store: ObjectStore, at: datetime, settings: RankSettings)
     rules = aggregate_rules(settings)
     built = build_from_logs(store, at, read_registry(store), rules, ReadCounter())
     pending, ledger, aliases = state_tables(built.state)
-    members = built.members.drop(["is_removed"]).to_pylist()
     return AggregateTables(at, _normal_stories(built.stories.to_dicts(), rules, at),
-                           sorted(members, key=lambda m: (m["story_id"], m["article_id"])),
-                           pending.to_pylist(), ledger.to_pylist(), aliases.to_pylist())
+                           _sorted_members(built.members.drop(["is_removed"]).to_pylist()),
+                           cast(list[FoldRow], pending.to_pylist()), ledger.to_pylist(), aliases.to_pylist())

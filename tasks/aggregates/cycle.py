@@ -2,7 +2,7 @@
 
 A rank cycle (:func:`update_aggregates`) reads the aggregates (``warehouse.aggregates``), the
 story-change segments past each language's consumed offset and the article segments it has not
-consumed, folds them (:func:`transforms.story_aggregates.fold`), writes one delta of what changed,
+consumed, folds them (:func:`transforms.story_fold.fold`), writes one delta of what changed,
 and moves the pointer, fenced. What it reads grows with the minute's changes and the number of
 stories, never with the articles of the window; members are read only for the stories a move or a
 new version recomputes, and then for the stories pages list (:class:`MemberSource`), those the
@@ -36,19 +36,18 @@ from tasks.aggregates.logs import (
     read_new_segments,
     split_at_now,
 )
-from tasks.aggregates.members import AggregateView, MemberSource, Registry, read_registry
+from tasks.aggregates.members import AggregateSummary, AggregateView, MemberSource, Registry, read_registry
 from tasks.crashpoints import crash_point
 from tasks.settings import RankSettings
 from tasks.writer_state import paused_gc
 from transforms.embedding import EMBEDDING_MODEL_ID, is_current_embedding
-from transforms.story_aggregates import (
-    MEMBER_FIELDS,
-    ROW_FIELDS,
-    AggregateRules,
+from transforms.story_aggregates import MEMBER_FIELDS, ROW_FIELDS, AggregateRules, FoldRow, MemberRow
+from transforms.story_fold import (
+    ChangeRow,
     FoldResult,
     FoldState,
     Ledger,
-    Member,
+    ListingRow,
     fold,
     live_aliases,
     stories_to_load,
@@ -58,6 +57,8 @@ from warehouse.aggregates import (
     MANIFEST_SCHEMA,
     MEMBER_ROW_GROUP_ROWS,
     AggregatesUnreadableError,
+    AggregateTableKeys,
+    Manifest,
     ReadCounter,
     commit_manifest,
     frame_to_table,
@@ -88,7 +89,7 @@ log = logging.getLogger(__name__)
 STORY_LAYERS = 12
 """Story deltas kept before they are folded into a new base (a base is one row per story)."""
 MEMBER_LAYERS = 60
-"""Member deltas kept before they are folded into a new base (a base is every member of the window:
+"""MemberRow deltas kept before they are folded into a new base (a base is every member of the window:
 compaction reads and writes all of it, so it runs about hourly)."""
 
 def aggregate_rules(settings: RankSettings) -> AggregateRules:
@@ -165,9 +166,9 @@ def _apply(stories: pl.DataFrame, result: FoldResult, rules: AggregateRules, at:
     return table, delta
 
 
-def _fold_on(stories: pl.DataFrame, state: FoldState, changes: Sequence[dict[str, Any]],
-             rows: Sequence[dict[str, Any]], members: MemberSource, registry: Registry, rules: AggregateRules,
-             at: datetime, listings: Sequence[dict[str, Any]] = ()) -> FoldResult:
+def _fold_on(stories: pl.DataFrame, state: FoldState, changes: Sequence[ChangeRow],
+             rows: Sequence[FoldRow], members: MemberSource, registry: Registry, rules: AggregateRules,
+             at: datetime, listings: Sequence[ListingRow] = ()) -> FoldResult:
     touched, needed = stories_to_load(changes, rows, state, listings)
     current = {r["story_id"]: r for r in stories.filter(pl.col("story_id").is_in(sorted(touched))).to_dicts()}
     loaded = members.raw(needed) if needed else {}
@@ -185,7 +186,7 @@ class _Built:
     offsets: dict[str, int]
     articles: LogRead
     listings: LogRead
-    later: list[dict[str, Any]]
+    later: list[ChangeRow]
 
 
 def build_from_logs(store: ObjectStore, now: datetime, registry: Registry, rules: AggregateRules,
@@ -213,14 +214,14 @@ def build_from_logs(store: ObjectStore, now: datetime, registry: Registry, rules
     return _Built(stories, _members_table(members, articles.table), state, offsets, articles, listings, later)
 
 
-def _with_heavy_row(row: dict[str, Any], heavy: pa.Table | None) -> dict[str, Any]:
+def _with_heavy_row(row: FoldRow, heavy: pa.Table | None) -> FoldRow:
     ref = row.pop("row_ref", None)
     if ref is not None and heavy is not None:
         row.update(heavy.slice(ref, 1).to_pylist()[0])
     return row
 
 
-def _mark_listed(members: Iterable[Member], listings: Iterable[Mapping[str, Any]]) -> None:
+def _mark_listed(members: Iterable[MemberRow], listings: Iterable[ListingRow]) -> None:
     """Each member's first listing, whichever story it was in then (a cycle folds a listing the
     cycle after it, before the moves that cycle reads)."""
     by_article = {str(m["article_id"]): m for m in members}
@@ -230,7 +231,7 @@ def _mark_listed(members: Iterable[Member], listings: Iterable[Mapping[str, Any]
             m["listed_at"] = listing["listed_at"]
 
 
-def _members_table(members: Sequence[Member], read: pa.Table | None) -> pa.Table:
+def _members_table(members: Sequence[MemberRow], read: pa.Table | None) -> pa.Table:
     """Members as a table: each one's row taken from the rows a rebuild read (``read``, by the
     member's ``row_ref``), and what the fold decided (story, copy, offset, listing, first seen) from
     Python."""
@@ -248,23 +249,23 @@ def _members_table(members: Sequence[Member], read: pa.Table | None) -> pa.Table
 
 
 def _write_base(store: ObjectStore, seq: int, stories: pl.DataFrame, members: pa.Table, state: FoldState,
-                ) -> dict[str, Any]:
+                ) -> AggregateTableKeys:
     story_key = put_table(store, "stories", seq, frame_to_table(stories.sort("story_id"), STORY_AGGREGATES_SCHEMA),
                           STORY_AGGREGATES_SCHEMA)
     member_key = put_table(store, "members", seq, members, AGGREGATE_MEMBERS_SCHEMA,
                            row_group_rows=MEMBER_ROW_GROUP_ROWS)
-    return {"stories": [story_key], "members": [member_key], **_write_small(store, seq, state)}
+    return AggregateTableKeys(stories=[story_key], members=[member_key], **_write_small(store, seq, state))
 
 
-def _write_small(store: ObjectStore, seq: int, state: FoldState, before: Mapping[str, Any] | None = None
-                 ) -> dict[str, Any]:
+def _write_small(store: ObjectStore, seq: int, state: FoldState, before: AggregateTableKeys | None = None
+                 ) -> AggregateTableKeys:
     """The small tables, written whole (each kept as it was when unchanged)."""
     pending, ledger, aliases = state_tables(state)
     before = before or {}
-    return {"pending": put_table(store, "pending", seq, pending, PENDING_ROWS_SCHEMA, reuse=before.get("pending")),
-            "ledger": put_table(store, "ledger", seq, ledger, AGGREGATE_LEDGER_SCHEMA, reuse=before.get("ledger")),
-            "aliases": put_table(store, "aliases", seq, aliases, AGGREGATE_ALIASES_SCHEMA,
-                                 reuse=before.get("aliases"))}
+    return AggregateTableKeys(
+        pending=put_table(store, "pending", seq, pending, PENDING_ROWS_SCHEMA, reuse=before.get("pending")),
+        ledger=put_table(store, "ledger", seq, ledger, AGGREGATE_LEDGER_SCHEMA, reuse=before.get("ledger")),
+        aliases=put_table(store, "aliases", seq, aliases, AGGREGATE_ALIASES_SCHEMA, reuse=before.get("aliases")))
 
 
 def aggregates_from_logs(store: ObjectStore, now: datetime, settings: RankSettings,
@@ -283,12 +284,12 @@ def _from_logs(store: ObjectStore, now: datetime, settings: RankSettings, counte
     built = build_from_logs(store, now, registry, rules, counter)
     return _view_with_later(built.stories, built.state, built.later, MemberSource(
         None, [], registry, table=built.members, counter=counter), registry, rules, now, counter,
-        {"mode": "rebuilt", "stories": built.stories.height})
+        AggregateSummary(mode="rebuilt", stories=built.stories.height))
 
 
-def _view_with_later(stories: pl.DataFrame, state: FoldState, later: list[dict[str, Any]], members: MemberSource,
+def _view_with_later(stories: pl.DataFrame, state: FoldState, later: list[ChangeRow], members: MemberSource,
                      registry: Registry, rules: AggregateRules, now: datetime, counter: ReadCounter,
-                     summary: dict[str, Any]) -> AggregateView:
+                     summary: AggregateSummary) -> AggregateView:
     """The view at ``now``: the changes past a language's prefix that are not after ``now`` folded
     onto copies, for this cycle only."""
     if later:
@@ -297,7 +298,7 @@ def _view_with_later(stories: pl.DataFrame, state: FoldState, later: list[dict[s
         stories, _ = _apply(stories, result, rules, now)
         members = members.with_changes(result.member_upserts, result.member_removals)
         state = scratch
-        summary = {**summary, "later_changes": len(later)}
+        summary = AggregateSummary(**summary, later_changes=len(later))
     aliases = {a: s for a, (s, _) in live_aliases(state.aliases, stories["story_id"].to_list()).items()}
     return AggregateView(stories, members, aliases, registry, now, counter, summary)
 
@@ -367,7 +368,7 @@ def _rebuild_cycle(store: ObjectStore, now: datetime, rules: AggregateRules, reg
     # Past every object already there, so pruning (by sequence number) still finds them.
     seq = 1 + max([int(pointer["seq"]) if pointer is not None else 0,
                    *(n for k in store.list(AGGREGATES_PREFIX) if (n := seq_of_key(k)) is not None)])
-    summary: dict[str, Any] = {"mode": "rebuilt", "reason": reason, "stories": built.stories.height, "seq": seq}
+    summary = AggregateSummary(mode="rebuilt", reason=reason, stories=built.stories.height, seq=seq)
     layers: list[str] = []
     committed = None
     if persist:
@@ -387,7 +388,7 @@ def _rebuild_cycle(store: ObjectStore, now: datetime, rules: AggregateRules, reg
 
 
 def _manifest(seq: int, now: datetime, rules: AggregateRules, registry: Registry, offsets: Mapping[str, int],
-              articles: LogRead, listings: LogRead, tables: Mapping[str, Any]) -> dict[str, Any]:
+              articles: LogRead, listings: LogRead, tables: AggregateTableKeys) -> Manifest:
     return {"schema": MANIFEST_SCHEMA, "seq": seq, "as_of": now.isoformat(), "rules": rules.fingerprint(),
             "registry": registry.fingerprint, "embedding_model": EMBEDDING_MODEL_ID,
             "offsets": dict(sorted(offsets.items())),
@@ -396,7 +397,7 @@ def _manifest(seq: int, now: datetime, rules: AggregateRules, registry: Registry
             **tables}
 
 
-def _commit(store: ObjectStore, manifest: dict[str, Any], etag: str | None) -> str | None:
+def _commit(store: ObjectStore, manifest: Manifest, etag: str | None) -> str | None:
     """Commit a fold; the pointer's new ETag, or None when another cycle committed first."""
     try:
         _, new_etag = commit_manifest(store, manifest, etag,
@@ -465,9 +466,9 @@ def _fold_cycle(store: ObjectStore, now: datetime, rules: AggregateRules, regist
     stories, delta = _apply(stories, result, rules, now)
     state.aliases = live_aliases(state.aliases, stories["story_id"].to_list())
     member_delta = _member_delta(result)
-    summary: dict[str, Any] = {"mode": "folded", "seq": seq, "changes": len(prefix), "articles": len(rows),
-                               "touched": len(result.stories), "removed": delta.height - len(result.stories),
-                               "stories": stories.height}
+    summary = AggregateSummary(mode="folded", seq=seq, changes=len(prefix), articles=len(rows),
+                               touched=len(result.stories), removed=delta.height - len(result.stories),
+                               stories=stories.height)
     story_layers, member_layers = list(manifest["stories"]), list(manifest["members"])
     if persist:
         small = _write_small(store, seq, state, manifest)
@@ -496,7 +497,7 @@ def _fold_cycle(store: ObjectStore, now: datetime, rules: AggregateRules, regist
 
 
 def _write_layers(store: ObjectStore, seq: int, stories: pl.DataFrame, delta: pl.DataFrame, member_delta: pa.Table,
-                  story_layers: list[str], member_layers: list[str], counter: ReadCounter, summary: dict[str, Any]
+                  story_layers: list[str], member_layers: list[str], counter: ReadCounter, summary: AggregateSummary
                   ) -> tuple[list[str], list[str]]:
     """Write this fold's deltas, or a new base where the layers grew past their bound."""
     if len(story_layers) >= STORY_LAYERS:

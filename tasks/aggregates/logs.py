@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -16,12 +16,11 @@ import pyarrow.parquet as pq
 
 from newsroom.times import require_iso_datetime
 from transforms.embedding import is_current_embedding
-from transforms.story_aggregates import (
-    ROW_FIELDS,
-    quantize_embedding_column,
-)
+from transforms.story_aggregates import ROW_FIELDS, FoldRow, quantize_embedding_column
+from transforms.story_fold import ChangeRow, ListingRow
 from warehouse import layout
 from warehouse.aggregates import (
+    LogProgress,
     ReadCounter,
 )
 from warehouse.catalog import held_by_compacted, is_compacted
@@ -82,10 +81,10 @@ def _change_segments(store: ObjectStore) -> dict[str, list[tuple[int | None, str
 
 
 def new_changes(store: ObjectStore, offsets: Mapping[str, int], counter: ReadCounter | None,
-                 everything: bool) -> dict[str, list[dict[str, Any]]]:
+                 everything: bool) -> dict[str, list[ChangeRow]]:
     """Each language's change rows at or past its consumed offset (every row with
     ``everything``), in offset order, one row per offset."""
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[ChangeRow]] = {}
     for language, segments in sorted(_change_segments(store).items()):
         start = 0 if everything else int(offsets.get(language, 0))
         numbered = sorted(s for s in segments if s[0] is not None)
@@ -94,12 +93,12 @@ def new_changes(store: ObjectStore, offsets: Mapping[str, int], counter: ReadCou
         before = [k for first, k in numbered if first is not None and first < start]
         keys += before[-1:] if not everything else before
         keys += [k for first, k in numbered if first is not None and first >= start]
-        rows: dict[int, dict[str, Any]] = {}
+        rows: dict[int, ChangeRow] = {}
         for key in keys:
             table = _read_segment(store, key, STORY_CHANGES_SCHEMA, _CHANGE_COLUMNS, counter, "changes")
             if table is None:
                 continue
-            for row in table.to_pylist():
+            for row in cast(list[ChangeRow], table.to_pylist()):  # STORY_CHANGES_SCHEMA rows
                 if row["offset"] is not None and row["offset"] >= start and row["offset"] not in rows:
                     rows[row["offset"]] = row
         if rows:
@@ -107,8 +106,8 @@ def new_changes(store: ObjectStore, offsets: Mapping[str, int], counter: ReadCou
     return out
 
 
-def split_at_now(changes: Mapping[str, list[dict[str, Any]]], now: datetime
-              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, int]]:
+def split_at_now(changes: Mapping[str, list[ChangeRow]], now: datetime
+                 ) -> tuple[list[ChangeRow], list[ChangeRow], dict[str, int]]:
     """(the prefix of each language's changes up to the first one after ``now``, the later ones at
     or before ``now``, each language's next offset after its prefix)."""
     prefix, later, next_offset = [], [], {}
@@ -122,7 +121,7 @@ def split_at_now(changes: Mapping[str, list[dict[str, Any]]], now: datetime
 
 
 HEAVY_FIELDS = ("canonical_url", "terms", "term_weights", "entities", "embedding_q", "embedding_scale")
-"""Member fields only pages read (never the fold): a rebuild keeps them in Arrow and joins them
+"""MemberRow fields only pages read (never the fold): a rebuild keeps them in Arrow and joins them
 back by row, instead of carrying millions of them through Python."""
 
 
@@ -163,12 +162,12 @@ def _article_table(table: pa.Table, now: datetime, after: datetime | None) -> tu
     return quantized_embeddings(table.filter(keep)), complete
 
 
-def _listing_rows(table: pa.Table, now: datetime, after: datetime | None) -> tuple[list[dict[str, Any]], bool]:
+def _listing_rows(table: pa.Table, now: datetime, after: datetime | None) -> tuple[list[ListingRow], bool]:
     """A listings segment's rows from before ``now`` (and not before ``after``); and whether that is
     all of them. Strictly before: a cycle lists an article only if no snapshot before it did, and it
     writes its own listings at ``now`` after its fold."""
     rows, complete = [], True
-    for row in table.to_pylist():
+    for row in cast(list[ListingRow], table.to_pylist()):  # LISTINGS_SCHEMA rows
         at = row["listed_at"]
         if at is None or row["article_id"] is None:
             continue
@@ -184,7 +183,7 @@ class LogRead:
     """Rows a fold takes from an append-only log of content-named segments, and what it consumed.
     Article rows come as one Arrow table (``table``), listing rows as dicts (``rows``)."""
 
-    rows: list[dict[str, Any]]
+    rows: list[ListingRow]
     consumed: list[str]
     partial: dict[str, str]
     table: pa.Table | None = None
@@ -196,7 +195,7 @@ _LOGS = {
 }
 
 
-def read_new_segments(store: ObjectStore, log_name: str, now: datetime, done: Mapping[str, Any] | None,
+def read_new_segments(store: ObjectStore, log_name: str, now: datetime, done: LogProgress | None,
               counter: ReadCounter) -> LogRead:
     """The rows of ``log_name``'s segments not consumed yet (every segment when ``done`` is None: a
     rebuild), up to ``now``. A segment with rows after ``now`` is read again next time, for the
@@ -209,7 +208,7 @@ def read_new_segments(store: ObjectStore, log_name: str, now: datetime, done: Ma
     if done is None:  # a rebuild reads every segment, but not one a compacted segment holds (issue 28)
         held = held_by_compacted(store, listed)
         listed = [k for k in listed if k.rsplit("/", 1)[-1] not in held]
-    rows: list[dict[str, Any]] = []
+    rows: list[ListingRow] = []
     tables: list[pa.Table] = []
     new_partial: dict[str, str] = {}
     for key in listed:
@@ -234,14 +233,14 @@ def read_new_segments(store: ObjectStore, log_name: str, now: datetime, done: Ma
     return LogRead(rows, sorted(k for k in consumed if k in kept), new_partial, table)
 
 
-def article_rows(read: LogRead, *, light: bool = False) -> list[dict[str, Any]]:
+def article_rows(read: LogRead, *, light: bool = False) -> list[FoldRow]:
     """The article rows as dicts; ``light`` leaves out :data:`HEAVY_FIELDS` and numbers each row
     (``row_ref``, its index in ``read.table``) so they are joined back after a rebuild's fold."""
     if read.table is None:
         return []
     if not light:
-        return read.table.to_pylist()
-    rows = read.table.select([c for c in read.table.column_names if c not in HEAVY_FIELDS]).to_pylist()
+        return cast(list[FoldRow], read.table.to_pylist())  # ARTICLES_SCHEMA rows, quantized
+    rows = cast(list[FoldRow], read.table.select([c for c in read.table.column_names if c not in HEAVY_FIELDS]).to_pylist())
     for i, row in enumerate(rows):
         row["row_ref"] = i
     return rows

@@ -5,20 +5,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import polars as pl
 import pyarrow as pa
 
+from transforms.page_json import PageMember
 from transforms.story_aggregates import (
     MEMBER_FIELDS,
-    Member,
+    MemberRow,
     dequantize_embedding,
     member_order,
     registry_fingerprint,
 )
 from warehouse import layout
 from warehouse.aggregates import (
+    Manifest,
     MemberCache,
     ReadCounter,
     read_members,
@@ -54,7 +56,7 @@ def read_registry(store: ObjectStore, counter: ReadCounter | None = None) -> Reg
 
 # --- Members, as pages read them --------------------------------------------------------------------
 
-class MemberSource(Mapping[str, list[dict[str, Any]]]):
+class MemberSource(Mapping[str, list[PageMember]]):
     """Story id → its members as ``story_members.sql`` rows (with ``embedding``), read on demand.
 
     Rows come from the members' layers in the store, a row group at a time, plus the members this
@@ -63,20 +65,20 @@ class MemberSource(Mapping[str, list[dict[str, Any]]]):
     """
 
     def __init__(self, store: ObjectStore | None, layers: Sequence[str], registry: Registry, *,
-                 overrides: Mapping[str, Mapping[str, Member | None]] | None = None,
+                 overrides: Mapping[str, Mapping[str, MemberRow | None]] | None = None,
                  table: pa.Table | None = None, counter: ReadCounter | None = None,
                  cache: MemberCache | None = None) -> None:
         self._store, self._layers, self._registry, self._counter = store, list(layers), registry, counter
         self._member_cache = cache
-        self._stored: dict[str, list[Member]] = {}
+        self._stored: dict[str, list[MemberRow]] = {}
         self._table = pl.from_arrow(table) if table is not None else None
         self._overrides = {sid: dict(ms) for sid, ms in (overrides or {}).items()}
-        self._cache: dict[str, list[dict[str, Any]]] = {}
+        self._cache: dict[str, list[PageMember]] = {}
         self._listed: dict[str, dict[str, datetime | None]] = {}
         self._pubs = {r["publisher_id"]: r for r in registry.publishers.select(
             "publisher_id", "name", "region", "authority", "is_paywalled").to_dicts()}
 
-    def with_changes(self, upserts: Iterable[Member], removals: Iterable[tuple[str, str]]) -> MemberSource:
+    def with_changes(self, upserts: Iterable[MemberRow], removals: Iterable[tuple[str, str]]) -> MemberSource:
         """This source with a fold's member changes on top (removals first, then upserts)."""
         overrides = {sid: dict(ms) for sid, ms in self._overrides.items()}
         for sid, aid in removals:
@@ -88,10 +90,10 @@ class MemberSource(Mapping[str, list[dict[str, Any]]]):
         source._table = self._table
         return source
 
-    def raw(self, story_ids: Iterable[str]) -> dict[str, list[Member]]:
+    def raw(self, story_ids: Iterable[str]) -> dict[str, list[MemberRow]]:
         """Members of some stories as stored (``MEMBER_FIELDS``), for a fold's recompute."""
         ids = sorted(set(story_ids))
-        stored: dict[str, dict[str, Member]] = {sid: {} for sid in ids}
+        stored: dict[str, dict[str, MemberRow]] = {sid: {} for sid in ids}
         frame = None
         if self._store is not None and self._layers and ids:
             frame = read_members(self._store, self._layers, ids, counter=self._counter, cache=self._member_cache)
@@ -110,7 +112,7 @@ class MemberSource(Mapping[str, list[dict[str, Any]]]):
                     stored[sid][aid] = m
         return {sid: sorted(ms.values(), key=member_order) for sid, ms in stored.items()}
 
-    def stored_reads(self) -> list[Member]:
+    def stored_reads(self) -> list[MemberRow]:
         """Every member this source read from the store, of stories no change in memory touched."""
         return [m for ms in self._stored.values() for m in ms]
 
@@ -122,14 +124,14 @@ class MemberSource(Mapping[str, list[dict[str, Any]]]):
         for sid, members in self.raw(missing).items():
             self._cache[sid] = [self._page_row(m) for m in members]
 
-    def _page_row(self, m: Member) -> dict[str, Any]:
+    def _page_row(self, m: MemberRow) -> PageMember:
         publisher = self._pubs.get(m["publisher_id"], {})
         row = {k: m.get(k) for k in MEMBER_FIELDS if k not in ("embedding_q", "embedding_scale", "assigned_offset")}
         row.update(is_copy=m.get("copy_of") is not None, publisher=publisher.get("name"),
                    region=publisher.get("region"), authority=publisher.get("authority"),
                    is_paywalled=publisher.get("is_paywalled"),
                    embedding=dequantize_embedding(m.get("embedding_q"), m.get("embedding_scale")))
-        return row
+        return cast(PageMember, row)  # MEMBER_FIELDS with the page's fields
 
     def was_listed(self, story_id: str, article_id: str, now: datetime) -> bool:
         """Whether a story snapshot published before ``now`` listed this member (``log/listings``)."""
@@ -138,7 +140,7 @@ class MemberSource(Mapping[str, list[dict[str, Any]]]):
         at = self._listed[story_id].get(article_id)
         return at is not None and at < now
 
-    def __getitem__(self, story_id: str) -> list[dict[str, Any]]:
+    def __getitem__(self, story_id: str) -> list[PageMember]:
         if story_id not in self._cache:
             self.prefetch([story_id])
         return self._cache[story_id]
@@ -153,6 +155,25 @@ class MemberSource(Mapping[str, list[dict[str, Any]]]):
         return isinstance(story_id, str)
 
 
+class AggregateSummary(TypedDict, total=False):
+    """What a cycle did to the aggregates (the rank summary's ``aggregates``)."""
+
+    mode: str
+    """``folded`` onto the stored aggregates, or ``rebuilt`` from the logs."""
+    reason: str
+    seq: int
+    stories: int
+    changes: int
+    articles: int
+    touched: int
+    removed: int
+    committed: bool
+    unchanged: bool
+    stories_compacted: bool
+    members_compacted: bool
+    later_changes: int
+
+
 @dataclass(slots=True)
 class AggregateView:
     """The aggregates as of one instant, for one rank cycle: every story row, their members on
@@ -164,8 +185,8 @@ class AggregateView:
     registry: Registry
     as_of: datetime
     counter: ReadCounter
-    summary: dict[str, Any] = field(default_factory=dict)
-    committed: tuple[dict[str, Any], str] | None = None
+    summary: AggregateSummary = field(default_factory=lambda: AggregateSummary())
+    committed: tuple[Manifest, str] | None = None
     """The manifest this cycle committed and the pointer's ETag after it (for the member cache)."""
 
 

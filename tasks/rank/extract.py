@@ -21,7 +21,8 @@ from tasks.aggregates.cycle import update_aggregates
 from tasks.aggregates.members import AggregateView
 from tasks.rank.history import PageHistory
 from tasks.settings import RankSettings
-from transforms.pages import POOL_SECTION, PublishedPage
+from transforms.page_json import PublishedPage
+from transforms.pages import POOL_SECTION
 from transforms.rank_pages import PageInputs, editions_of
 from warehouse.damage import DamagedObject, collect_damage
 from warehouse.store import ObjectStore
@@ -50,7 +51,7 @@ def read_live_pages(history: PageHistory, now: datetime, editions: set[str]) -> 
             continue
         page = history.live_at(edition, section, now, strict=True)
         if page is not None:
-            live[(edition, section)] = page  # type: ignore[assignment]  # JSON as published: its keys are PublishedPage's
+            live[(edition, section)] = page
     return live
 
 

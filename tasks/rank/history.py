@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import cast
 
+from transforms.page_json import PublishedPage, StoryEntry
 from warehouse import layout
 from warehouse.damage import record_damage
 from warehouse.errors import SnapshotNotFoundError
@@ -37,7 +38,7 @@ class PageHistory:
 
     def __init__(self, store: ObjectStore) -> None:
         self._store = store
-        self._payloads: dict[str, dict[str, Any]] = {}
+        self._payloads: dict[str, Mapping[str, object]] = {}
         self._versions: dict[tuple[str, str], list[tuple[int, str]]] = {}
         self._listed = False
         self._story_versions: list[tuple[int, str]] = []
@@ -71,8 +72,9 @@ class PageHistory:
         self.pages()
         return self._versions.get((edition, section), [])
 
-    def payload(self, key: str) -> dict[str, Any] | None:
-        """A stored version's (or event's) payload; None, recorded, when it is unreadable or gone."""
+    def payload(self, key: str) -> Mapping[str, object] | None:
+        """A stored version's (or event's) payload, JSON as stored; None, recorded, when it is
+        unreadable or gone."""
         if key not in self._payloads:
             payload = read_json_payload(self._store, key)
             if payload is None:
@@ -122,7 +124,7 @@ class PageHistory:
         rollbacks = list(self._rollbacks().get((edition, section), []))
         return self._live_at((edition, section), self.versions(edition, section), rollbacks, at, strict=strict)
 
-    def story_entries_before(self, story_ids: Iterable[str], at: datetime) -> dict[str, dict[str, Any]]:
+    def story_entries_before(self, story_ids: Iterable[str], at: datetime) -> dict[str, StoryEntry]:
         """Each story's entry in the newest story snapshot version published before ``at`` that
         holds it, among the ``CARRY_SEARCH_VERSIONS`` newest; a story that none holds is left out.
 
@@ -132,7 +134,7 @@ class PageHistory:
         """
         wanted = set(story_ids)
         pointer = self.pointer(None)
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, StoryEntry] = {}
         if not wanted or pointer is None:
             return found
         limit = at.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -147,8 +149,9 @@ class PageHistory:
             if str(payload.get("as_of")) >= limit:
                 continue
             searched += 1
-            for sid in sorted(wanted & payload["stories"].keys()):
-                found[sid] = payload["stories"][sid]
+            stories = cast(dict[str, StoryEntry], payload["stories"])  # a story snapshot as published
+            for sid in sorted(wanted & stories.keys()):
+                found[sid] = stories[sid]
                 wanted.discard(sid)
         return found
 
@@ -185,8 +188,8 @@ class PageHistory:
                 best = (when, version)
         return (best[1], keys[best[1]]) if best else None
 
-    def live_at(self, edition: str, section: str, at: datetime, *, strict: bool) -> dict[str, Any] | None:
+    def live_at(self, edition: str, section: str, at: datetime, *, strict: bool) -> PublishedPage | None:
         """The payload of ``live_version_at``."""
         found = self.live_version_at(edition, section, at, strict=strict)
-        return self.payload(found[1]) if found else None
+        return cast(PublishedPage | None, self.payload(found[1])) if found else None  # a page as published
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from tasks.settings import RankSettings
 from transforms.diversity import DiversityRule
@@ -17,7 +16,8 @@ from transforms.representative import RepresentativeWeights
 from transforms.story_scores import PartsParams
 
 
-def score_params(now: datetime, s: RankSettings) -> dict[str, Any]:
+def score_params(now: datetime, s: RankSettings) -> dict[str, object]:
+    """The parameters of ``story_scores.sql`` (the reference the score parts are tested against)."""
     return {
         "now": now, "coverage_window_hours": s.coverage_window_hours, "half_life_hours": s.freshness_half_life_hours,
         "active_hours": s.active_hours, "velocity_window_minutes": s.velocity_window_minutes,
