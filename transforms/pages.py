@@ -1,7 +1,8 @@
 """Assemble edition pages and Full Coverage from scored stories and their member articles.
 
-Pure: rows in, JSON-ready dicts out. Every ordering has an explicit tie-breaker, so the same inputs
-give the same bytes.
+Pure: rows in; ranked pages out as records (``EditionPage``, ``PoolPage`` of ``PageStory``), the story
+snapshot as its JSON shape (``transforms.page_json``). Every ordering has an explicit tie-breaker, so
+the same inputs give the same bytes.
 """
 
 from __future__ import annotations

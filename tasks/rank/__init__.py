@@ -15,8 +15,11 @@ Side effects of a cycle besides pages (issue 5, documented in docs/snapshots.md)
   ``pages/search/``: the search index of the live window (issue 30; ``tasks/live.py``,
   ``tasks/search.py``).
 
-Modules: ``params`` (the settings as the parameters of the pure functions), ``history`` (the page
-versions live at an instant), ``pages`` (one cycle's pages), ``publish`` (pages, Breaking events,
-feed boosts), ``rebuild`` (``newsroom rank --as-of``, ``newsroom pages rollback``). The story
-aggregates pages are computed from are ``tasks.aggregates``.
+A cycle is extract → transform → load, three Prefect tasks (``flows/rank.py``):
+``extract`` (:func:`tasks.rank.extract.extract_rank_inputs`: the story aggregates folded, the page
+versions live before ``now``), ``compute`` (:func:`tasks.rank.compute.compute_rank_pages` around the
+pure :func:`transforms.rank_pages.rank_pages`) and ``publish`` (:func:`tasks.rank.publish.publish_rank_pages`).
+Beside them: ``params`` (the settings as the transforms' parameters), ``history`` (which page
+version was live when) and ``rebuild`` (``newsroom rank --as-of``, ``newsroom pages rollback``). The
+story aggregates are ``tasks.aggregates``; where a ranking signal lives is docs/ranking-signals.md.
 """

@@ -8,7 +8,7 @@ and compute the pages again (issue 16: one bad object is never a reason to stop)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from prefect import task
@@ -42,8 +42,9 @@ def rank_inputs(store: ObjectStore, inputs: RankInputs, settings: RankSettings, 
     try:
         return RankedCycle(inputs, rank_pages(inputs.pages, inputs.now, params))
     except AggregatesUnreadableError:
-        inputs = read_rank_inputs(store, inputs.now, settings, PageHistory(store), persist=persist,
-                                  rebuild="aggregates unreadable", started=inputs.started)
+        rebuilt = read_rank_inputs(store, inputs.now, settings, PageHistory(store), persist=persist,
+                                   rebuild="aggregates unreadable", started=inputs.started)
+        inputs = replace(rebuilt, damaged=inputs.damaged)  # what extract found stays recorded
         return RankedCycle(inputs, rank_pages(inputs.pages, inputs.now, params))
 
 
