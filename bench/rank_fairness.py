@@ -16,7 +16,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from tasks.rank import PageHistory, publish_all
+from tasks.rank.history import PageHistory
+from tasks.rank.publish import publish_all
 from tasks.settings import RankSettings
 from tests.rank_world import day_world
 from transforms.pages import impressions_from_versions

@@ -9,7 +9,7 @@ publishers in 35 regions) is written as article and story-change segments into a
 aggregates are built once from it; then each round writes one more minute (``--minute-articles``
 new articles: joins to recent stories, new stories, syndicated copies) and times, on that store:
 
-- incremental: ``tasks.aggregates.update_aggregates`` (read the aggregates and the new segments,
+- incremental: ``tasks.aggregates.cycle.update_aggregates`` (read the aggregates and the new segments,
   fold, write one delta, commit) + ``transforms.story_scores.story_parts`` + ``score_stories``;
 - full: ``warehouse.duck.connect`` (read every log segment) + ``story_scores.sql`` +
   ``score_stories``, what a cycle did before.
@@ -39,8 +39,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.aggregates import AggregateView, record_member_cache, update_aggregates
-from tasks.rank import breaking_rule, compute_pages, parts_params, score_params, score_weights
+from tasks.aggregates.cycle import record_member_cache, update_aggregates
+from tasks.aggregates.members import AggregateView
+from tasks.rank.compute import compute_pages
+from tasks.rank.params import breaking_rule, parts_params, score_params, score_weights
 from tasks.settings import RankSettings
 from transforms.ranking import score_stories
 from transforms.story_scores import story_parts

@@ -473,7 +473,7 @@ def cmd_rank(args: argparse.Namespace) -> int:
         return cmd_flow(args)
     from tasks.clock import resolve_now
     from tasks.progress import terminal_progress
-    from tasks.rank import rebuild_as_of
+    from tasks.rank.rebuild import rebuild_as_of
     from tasks.settings import get_rank_settings
     from tasks.storage import configured_store
 
@@ -512,7 +512,7 @@ def cmd_pages_rollback(args: argparse.Namespace) -> int:
     """``newsroom pages rollback EDITION SECTION VERSION``."""
     from newsroom.errors import NewsroomError
     from tasks.clock import resolve_now
-    from tasks.rank import rollback_pointer
+    from tasks.rank.rebuild import rollback_pointer
     from tasks.storage import configured_store
 
     try:

@@ -8,16 +8,18 @@ while the minute deployment stands by as the fallback.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from contextlib import nullcontext
 from datetime import datetime
-from typing import Any
 
 from prefect import flow, get_run_logger
 
 from tasks.assets import materializing
 from tasks.clock import resolve_now
 from tasks.events import STORIES_COMMITTED, EventWaiter
-from tasks.rank import publish_all_task
+from tasks.rank.compute import compute_rank_pages
+from tasks.rank.extract import extract_rank_inputs
+from tasks.rank.publish import RankSummary, publish_rank_pages
 from tasks.reports import publish_artifact, rank_markdown
 from tasks.services import (
     PassReport,
@@ -32,21 +34,24 @@ from tasks.settings import get_freshness_settings, get_rank_settings
 from tasks.storage import ObjectStore, configured_store
 
 
-def rank_pass(store: ObjectStore, at: datetime) -> dict[str, Any]:
-    """Rank and publish every edition as of ``at``; log and report what was published."""
-    logger = get_run_logger()
-    publish = materializing(publish_all_task, store, writes=("pages",), reads=("story_changes", "articles", "registry"))
-    summary: dict[str, Any] = publish(store, at, get_rank_settings())
-    logger.info("rank_done pages=%s published=%d refused=%d not_published=%d stories=%s breaking=%d",
-                summary["pages"], len(summary["published"]), len(summary["refused"]),
-                len(summary["not_published"]), summary["stories"], len(summary["breaking"]))
+def rank_pass(store: ObjectStore, at: datetime) -> RankSummary:
+    """Rank and publish every edition as of ``at``: extract → transform → load."""
+    settings = get_rank_settings()
+    inputs = extract_rank_inputs(store, at, settings)  # the story aggregates, folded; the pages live before
+    ranked = compute_rank_pages(store, inputs, settings)  # scores, ranked editions, pages: a pure function
+    load = materializing(publish_rank_pages, store, writes=("pages",), reads=("story_changes", "articles", "registry"))
+    summary: RankSummary = load(store, ranked, settings)
+    get_run_logger().info(
+        "rank_done pages=%s published=%d refused=%d not_published=%d stories=%s breaking=%d", summary["pages"],
+        len(summary["published"]), len(summary["refused"]), len(summary["not_published"]), summary["stories"],
+        len(summary["breaking"]))
     for page, reason in sorted(summary["not_published"].items()):
-        logger.warning("page_not_published page=%s reason=%s", page, reason)
+        get_run_logger().warning("page_not_published page=%s reason=%s", page, reason)
     return summary
 
 
 @flow(name="rank_and_publish")
-def rank_and_publish(now: str | None = None) -> dict[str, Any]:
+def rank_and_publish(now: str | None = None) -> RankSummary:
     """Publish every edition page whose content changed as of ``now``.
 
     With ``NEWSROOM_FRESHNESS_MODE=events``, a run on the current time stands by while the
@@ -59,8 +64,7 @@ def rank_and_publish(now: str | None = None) -> dict[str, Any]:
     on_events = now is None and freshness.mode == "events"
     if on_events and is_service_alive(store, "rank", at, freshness.service_stale_seconds):
         get_run_logger().info("rank_standby: the long-running rank publishes")
-        return {"standby": True, "pages": 0, "published": [], "refused": {}, "not_published": {}, "stories": 0,
-                "breaking": []}
+        return RankSummary(standby=True, pages=0, published=[], refused={}, not_published={}, stories=0, breaking=[])
     with one_pass_at_a_time("rank") if on_events else nullcontext():
         if on_events:
             at = resolve_now(None)  # when it got the slot: after the pass it waited for, never older
@@ -70,7 +74,7 @@ def rank_and_publish(now: str | None = None) -> dict[str, Any]:
 
 
 @flow(name="rank_service")
-def rank_service(run_minutes: float | None = 60.0, report_every_passes: int = 20) -> dict[str, Any]:
+def rank_service(run_minutes: float | None = 60.0, report_every_passes: int = 20) -> Mapping[str, object]:
     """The long-running rank: rank and publish as soon as a writer commits (a
     ``newsroom.stories.committed`` event; commits arriving within
     ``NEWSROOM_FRESHNESS_RANK_DEBOUNCE_SECONDS`` of each other share a pass), and at least every
@@ -91,14 +95,14 @@ def rank_service(run_minutes: float | None = 60.0, report_every_passes: int = 20
     waiter = EventWaiter([STORIES_COMMITTED])
     waiter.start()
 
-    def run_pass(at: datetime) -> dict[str, Any]:
+    def run_pass(at: datetime) -> dict[str, int]:
         summary = rank_pass(store, at)
         if summary["published"]:
             publish_artifact("rank-summary", rank_markdown(summary, at.isoformat()), "rank run summary")
         return {"published": len(summary["published"]), "stories": summary["stories"],
                 "breaking": len(summary["breaking"])}
 
-    def on_pass(summary: dict[str, Any], report: PassReport) -> None:
+    def on_pass(summary: Mapping[str, object], report: PassReport) -> None:
         if len(report.passes) % report_every_passes == 0:
             publish_artifact("rank-service", service_markdown("Long-running rank", report), "long-running rank")
 

@@ -49,8 +49,9 @@ def parse_iso_datetime(value: object, *, naive: NaiveRule = "reject") -> datetim
         return None
 
 
-def parse_iso(value: str, *, naive: NaiveRule = "reject") -> datetime:
-    """An ISO 8601 instant as an aware UTC datetime, for text that must be one (a command's argument).
+def parse_iso(value: object, *, naive: NaiveRule = "reject") -> datetime:
+    """An ISO 8601 instant as an aware UTC datetime, for text that must be one (a command's argument,
+    or an instant the pipeline wrote itself).
 
     Raises:
         ValueError: ``value`` is not an instant (or has no offset while ``naive`` is ``"reject"``).
@@ -62,5 +63,5 @@ def parse_iso(value: str, *, naive: NaiveRule = "reject") -> datetime:
     """
     parsed = parse_iso_datetime(value, naive=naive)
     if parsed is None:
-        raise ValueError(f"not an ISO 8601 instant{'' if naive == 'utc' else ' with an offset'}: {value[:64]!r}")
+        raise ValueError(f"not an ISO 8601 instant{'' if naive == 'utc' else ' with an offset'}: {str(value)[:64]!r}")
     return parsed

@@ -25,7 +25,8 @@ from typing import Any, TypedDict, cast
 
 from tasks.clock import resolve_now
 from tasks.errors import StoryNotListedError
-from tasks.rank import compute_pages, ranking_rules
+from tasks.rank.compute import compute_pages
+from tasks.rank.params import ranking_rules
 from tasks.settings import RankSettings
 from tasks.sql import open_warehouse
 from warehouse.duck import article_rows, load_sql, run_resilient, sources_named_in

@@ -1,7 +1,7 @@
 """Live events: what a serving replica pushes to connected readers, keyed by when it happened (issue 30).
 
 Rank writes one ``story.breaking`` event per story the first time it turns Breaking
-(``log/events/story.breaking/<story_id>.json``, ``tasks.rank.record_breaking``): that key says
+(``log/events/story.breaking/<story_id>.json``, ``tasks.rank.publish.record_breaking``): that key says
 which story, not when, so a replica could only find new ones by listing every event ever written.
 This writes the same news again under ``log/events/live/date=YYYY-MM-DD/HHMMSS-story.breaking-<id>.json``
 (``warehouse.layout.live_event_key``), keyed by the cycle's instant: a replica lists the keys after

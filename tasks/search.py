@@ -25,7 +25,7 @@ from typing import Any, NotRequired, TypedDict, cast
 
 import polars as pl
 
-from tasks.aggregates import AggregateView
+from tasks.aggregates.members import AggregateView
 from tasks.settings import RankSettings
 from transforms.pages import iso
 from transforms.story_scores import story_sections as sections_frame

@@ -68,7 +68,7 @@ def paused_gc() -> Iterator[None]:
     loaded: none of them can be garbage yet), and restore it as it was.
 
     The collector would otherwise walk them again and again as they are allocated
-    (bench/writer_checkpoint.py; rank's fold of its story rows and members, tasks/aggregates.py,
+    (bench/writer_checkpoint.py; rank's fold of its story rows and members, tasks/aggregates/cycle.py,
     where it took most of a cycle's CPU in bench/rank_incremental.py). A task's switch, not the pure code's:
     :mod:`transforms.clustering` builds the objects and never touches the interpreter.
     """

@@ -24,7 +24,7 @@ from tasks.ingest.commit import commit_ingest
 from tasks.ingest.plan import plan_due_feeds
 from tasks.ingest.poll import poll_shard
 from tasks.ingest.robots import load_robots_cache, robots_for_shard
-from tasks.rank import publish_all
+from tasks.rank.publish import publish_all
 from tasks.registry import import_publishers
 from tasks.replay_control import download_publishers_csv
 from tasks.settings import IngestSettings, RankSettings

@@ -1,7 +1,8 @@
 """Assemble edition pages and Full Coverage from scored stories and their member articles.
 
-Pure: rows in, JSON-ready dicts out. Every ordering has an explicit tie-breaker, so the same inputs
-give the same bytes.
+Pure: rows in; ranked pages out as records (``EditionPage``, ``PoolPage`` of ``PageStory``), the story
+snapshot as its JSON shape (``transforms.page_json``). Every ordering has an explicit tie-breaker, so
+the same inputs give the same bytes.
 """
 
 from __future__ import annotations
@@ -13,9 +14,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from newsroom.times import parse_iso_datetime
+from newsroom.times import parse_iso
 from transforms.diversity import DiversityRule, diversify, stabilize_order
-from transforms.records import PageSource, PageStory, RankedStory
+from transforms.page_json import (
+    LinkedStory,
+    PageMember,
+    PublishedPage,
+    StoryCard,
+    StoryEntry,
+    StorySnapshot,
+)
+from transforms.records import EditionPage, PageSource, PageStory, PoolPage, PoolStory, RankedStory
 from transforms.representative import (
     RepresentativeChoice,
     RepresentativeWeights,
@@ -105,7 +114,7 @@ def is_listable(members: Sequence[Mapping[str, Any]]) -> bool:
     return any(has_title(m) for m in members)
 
 
-def build_story(story_id: str, members: list[Mapping[str, Any]], *, full: bool) -> dict[str, Any]:
+def build_story(story_id: str, members: Sequence[Mapping[str, Any]], *, full: bool) -> StoryCard:
     """One story object: the representative first, then one source per publisher, then copies."""
     rep = choose_representative(members)
     originals = [m for m in members if not m["is_copy"]]
@@ -141,7 +150,7 @@ def build_pages(
     now: datetime,
     limits: PageLimits,
     aliases: Mapping[str, str] | None = None,
-) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, Any]]:
+) -> tuple[dict[tuple[str, str], dict[str, object]], StorySnapshot]:
     """Edition pages keyed by (edition, section), and the story snapshot covering every listed story.
 
     ``aliases`` maps a merged-away story id to the story that absorbed it (from the repair's
@@ -156,7 +165,7 @@ def build_pages(
         if s["story_id"] in by_story and is_listable(by_story[s["story_id"]]):
             by_edition[s["edition"]].append(s)
     cards = {sid: build_story(sid, ms, full=False) for sid, ms in by_story.items()}
-    pages: dict[tuple[str, str], dict[str, Any]] = {}
+    pages: dict[tuple[str, str], dict[str, object]] = {}
     listed: dict[str, set[str]] = defaultdict(set)
     for edition, rows in sorted(by_edition.items()):
         ranked = sorted(rows, key=lambda r: (-round(float(r["score"]), 6), r["story_id"]))
@@ -168,17 +177,22 @@ def build_pages(
         for section, section_rows in sorted(sections.items()):
             if len(section_rows) >= limits.min_section_stories and section != TOP_SECTION:
                 pages[(edition, section)] = _page(edition, section, section_rows[: limits.section_stories], cards, now)
-        for page in (p for (e, _), p in pages.items() if e == edition):
-            for story in page["stories"]:
-                listed[story["story_id"]].add(edition)
-    full = {}
+        for (e, _), page in pages.items():
+            if e == edition:
+                for card in _cards_of(page):
+                    listed[card["story_id"]].add(edition)
+    full: dict[str, StoryEntry] = {}
     for sid in sorted(listed):
-        story = build_story(sid, by_story[sid], full=True)
-        story["editions"] = sorted(listed[sid])
-        full[sid] = story
-    stories = {"schema": "newsroom.stories/1", "as_of": iso(now), "stories": full,
-               "aliases": resolve_aliases(aliases or {}, full)}
+        full[sid] = StoryEntry(**build_story(sid, by_story[sid], full=True), editions=sorted(listed[sid]))
+    stories = StorySnapshot(schema="newsroom.stories/1", as_of=iso(now), stories=full,
+                            aliases=resolve_aliases(aliases or {}, full))
     return pages, stories
+
+
+def _cards_of(page: Mapping[str, object]) -> list[StoryCard]:
+    cards = page["stories"]
+    assert isinstance(cards, list)
+    return cards
 
 
 def resolve_aliases(aliases: Mapping[str, str], live: Mapping[str, Any]) -> dict[str, str]:
@@ -197,11 +211,11 @@ def resolve_aliases(aliases: Mapping[str, str], live: Mapping[str, Any]) -> dict
     return out
 
 
-def _page(edition: str, section: str, rows: list[Mapping[str, Any]], cards: Mapping[str, dict[str, Any]],
-          now: datetime) -> dict[str, Any]:
+def _page(edition: str, section: str, rows: list[Mapping[str, Any]], cards: Mapping[str, StoryCard],
+          now: datetime) -> dict[str, object]:
     stories = []
     for rank, r in enumerate(rows, start=1):
-        card = dict(cards[r["story_id"]])
+        card: dict[str, object] = dict(cards[r["story_id"]])
         card["rank"] = rank
         card["score"] = round(float(r["score"]), 4)
         card["score_parts"] = {
@@ -279,13 +293,13 @@ def impressions_from_versions(versions: Iterable[tuple[str, list[str]]], now: da
     counts: dict[str, float] = {}
     for i, (at, pubs) in enumerate(rows):
         until = rows[i + 1][0] if i + 1 < len(rows) else now_s
-        minutes = (_parse_iso(until) - _parse_iso(at)).total_seconds() / 60
+        minutes = (parse_iso(until) - parse_iso(at)).total_seconds() / 60
         for p in pubs:
             counts[p] = counts.get(p, 0.0) + minutes
     return counts
 
 
-def carry_impressions(previous_pool: Mapping[str, Any] | None, now: datetime) -> dict[str, float]:
+def carry_impressions(previous_pool: PublishedPage | None, now: datetime) -> dict[str, float]:
     """Representative impressions per publisher today (story-slot minutes on the top page), carried
     from the edition's previous pool: its counts, plus its top-page representatives for every minute
     since it (or since midnight, on a new day). The pool is the small per-cycle state the daily cap
@@ -303,17 +317,10 @@ def carry_impressions(previous_pool: Mapping[str, Any] | None, now: datetime) ->
     state = previous_pool["impressions"]
     counts = {p: float(c) for p, c in state["counts"].items()} if state["day"] == day else {}
     since = max(previous_pool["as_of"], f"{day}T00:00:00Z")
-    minutes = max((_parse_iso(now_s) - _parse_iso(since)).total_seconds(), 0.0) / 60
+    minutes = max((parse_iso(now_s) - parse_iso(since)).total_seconds(), 0.0) / 60
     for p in previous_pool.get("representatives", []):
         counts[p] = counts.get(p, 0.0) + minutes
     return {p: round(c, 3) for p, c in sorted(counts.items())}
-
-
-def _parse_iso(value: str) -> datetime:
-    parsed = parse_iso_datetime(value)
-    if parsed is None:
-        raise ValueError(f"not an ISO 8601 instant with an offset: {value!r}")
-    return parsed
 
 
 def _parts(r: RankedStory) -> dict[str, float]:
@@ -325,7 +332,7 @@ def _parts(r: RankedStory) -> dict[str, float]:
 class StoryFacts:
     """What page assembly needs of any ranked story without reading its members (issue 15): the
     story row's counts and times, its sections, and its story-level representative (a member row:
-    the fields :func:`_source` reads, with title, snippet and image). Pool cards are built from it;
+    the fields :func:`page_source` reads, with title, snippet and image). Pool cards are built from it;
     only stories on a page read their members."""
 
     story_id: str
@@ -336,13 +343,132 @@ class StoryFacts:
     article_count: int
     first_seen_at: datetime
     updated_at: datetime
-    representative: Mapping[str, Any]
+    representative: PageMember
+
+
+class _Centroids:
+    """Each story's centroid (the mean term vector of its originals), computed once per cycle."""
+
+    def __init__(self, members: Mapping[str, Sequence[PageMember]]) -> None:
+        self._members = members
+        self._found: dict[str, dict[str, float]] = {}
+
+    def of(self, sid: str) -> dict[str, float]:
+        if sid not in self._found:
+            self._found[sid] = centroid([term_vector(m) for m in self._members[sid] if not m["is_copy"]])
+        return self._found[sid]
+
+    def similarity(self, a: str, b: str) -> float:
+        return cosine(self.of(a), self.of(b))
+
+
+@dataclass(frozen=True, slots=True)
+class _EditionContext:
+    """What every page of one edition shares while it is assembled."""
+
+    edition: str
+    region: str
+    now: datetime
+    rules: EditionRules
+    facts: Mapping[str, StoryFacts]
+    members: Mapping[str, Sequence[PageMember]]
+    centroids: _Centroids
+    sections_of: Mapping[str, list[str]]
+
+
+def _rows_by_page(ranked: Iterable[RankedStory], facts: Mapping[str, StoryFacts]
+                  ) -> dict[tuple[str, str], list[RankedStory]]:
+    """The ranked rows of each (edition, section); a story with no titled article is left out, so it
+    never refuses a whole page."""
+    listable = {sid for sid, f in facts.items() if f.is_listable}
+    out: dict[tuple[str, str], list[RankedStory]] = defaultdict(list)
+    for r in ranked:
+        if r.story_id in listable:
+            out[(r.edition, r.section)].append(r)
+    return out
+
+
+def _page_order(ctx: _EditionContext, section: str, rows: Sequence[RankedStory], previous: Sequence[str]
+                ) -> list[str] | None:
+    """The story ids one page lists, in order: stable against its live version, then diversified
+    (a fresh slot on top); None when a section page has too few stories to publish."""
+    limits = ctx.rules.limits
+    ordered = sorted(rows, key=lambda r: r.position)
+    if section != TOP_SECTION and len(ordered) < limits.min_section_stories:
+        return None
+    limit = limits.top_stories if section == TOP_SECTION else limits.section_stories
+    scores = {r.story_id: r.score for r in ordered}
+    pinned = frozenset(r.story_id for r in ordered if r.is_pinned)
+    order = stabilize_order([r.story_id for r in ordered], scores, previous, margin=ctx.rules.swap_margin,
+                            pinned=pinned)
+    fresh = [r.story_id for r in ordered
+             if section == TOP_SECTION and (ctx.now - r.first_seen_at).total_seconds() <= ctx.rules.fresh_minutes * 60
+             and ctx.facts[r.story_id].source_count <= ctx.rules.fresh_max_sources]
+    return diversify(order, ctx.sections_of, ctx.centroids.similarity, rule=ctx.rules.diversity, fresh=fresh,
+                     limit=limit, cap_sections=section == TOP_SECTION)
+
+
+def _choose_representatives(ctx: _EditionContext, page_ids: Mapping[str, list[str]], sections: Sequence[str],
+                            counts: dict[str, float]) -> dict[str, RepresentativeChoice]:
+    """The edition's representative of every story its pages list, top page first: each top-page
+    choice adds to its publisher's impressions (``counts``, in place) before the next is chosen."""
+    chosen: dict[str, RepresentativeChoice] = {}
+    for section in sections:
+        for sid in page_ids.get(section, []):
+            if sid in chosen:
+                continue
+            ms = ctx.members[sid]
+            shares = Counter(m["region"] for m in ms if not m["is_copy"])
+            why = explain_edition_representative(
+                sid, ms, ctx.centroids.of(sid), edition=ctx.edition, region=ctx.region,
+                is_local_story=shares[ctx.region] * 2 > sum(shares.values()), now=ctx.now,
+                impressions=counts, weights=ctx.rules.representative)
+            chosen[sid] = why
+            if section == TOP_SECTION:
+                publisher = why.chosen["publisher_id"]
+                counts[publisher] = counts.get(publisher, 0.0) + ctx.rules.representative.impression_minutes
+    return chosen
+
+
+def _edition_pages(ctx: _EditionContext, rows_by_page: Mapping[tuple[str, str], list[RankedStory]],
+                   previous: Mapping[tuple[str, str], list[str]], impressions: Mapping[str, float],
+                   choices: dict[tuple[str, str], RepresentativeChoice] | None
+                   ) -> dict[str, EditionPage | PoolPage] | None:
+    """One edition's pages and its pool, by section; None when it has no top page."""
+    edition = ctx.edition
+    sections = sorted((s for e, s in rows_by_page if e == edition), key=lambda s: (s != TOP_SECTION, s))
+    page_ids: dict[str, list[str]] = {}
+    for section in sections:
+        ids = _page_order(ctx, section, rows_by_page[(edition, section)], previous.get((edition, section), []))
+        if ids is not None:
+            page_ids[section] = ids
+    if TOP_SECTION not in page_ids:
+        return None
+    why = _choose_representatives(ctx, page_ids, sections, dict(impressions))
+    if choices is not None:
+        choices.update(((edition, sid), w) for sid, w in why.items())
+    as_of = iso(ctx.now)
+    assert as_of is not None
+    out: dict[str, EditionPage | PoolPage] = {}
+    for section, ids in page_ids.items():
+        row_of = {r.story_id: r for r in rows_by_page[(edition, section)]}
+        out[section] = EditionPage(edition, section, as_of, tuple(
+            _page_story(sid, ctx.members[sid], why[sid].chosen, row_of[sid], rank, ctx.facts[sid].sections, why[sid],
+                        ctx.rules) for rank, sid in enumerate(ids, start=1)))
+    by_id = {r.story_id: r for r in rows_by_page[(edition, TOP_SECTION)]}
+    top = sorted(by_id.values(), key=lambda r: r.position)[: ctx.rules.pool_stories]
+    out[POOL_SECTION] = PoolPage(
+        edition, as_of, ctx.now.strftime("%Y-%m-%d"), dict(sorted(impressions.items())),
+        tuple(why[sid].chosen["publisher_id"] for sid in page_ids[TOP_SECTION]),
+        tuple(_pool_entry(r, ctx.facts[r.story_id], why[r.story_id].chosen if r.story_id in why else None)
+              for r in top))
+    return out
 
 
 def build_ranked_pages(
     ranked: Iterable[RankedStory],
     facts: Mapping[str, StoryFacts],
-    members: Mapping[str, list[Mapping[str, Any]]],
+    members: Mapping[str, Sequence[PageMember]],
     now: datetime,
     rules: EditionRules,
     *,
@@ -350,7 +476,7 @@ def build_ranked_pages(
     impressions: Mapping[str, Mapping[str, float]],
     regions: Mapping[str, str],
     choices: dict[tuple[str, str], RepresentativeChoice] | None = None,
-) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, set[str]]]:
+) -> tuple[dict[tuple[str, str], EditionPage | PoolPage], dict[str, set[str]]]:
     """Pages (and each edition's pool) from ``rank_editions`` rows.
 
     Args:
@@ -370,87 +496,23 @@ def build_ranked_pages(
     Returns:
         Pages keyed by (edition, section), and the editions listing each story.
     """
-    by_story = members
+    rows_by_page = _rows_by_page(ranked, facts)
+    centroids = _Centroids(members)
     sections_of = {sid: f.sections for sid, f in facts.items()}
-    # a story with no titled article is skipped, so it never refuses the whole page
-    listable = {sid for sid, f in facts.items() if f.is_listable}
-    rows_by_page: dict[tuple[str, str], list[RankedStory]] = defaultdict(list)
-    for r in ranked:
-        if r.story_id in listable:
-            rows_by_page[(r.edition, r.section)].append(r)
-    centroids: dict[str, dict[str, float]] = {}
-
-    def story_centroid(sid: str) -> dict[str, float]:
-        if sid not in centroids:
-            centroids[sid] = centroid([term_vector(m) for m in by_story[sid] if not m["is_copy"]])
-        return centroids[sid]
-
-    def similarity(a: str, b: str) -> float:
-        return cosine(story_centroid(a), story_centroid(b))
-
-    pages: dict[tuple[str, str], dict[str, Any]] = {}
+    pages: dict[tuple[str, str], EditionPage | PoolPage] = {}
     listed: dict[str, set[str]] = defaultdict(set)
     for edition in sorted({e for e, _ in rows_by_page}):
-        chosen_rep: dict[str, Mapping[str, Any]] = {}
-        chosen_why: dict[str, RepresentativeChoice] = {}
-        counts = dict(impressions.get(edition, {}))
-        page_ids: dict[str, list[str]] = {}
-        page_sections = sorted((s for e, s in rows_by_page if e == edition), key=lambda s: (s != TOP_SECTION, s))
-        for section in page_sections:
-            rows = sorted(rows_by_page[(edition, section)], key=lambda r: r.position)
-            limit = rules.limits.top_stories if section == TOP_SECTION else rules.limits.section_stories
-            if section != TOP_SECTION and len(rows) < rules.limits.min_section_stories:
-                continue
-            scores = {r.story_id: r.score for r in rows}
-            pinned = frozenset(r.story_id for r in rows if r.is_pinned)
-            order = stabilize_order([r.story_id for r in rows], scores, previous.get((edition, section), []),
-                                    margin=rules.swap_margin, pinned=pinned)
-            fresh = [r.story_id for r in rows
-                     if section == TOP_SECTION and (now - r.first_seen_at).total_seconds() <= rules.fresh_minutes * 60
-                     and facts[r.story_id].source_count <= rules.fresh_max_sources]
-            page_ids[section] = diversify(order, sections_of, similarity, rule=rules.diversity, fresh=fresh,
-                                          limit=limit, cap_sections=section == TOP_SECTION)
-        if TOP_SECTION not in page_ids:
-            continue
-        for section in page_sections:
-            for sid in page_ids.get(section, []):
-                if sid in chosen_rep:
-                    continue
-                ms = by_story[sid]
-                shares = Counter(m["region"] for m in ms if not m["is_copy"])
-                why = explain_edition_representative(
-                    sid, ms, story_centroid(sid), edition=edition, region=regions[edition],
-                    is_local_story=shares[regions[edition]] * 2 > sum(shares.values()), now=now,
-                    impressions=counts, weights=rules.representative)
-                rep = why.chosen
-                chosen_rep[sid] = rep
-                chosen_why[sid] = why
-                if choices is not None:
-                    choices[(edition, sid)] = why
-                if section == TOP_SECTION:
-                    counts[rep["publisher_id"]] = (counts.get(rep["publisher_id"], 0.0)
-                                                   + rules.representative.impression_minutes)
-        by_id = {r.story_id: r for r in rows_by_page[(edition, TOP_SECTION)]}
-        for section, ids in page_ids.items():
-            row_of = {r.story_id: r for r in rows_by_page[(edition, section)]}
-            stories = []
-            for rank, sid in enumerate(ids, start=1):
-                stories.append(_page_story(sid, by_story[sid], chosen_rep[sid], row_of[sid], rank, sections_of[sid],
-                                           chosen_why[sid], rules).to_json())
-                listed[sid].add(edition)
-            pages[(edition, section)] = {"schema": "newsroom.page/1", "edition": edition, "section": section,
-                                         "as_of": iso(now), "stories": stories}
-        pool = sorted(by_id.values(), key=lambda r: r.position)[: rules.pool_stories]
-        pages[(edition, POOL_SECTION)] = {
-            "schema": "newsroom.pool/1", "edition": edition, "section": POOL_SECTION, "as_of": iso(now),
-            "impressions": {"day": now.strftime("%Y-%m-%d"), "counts": dict(sorted(impressions.get(edition, {}).items()))},
-            "representatives": [chosen_rep[sid]["publisher_id"] for sid in page_ids[TOP_SECTION]],
-            "stories": [_pool_entry(r, facts[r.story_id], chosen_rep.get(r.story_id)) for r in pool],
-        }
+        ctx = _EditionContext(edition, regions[edition], now, rules, facts, members, centroids, sections_of)
+        found = _edition_pages(ctx, rows_by_page, previous, impressions.get(edition, {}), choices)
+        for section, page in (found or {}).items():
+            pages[(edition, section)] = page
+            if isinstance(page, EditionPage):
+                for story in page.stories:
+                    listed[story.story_id].add(edition)
     return pages, listed
 
 
-def _page_story(sid: str, members: list[Mapping[str, Any]], rep: Mapping[str, Any], r: RankedStory, rank: int,
+def _page_story(sid: str, members: Sequence[PageMember], rep: PageMember, r: RankedStory, rank: int,
                 sections: list[str], why: RepresentativeChoice, rules: EditionRules) -> PageStory:
     """A story as one edition's page lists it: that edition's representative first, then the links
     that best support it; the counts and times are the whole story's."""
@@ -466,35 +528,32 @@ def _page_story(sid: str, members: list[Mapping[str, Any]], rep: Mapping[str, An
         breaking_since=iso(r.breaking_since), representative_choice=why.summary())
 
 
-def _pool_entry(r: RankedStory, facts: StoryFacts, rep: Mapping[str, Any] | None) -> dict[str, Any]:
+def _pool_entry(r: RankedStory, facts: StoryFacts, rep: PageMember | None) -> PoolStory:
     """A compact card for the pool: enough for serving to show a story it re-ranks (For you).
     The representative is the edition's when the story is on a page, else the story-level one."""
     chosen = rep or facts.representative
-    return {
-        "story_id": facts.story_id, "score": round(r.score, 4), "score_parts": _parts(r),
-        "sections": facts.sections, "is_breaking": r.is_breaking, "breaking_since": iso(r.breaking_since),
-        "title": chosen["title"], "snippet": shown_snippet(chosen), "image_url": chosen["image_url"],
-        "language": facts.language, "first_seen_at": iso(facts.first_seen_at), "updated_at": iso(facts.updated_at),
-        "source_count": facts.source_count, "article_count": facts.article_count,
-        "representative": _source(chosen),
-    }
+    return PoolStory(
+        story_id=facts.story_id, score=round(r.score, 4), score_parts=_parts(r), sections=tuple(facts.sections),
+        is_breaking=r.is_breaking, breaking_since=iso(r.breaking_since), title=chosen["title"],
+        snippet=shown_snippet(chosen), image_url=chosen["image_url"], language=facts.language,
+        first_seen_at=iso(facts.first_seen_at), updated_at=iso(facts.updated_at), source_count=facts.source_count,
+        article_count=facts.article_count, representative=page_source(chosen))
 
 
-def build_story_snapshot(listed: Mapping[str, set[str]], by_story: Mapping[str, list[Mapping[str, Any]]],
-                         now: datetime, aliases: Mapping[str, str] | None = None) -> dict[str, Any]:
+def build_story_snapshot(listed: Mapping[str, set[str]], by_story: Mapping[str, Sequence[PageMember]],
+                         now: datetime, aliases: Mapping[str, str] | None = None) -> StorySnapshot:
     """Full Coverage for every listed story (the same shape ``build_pages`` returns)."""
     article_section = member_sections([m for sid in listed for m in by_story[sid]])
-    full = {}
+    full: dict[str, StoryEntry] = {}
     for sid in sorted(listed):
-        story = build_story(sid, by_story[sid], full=True)
+        story = StoryEntry(**build_story(sid, by_story[sid], full=True), editions=sorted(listed[sid]))
         story["sections"] = story_sections_of({sid: by_story[sid]}, article_section)[sid]
-        story["editions"] = sorted(listed[sid])
         full[sid] = story
-    return {"schema": "newsroom.stories/1", "as_of": iso(now), "stories": full,
-            "aliases": resolve_aliases(aliases or {}, full)}
+    return StorySnapshot(schema="newsroom.stories/1", as_of=iso(now), stories=full,
+                         aliases=resolve_aliases(aliases or {}, full))
 
 
-def attach_links(snapshot: dict[str, Any], links: Mapping[str, str]) -> None:
+def attach_links(snapshot: StorySnapshot, links: Mapping[str, str]) -> None:
     """Give each story of a story snapshot its ``linked`` list: the stories of its link group in
     other languages (``story_id``, ``language``, ``title``), by language then id. In place."""
     stories = snapshot["stories"]
@@ -504,7 +563,7 @@ def attach_links(snapshot: dict[str, Any], links: Mapping[str, str]) -> None:
             groups.setdefault(links[sid], []).append(sid)
     for sid, story in stories.items():
         story["linked"] = [
-            {"story_id": other, "language": stories[other]["language"], "title": stories[other]["title"]}
+            LinkedStory(story_id=other, language=stories[other]["language"], title=stories[other]["title"])
             for other in sorted(groups.get(links.get(sid, ""), ()), key=lambda o: (stories[o]["language"], o))
             if other != sid and stories[other]["language"] != story["language"]
         ]

@@ -278,3 +278,73 @@ class PageStory:
         out["score_parts"] = dict(self.score_parts)
         out["representative_choice"] = dict(self.representative_choice)
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class EditionPage:
+    """One edition page as published (``pages/{edition}/{section}/v{n}.json``, schema ``newsroom.page/1``):
+    its stories in rank order and the ranking rules behind their scores."""
+
+    edition: str
+    section: str
+    as_of: str
+    stories: tuple[PageStory, ...]
+    ranking: Mapping[str, float] | None = None
+    """The weights and rules that turn ``score_parts`` into ``score`` (the reader's "Why this story?")."""
+
+    def to_json(self) -> dict[str, object]:
+        """The JSON object a page version holds (before its ``version``)."""
+        out: dict[str, object] = {"schema": "newsroom.page/1", "edition": self.edition, "section": self.section,
+                                  "as_of": self.as_of, "stories": [s.to_json() for s in self.stories]}
+        if self.ranking is not None:
+            out["ranking"] = dict(self.ranking)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStory:
+    """A compact card of an edition's candidate pool: enough for serving to show a story it
+    re-ranks (For you)."""
+
+    story_id: str
+    score: float
+    score_parts: Mapping[str, float]
+    sections: tuple[str, ...]
+    is_breaking: bool
+    breaking_since: str | None
+    title: str
+    snippet: str
+    image_url: str | None
+    language: str | None
+    first_seen_at: str | None
+    updated_at: str | None
+    source_count: int
+    article_count: int
+    representative: PageSource
+
+    def to_json(self) -> dict[str, object]:
+        out = _row_of(self)
+        out["score_parts"] = dict(self.score_parts)
+        out["representative"] = self.representative.to_json()
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class PoolPage:
+    """An edition's candidate pool (``pages/{edition}/pool/v{n}.json``, schema ``newsroom.pool/1``),
+    with the day's representative impressions the next cycle carries on (the daily share cap)."""
+
+    edition: str
+    as_of: str
+    day: str
+    impressions: Mapping[str, float]
+    representatives: tuple[str, ...]
+    """The publisher of each top-page story's representative, in page order."""
+    stories: tuple[PoolStory, ...]
+    section: str = "pool"
+
+    def to_json(self) -> dict[str, object]:
+        """The JSON object a pool version holds (before its ``version``)."""
+        return {"schema": "newsroom.pool/1", "edition": self.edition, "section": self.section, "as_of": self.as_of,
+                "impressions": {"day": self.day, "counts": dict(self.impressions)},
+                "representatives": list(self.representatives), "stories": [s.to_json() for s in self.stories]}

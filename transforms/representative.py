@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from transforms.text import is_dateline
 
@@ -150,6 +150,14 @@ def score_candidates(members: Sequence[Member], story_centroid: Mapping[str, flo
     return scored
 
 
+class ChoiceSummary(TypedDict):
+    """How a representative was chosen, as a page card carries it (``representative_choice``)."""
+
+    candidates: int
+    near_ties: list[str]
+    stepped_aside: list[str]
+
+
 @dataclass(frozen=True, slots=True)
 class RepresentativeChoice:
     """How one story's representative was chosen on one edition (``newsroom explain``, issue 18).
@@ -167,10 +175,10 @@ class RepresentativeChoice:
     rotation: int
     budget_minutes: float
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ChoiceSummary:
         """The compact form a page carries for each story (the reader page's "Why this story?")."""
-        return {"candidates": len(self.candidates), "near_ties": [m["article_id"] for _, m in self.near_ties],
-                "stepped_aside": list(self.stepped_aside)}
+        return ChoiceSummary(candidates=len(self.candidates), near_ties=[m["article_id"] for _, m in self.near_ties],
+                             stepped_aside=list(self.stepped_aside))
 
 
 def explain_edition_representative(story_id: str, members: Sequence[Member], story_centroid: Mapping[str, float],

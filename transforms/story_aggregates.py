@@ -36,9 +36,9 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
@@ -65,9 +65,79 @@ the fields it left out of the fold are joined back); it moves with the row a mem
 MEMBER_FIELDS = ("story_id", *ROW_FIELDS, "copy_of", "assigned_offset", "listed_at")
 """A member: its row, its story, and when a published story snapshot first listed it (``log/listings``)."""
 
-Row = dict[str, Any]
-Member = dict[str, Any]
-Story = dict[str, Any]
+class FoldRow(TypedDict, total=False):
+    """An article row as the fold reads it (``ROW_FIELDS``; the embedding quantized), with the
+    caller's ``row_ref`` when it left :data:`ROW_FIELDS`' heavy columns behind."""
+
+    article_id: str
+    version: int
+    content_hash: str
+    publisher_id: str
+    language: str
+    first_seen_at: datetime
+    title: str | None
+    snippet: str | None
+    url: str
+    canonical_url: str | None
+    image_url: str | None
+    section: str | None
+    categories: list[str] | None
+    section_guess: str | None
+    is_opinion: bool
+    terms: list[str] | None
+    term_weights: list[float] | None
+    entities: list[str] | None
+    embedding_q: bytes | None
+    embedding_scale: float | None
+    row_ref: int
+
+
+class MemberRow(FoldRow, total=False):
+    """A member (``MEMBER_FIELDS``): its acknowledged row, its story, and when a published story
+    snapshot first listed it."""
+
+    story_id: str
+    copy_of: str | None
+    assigned_offset: int | None
+    listed_at: datetime | None
+
+
+class StoryRow(TypedDict):
+    """One story's aggregate (``STORY_AGGREGATES_SCHEMA``): counts, times, the recent and early
+    originals velocity, coverage and bursts read, section votes and its story-level representative."""
+
+    story_id: str
+    is_removed: NotRequired[bool]
+    language: str | None
+    first_seen_at: datetime | None
+    last_seen_at: datetime | None
+    article_count: int
+    original_count: int
+    titled_count: int
+    first_original_at: datetime | None
+    last_original_at: datetime | None
+    older_last_at: datetime | None
+    publishers: list[str]
+    recent_times: list[datetime]
+    recent_publishers: list[str]
+    cov_publishers: list[str]
+    cov_times: list[datetime]
+    early_times: list[datetime]
+    early_publishers: list[str]
+    section_names: list[str]
+    section_counts: list[int]
+    rep_class: int | None
+    rep_authority: float | None
+    rep_article_id: str | None
+    rep_publisher_id: str | None
+    rep_title: str | None
+    rep_snippet: str | None
+    rep_image_url: str | None
+    rep_url: str | None
+    rep_first_seen_at: datetime | None
+    rep_is_copy: bool | None
+    rep_is_opinion: bool | None
+    rep_language: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +258,7 @@ def quantize_embedding_column(lengths: np.ndarray, values: np.ndarray) -> tuple[
     return q, scale.astype(np.float32), ok
 
 
-def _row_rank(row: Mapping[str, Any]) -> tuple[int, datetime, str]:
+def row_rank(row: Mapping[str, Any]) -> tuple[int, datetime, str]:
     """Which of two acknowledged rows of one article a member shows: the latest version, then the
     latest seen, then (a rerun's duplicate) the larger content hash."""
     return (int(row["version"] or 0), row["first_seen_at"], str(row["content_hash"] or ""))
@@ -196,7 +266,7 @@ def _row_rank(row: Mapping[str, Any]) -> tuple[int, datetime, str]:
 
 # --- One story ------------------------------------------------------------------------------------
 
-def empty_story(story_id: str, language: str | None) -> Story:
+def empty_story(story_id: str, language: str | None) -> StoryRow:
     return {
         "story_id": story_id, "language": language, "first_seen_at": None, "last_seen_at": None,
         "article_count": 0, "original_count": 0, "titled_count": 0,
@@ -226,17 +296,17 @@ def _votes(section: str | None, categories: tuple[str, ...] | None, guess: str |
     return tuple(article_section_votes([section], [list(categories) if categories else None], [guess])[0])
 
 
-def _set_min(story: Story, name: str, value: datetime) -> None:
+def _set_min(story: StoryRow, name: str, value: datetime) -> None:
     if story[name] is None or value < story[name]:
         story[name] = value
 
 
-def _set_max(story: Story, name: str, value: datetime) -> None:
+def _set_max(story: StoryRow, name: str, value: datetime) -> None:
     if story[name] is None or value > story[name]:
         story[name] = value
 
 
-def _cov_put(story: Story, publisher: str, at: datetime) -> None:
+def _cov_put(story: StoryRow, publisher: str, at: datetime) -> None:
     pubs, times = story["cov_publishers"], story["cov_times"]
     i = bisect.bisect_left(pubs, publisher)
     if i < len(pubs) and pubs[i] == publisher:
@@ -255,7 +325,7 @@ def _pair_insert(times: list[datetime], publishers: list[str], at: datetime, pub
     publishers.insert(i, publisher)
 
 
-def add_member(story: Story, member: Mapping[str, Any], authority: Mapping[str, float], rules: AggregateRules,
+def add_member(story: StoryRow, member: Mapping[str, Any], authority: Mapping[str, float], rules: AggregateRules,
                at: datetime) -> None:
     """Fold one member into its story's row, in place (the monoid of the module doc).
 
@@ -310,7 +380,7 @@ def add_member(story: Story, member: Mapping[str, Any], authority: Mapping[str, 
         _pair_insert(story["early_times"], story["early_publishers"], seen, publisher)
 
 
-def _consider_representative(story: Story, member: Mapping[str, Any], titled: bool, is_original: bool,
+def _consider_representative(story: StoryRow, member: Mapping[str, Any], titled: bool, is_original: bool,
                              authority: Mapping[str, float]) -> None:
     """``transforms.pages.choose_representative`` as a running best: titled before untitled, then
     originals before copies, then the highest authority, the first seen and the smallest id."""
@@ -326,7 +396,7 @@ def _consider_representative(story: Story, member: Mapping[str, Any], titled: bo
         story[f"rep_{name}"] = (not is_original) if name == "is_copy" else member.get(name)
 
 
-def trim_story(story: Story, rules: AggregateRules, at: datetime) -> None:
+def trim_story(story: StoryRow, rules: AggregateRules, at: datetime) -> None:
     """Sum up the originals that left the recent window as of ``at``, and forget publishers that
     can no longer count for coverage; in place. Scores read the same from a trimmed row and an
     untrimmed one, so rows are trimmed when they are written anyway."""
@@ -352,7 +422,7 @@ def member_order(member: Mapping[str, Any]) -> tuple[datetime, str]:
 
 
 def story_from_members(story_id: str, language: str | None, members: Iterable[Mapping[str, Any]],
-                       authority: Mapping[str, float], rules: AggregateRules, at: datetime) -> Story:
+                       authority: Mapping[str, float], rules: AggregateRules, at: datetime) -> StoryRow:
     """A story row from all its members (a move or a new version changed them)."""
     story = empty_story(story_id, language)
     for m in sorted(members, key=member_order):
@@ -366,310 +436,3 @@ def is_expired(story: Mapping[str, Any], rules: AggregateRules, at: datetime) ->
     writer drops it at the same age, so no later change names it."""
     last = story["last_seen_at"]
     return last is None or last < at - timedelta(hours=rules.active_hours)
-
-
-# --- The fold -------------------------------------------------------------------------------------
-
-@dataclass(slots=True)
-class Ledger:
-    """An article the aggregates know of that is not (fully) a member yet: its story is known but
-    no acknowledged row (the row is in a segment not read yet, or was never stored), or it is a
-    member with acknowledged versions whose rows have not arrived."""
-
-    article_id: str
-    story_id: str | None
-    copy_of: str | None
-    assigned_offset: int | None
-    is_member: bool
-    acked: list[datetime] = field(default_factory=list)
-    row: Row | None = None
-    updated_at: datetime | None = None
-
-
-@dataclass(slots=True)
-class FoldState:
-    """What a fold reads and changes besides the story rows: articles waiting for their other half.
-
-    ``pending_rows`` are article rows no change has acknowledged yet, keyed by article id and
-    first seen time; ``ledger`` is :class:`Ledger` by article id; ``aliases`` maps a merged-away
-    story to the story that absorbed it (``story_aliases.sql``).
-    """
-
-    pending_rows: dict[tuple[str, datetime], Row] = field(default_factory=dict)
-    ledger: dict[str, Ledger] = field(default_factory=dict)
-    aliases: dict[str, tuple[str, int]] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class FoldResult:
-    """What a fold changed: story rows to write (touched ones, trimmed), stories that left, member
-    rows to write and member rows that left their story."""
-
-    stories: dict[str, Story]
-    removed: set[str]
-    member_upserts: list[Member]
-    member_removals: list[tuple[str, str]]
-
-
-def stories_to_load(changes: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]], state: FoldState,
-                    listings: Sequence[Mapping[str, Any]] = ()) -> tuple[set[str], set[str]]:
-    """Which stories a fold of ``changes``, new ``rows`` and ``listings`` needs: (stories whose rows
-    it updates, stories whose members it must read: a move or a new version recomputes them, a
-    listing marks one of them).
-
-    The caller reads those, then calls :func:`fold`; nothing else of the store is needed.
-    """
-    touched: set[str] = set()
-    members: set[str] = set()
-    for c in changes:
-        kind = c["kind"]
-        if c["story_id"] is not None:
-            touched.add(str(c["story_id"]))
-        if kind in MOVE_KINDS or kind == "version":
-            members.add(str(c["story_id"]))
-            if c.get("other_story_id") is not None:
-                members.add(str(c["other_story_id"]))
-    for r in rows:
-        entry = state.ledger.get(str(r["article_id"]))
-        if entry is not None and entry.story_id is not None:
-            touched.add(entry.story_id)
-            if entry.is_member:
-                members.add(entry.story_id)
-    members.update(str(r["story_id"]) for r in listings if r["story_id"] is not None)
-    return touched | members, members
-
-
-class _Fold:
-    def __init__(self, state: FoldState, stories: Mapping[str, Story], members: Mapping[str, Sequence[Member]],
-                 authority: Mapping[str, float], eligible: frozenset[str] | set[str], rules: AggregateRules,
-                 at: datetime) -> None:
-        self.state, self.authority, self.eligible, self.rules, self.at = state, authority, eligible, rules, at
-        self.stories: dict[str, Story] = {sid: _copy_story(s) for sid, s in stories.items()}
-        self.loaded: dict[str, dict[str, Member]] = {sid: {str(m["article_id"]): dict(m) for m in ms}
-                                                     for sid, ms in members.items()}
-        self.member_of: dict[str, str] = {aid: sid for sid, ms in self.loaded.items() for aid in ms}
-        self.dirty: set[str] = set()
-        self.touched: set[str] = set()
-        self.upserts: dict[tuple[str, str], Member] = {}
-        self.removals: set[tuple[str, str]] = set()
-
-    # rows ------------------------------------------------------------------------------------
-    def take_row(self, row: Row) -> None:
-        """A new article row: it completes a waiting acknowledgement, or waits for one."""
-        aid, seen = str(row["article_id"]), row["first_seen_at"]
-        entry = self.state.ledger.get(aid)
-        if entry is not None and seen in entry.acked:
-            entry.acked.remove(seen)
-            self.apply_row(aid, row)
-            return
-        key = (aid, seen)
-        held = self.state.pending_rows.get(key)
-        if held is None or _row_rank(row) > _row_rank(held):
-            self.state.pending_rows[key] = row
-
-    def take_listing(self, listing: Mapping[str, Any]) -> None:
-        """A story snapshot listed an article: its member remembers the first time (a listing whose
-        member has moved on since is dropped; the next listing of it repeats the row)."""
-        sid, aid, at = str(listing["story_id"]), str(listing["article_id"]), listing["listed_at"]
-        member = self.loaded.get(sid, {}).get(aid)
-        if member is None or (member.get("listed_at") is not None and member["listed_at"] <= at):
-            return
-        member["listed_at"] = at
-        self.upserts[(sid, aid)] = member
-
-    # changes ---------------------------------------------------------------------------------
-    def take_change(self, change: Mapping[str, Any]) -> None:
-        kind = change["kind"]
-        aid = change["article_id"]
-        if kind == "merge" and change.get("other_story_id") is not None:
-            self.state.aliases[str(change["other_story_id"])] = (str(change["story_id"]), int(change["offset"]))
-        if aid is None:
-            return
-        aid = str(aid)
-        if kind in ASSIGN_KINDS:
-            self.assign(aid, change)
-        if kind in ACK_KINDS:
-            self.acknowledge(aid, change)
-
-    def assign(self, aid: str, change: Mapping[str, Any]) -> None:
-        story_id, copy_of, offset = str(change["story_id"]), change.get("copy_of"), int(change["offset"])
-        current = self.member_of.get(aid)
-        if current is not None:
-            member = self.loaded[current].pop(aid)
-            del self.member_of[aid]
-            self.removals.add((current, aid))
-            self.upserts.pop((current, aid), None)
-            self.dirty.add(current)
-            member.update(story_id=story_id, copy_of=copy_of, assigned_offset=offset)
-            self.put_member(member)
-            entry = self.state.ledger.get(aid)
-            if entry is not None:
-                entry.story_id = story_id
-            return
-        entry = self.state.ledger.get(aid)
-        if entry is None:
-            entry = self.state.ledger[aid] = Ledger(aid, story_id, copy_of, offset, False)
-        entry.story_id, entry.copy_of, entry.assigned_offset = story_id, copy_of, offset
-        entry.updated_at = max(entry.updated_at or change["changed_at"], change["changed_at"])
-        if entry.is_member:
-            # A member of a story this fold did not read (a move naming a story the writer no
-            # longer holds it in): follow the change once its row shows up.
-            entry.is_member = False
-        self.materialize(aid)
-
-    def acknowledge(self, aid: str, change: Mapping[str, Any]) -> None:
-        seen = change["changed_at"]
-        current = self.member_of.get(aid)
-        entry = self.state.ledger.get(aid)
-        if current is None and entry is None:
-            # A version of an article that never counted (its publisher is opted out or unknown).
-            return
-        row = self.state.pending_rows.pop((aid, seen), None)
-        if row is not None:
-            self.apply_row(aid, row)
-            return
-        if entry is None:
-            entry = self.state.ledger[aid] = Ledger(aid, current, None, None, True)
-        if seen not in entry.acked:
-            entry.acked.append(seen)
-            entry.acked.sort()
-        entry.updated_at = max(entry.updated_at or seen, seen)
-
-    def apply_row(self, aid: str, row: Row) -> None:
-        current = self.member_of.get(aid)
-        if current is not None:
-            member = self.loaded[current][aid]
-            first = min(member["first_seen_at"], row["first_seen_at"])
-            if _row_rank(row) > _row_rank(member):
-                member.update({k: row[k] for k in (*ROW_FIELDS, ROW_REF) if k in row})
-            member["first_seen_at"] = first
-            self.upserts[(current, aid)] = member
-            self.dirty.add(current)
-            self._forget_if_settled(aid)
-            return
-        entry = self.state.ledger[aid]  # every caller checked: an assignment or a member made it
-        # Rows belong to the fold (each read once): kept, not copied.
-        if entry.row is None:
-            entry.row = row
-        else:
-            first = min(entry.row["first_seen_at"], row["first_seen_at"])
-            if _row_rank(row) > _row_rank(entry.row):
-                entry.row = row
-            entry.row["first_seen_at"] = first
-        entry.updated_at = max(entry.updated_at or row["first_seen_at"], row["first_seen_at"])
-        self.materialize(aid)
-
-    def materialize(self, aid: str) -> None:
-        entry = self.state.ledger[aid]
-        if entry.story_id is None or entry.row is None:
-            return
-        if str(entry.row["publisher_id"]) not in self.eligible:
-            del self.state.ledger[aid]  # never counted: its publisher is unknown or opted out
-            return
-        member = entry.row
-        member.update(story_id=entry.story_id, copy_of=entry.copy_of, assigned_offset=entry.assigned_offset,
-                      listed_at=None)
-        self.put_member(member)
-        entry.row, entry.is_member = None, True
-        self._forget_if_settled(aid)
-
-    def _forget_if_settled(self, aid: str) -> None:
-        entry = self.state.ledger.get(aid)
-        if entry is not None and entry.is_member and not entry.acked:
-            del self.state.ledger[aid]
-
-    def put_member(self, member: Member) -> None:
-        sid, aid = str(member["story_id"]), str(member["article_id"])
-        self.upserts[(sid, aid)] = member
-        self.removals.discard((sid, aid))
-        self.touched.add(sid)
-        if sid in self.loaded:
-            # Only members of read stories are known by article: a move or version names its
-            # stories, which the fold reads first (stories_to_load).
-            self.member_of[aid] = sid
-            self.loaded[sid][aid] = member
-            self.dirty.add(sid)
-            return
-        story = self.stories.get(sid)
-        if story is None:
-            story = self.stories[sid] = empty_story(sid, member.get("language"))
-        add_member(story, member, self.authority, self.rules, self.at)
-
-    # result ----------------------------------------------------------------------------------
-    def result(self) -> FoldResult:
-        removed: set[str] = set()
-        for sid in sorted(self.dirty):
-            ms = self.loaded[sid].values()
-            language = self.stories[sid]["language"] if sid in self.stories else None
-            self.stories[sid] = story_from_members(sid, language, ms, self.authority, self.rules, self.at)
-        changed: dict[str, Story] = {}
-        for sid in sorted(self.touched | self.dirty):
-            story = self.stories[sid]
-            if story["article_count"] == 0 or is_expired(story, self.rules, self.at):
-                removed.add(sid)
-                continue
-            trim_story(story, self.rules, self.at)
-            changed[sid] = story
-        upserts = [m for key, m in sorted(self.upserts.items()) if key not in self.removals]
-        return FoldResult(changed, removed, upserts, sorted(self.removals))
-
-
-def _copy_story(story: Mapping[str, Any]) -> Story:
-    return {k: (list(v) if isinstance(v, list) else v) for k, v in story.items()}
-
-
-def fold(state: FoldState, changes: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]], *,
-         stories: Mapping[str, Story], members: Mapping[str, Sequence[Member]], authority: Mapping[str, float],
-         eligible: frozenset[str] | set[str], rules: AggregateRules, at: datetime,
-         listings: Sequence[Mapping[str, Any]] = ()) -> FoldResult:
-    """Fold new article rows and changes onto the aggregates, in place on ``state``.
-
-    Args:
-        state: Pending rows, the ledger and aliases; updated in place.
-        changes: New story changes, each language's in offset order, none after ``at``.
-        rows: New article rows (``ROW_FIELDS``, the embedding quantized), none seen after ``at``.
-        stories: The current rows of at least the stories :func:`stories_to_load` names (absent
-            ones are new).
-        members: Every member of the stories it names to read.
-        authority: Publisher authority (registry).
-        eligible: Publishers whose articles count: registered and not opted out.
-        rules: The windows.
-        at: The fold's instant.
-        listings: New ``log/listings`` rows (a story snapshot listed the article), none after ``at``.
-
-    Returns:
-        The story rows and member rows that changed.
-    """
-    run = _Fold(state, stories, members, authority, eligible, rules, at)
-    for row in rows:
-        run.take_row(row)
-    for listing in listings:
-        run.take_listing(listing)
-    for change in changes:
-        run.take_change(change)
-    expire_waiting(state, rules, at)
-    return run.result()
-
-
-def expire_waiting(state: FoldState, rules: AggregateRules, at: datetime) -> None:
-    """Drop article rows and ledger entries that waited longer than ``pending_hours``."""
-    horizon = at - timedelta(hours=rules.pending_hours)
-    for key in [k for k, r in state.pending_rows.items() if r["first_seen_at"] < horizon]:
-        del state.pending_rows[key]
-    for aid in [a for a, e in state.ledger.items() if e.updated_at is not None and e.updated_at < horizon]:
-        del state.ledger[aid]
-
-
-def live_aliases(aliases: Mapping[str, tuple[str, int]], stories: Iterable[str]) -> dict[str, tuple[str, int]]:
-    """The aliases whose chain ends at a story still in the table: one that left can never be
-    listed again, and an alias only ever redirects to a listed story
-    (:func:`transforms.pages.resolve_aliases`)."""
-    live = set(stories)
-    out = {}
-    for alias in sorted(aliases):
-        target, hops = aliases[alias][0], 0
-        while target in aliases and hops < len(aliases):
-            target, hops = aliases[target][0], hops + 1
-        if target in live:
-            out[alias] = aliases[alias]
-    return out

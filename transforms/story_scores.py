@@ -76,51 +76,77 @@ def story_parts(stories: pl.DataFrame, publishers: pl.DataFrame, *, now: datetim
     older = (active.select("story_id", p=pl.col("cov_publishers"), t=pl.col("cov_times"))
              .explode("p", "t").drop_nulls("t"))
     base = active.select("story_id", "original_count", "first_original_at", "older_last_at")
-    vw = p.velocity_window_minutes
     lag_frames = []
     region_rows = None
     for lag in range(p.smoothing_cycles):
-        lag_at = now - timedelta(seconds=lag * p.cycle_seconds)
-        upto = recent.filter(pl.col("t") <= lag_at)
-        after = recent.filter(pl.col("t") > lag_at).group_by("story_id").agg(after=pl.len())
-        window = (upto.filter(pl.col("t") > lag_at - timedelta(minutes=vw)).group_by("story_id")
-                  .agg(in_window=pl.len()))
-        last = upto.group_by("story_id").agg(last_recent=pl.col("t").max())
-        counted = (pl.concat([upto.select("story_id", "p", "t"), older.select("story_id", "p", "t")])
-                   .group_by("story_id", "p").agg(pl.col("t").max())
-                   .filter(pl.col("t") > lag_at - timedelta(hours=p.coverage_window_hours))
-                   .join(auth, on="p", how="inner")
-                   .sort("story_id", "p"))
+        frame, counted = _lag_parts(base, recent, older, auth, lag=lag, now=now, params=p)
         if lag == 0:
             region_rows = counted
-        coverage = counted.group_by("story_id").agg(authority=pl.col("authority").sum())
-        frame = (base.join(after, on="story_id", how="left").join(window, on="story_id", how="left")
-                 .join(last, on="story_id", how="left").join(coverage, on="story_id", how="left")
-                 .with_columns(count=pl.col("original_count") - pl.col("after").fill_null(0),
-                               recent=pl.col("in_window").fill_null(0),
-                               last_le=pl.coalesce("last_recent", "older_last_at")))
-        has = pl.col("count") > 0
-        lived_hours = _seconds(pl.lit(lag_at, dtype=TS) - pl.col("first_original_at")) / 3600.0
-        velocity = pl.max_horizontal(
-            pl.lit(0.0),
-            ((1 + pl.col("recent").cast(pl.Float64))
-             / (1 + (pl.col("count") - pl.col("recent")).cast(pl.Float64) * (vw / 60.0)
-                / pl.max_horizontal(lived_hours - vw / 60.0, pl.lit(1.0)))).log(),
-        )
-        freshness = (-math.log(2) * _seconds(pl.lit(lag_at, dtype=TS) - pl.col("last_le")) / 3600.0
-                     / p.half_life_hours).exp()
-        lag_frames.append(frame.select(
-            "story_id", lag=pl.lit(lag),
-            coverage=pl.when(has).then((1 + pl.col("authority").fill_null(0.0)).log()).otherwise(0.0),
-            velocity=pl.when(has).then(velocity).otherwise(0.0),
-            freshness=pl.when(has).then(freshness).otherwise(0.0),
-        ))
+        lag_frames.append(frame)
     lists = (pl.concat(lag_frames).sort("story_id", "lag")
              .group_by("story_id", maintain_order=True)
              .agg(pl.col("coverage"), pl.col("velocity"), pl.col("freshness")))
     regions = _regions(region_rows if region_rows is not None else pl.DataFrame())
-    bursts = _bursts(active, auth, now=now, params=p)
-    early = _first_hours(active, now=now, params=p)
+    return _with_bursts(active, lists, regions, auth, now=now, params=p)
+
+
+def _velocity(lag_at: datetime, window_minutes: float) -> pl.Expr:
+    """How much faster than its own average a story gained originals in the last ``window_minutes``
+    before ``lag_at``: log((1 + in window) / (1 + the rest, per window of the story's life)), at least 0."""
+    lived_hours = _seconds(pl.lit(lag_at, dtype=TS) - pl.col("first_original_at")) / 3600.0
+    return pl.max_horizontal(
+        pl.lit(0.0),
+        ((1 + pl.col("recent").cast(pl.Float64))
+         / (1 + (pl.col("count") - pl.col("recent")).cast(pl.Float64) * (window_minutes / 60.0)
+            / pl.max_horizontal(lived_hours - window_minutes / 60.0, pl.lit(1.0)))).log(),
+    )
+
+
+def _freshness(lag_at: datetime, half_life_hours: float) -> pl.Expr:
+    """Exponential decay since the story's last original, halving every ``half_life_hours``."""
+    return (-math.log(2) * _seconds(pl.lit(lag_at, dtype=TS) - pl.col("last_le")) / 3600.0 / half_life_hours).exp()
+
+
+def _lag_parts(base: pl.DataFrame, recent: pl.DataFrame, older: pl.DataFrame, auth: pl.DataFrame, *, lag: int,
+               now: datetime, params: PartsParams) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Coverage, velocity and freshness of every story as of ``lag`` cycles before ``now`` (the
+    smoothing averages them), and the publishers counted for coverage then (story_id, p, t,
+    authority, region)."""
+    p = params
+    vw = p.velocity_window_minutes
+    lag_at = now - timedelta(seconds=lag * p.cycle_seconds)
+    upto = recent.filter(pl.col("t") <= lag_at)
+    after = recent.filter(pl.col("t") > lag_at).group_by("story_id").agg(after=pl.len())
+    window = (upto.filter(pl.col("t") > lag_at - timedelta(minutes=vw)).group_by("story_id")
+              .agg(in_window=pl.len()))
+    last = upto.group_by("story_id").agg(last_recent=pl.col("t").max())
+    counted = (pl.concat([upto.select("story_id", "p", "t"), older.select("story_id", "p", "t")])
+               .group_by("story_id", "p").agg(pl.col("t").max())
+               .filter(pl.col("t") > lag_at - timedelta(hours=p.coverage_window_hours))
+               .join(auth, on="p", how="inner")
+               .sort("story_id", "p"))
+    coverage = counted.group_by("story_id").agg(authority=pl.col("authority").sum())
+    frame = (base.join(after, on="story_id", how="left").join(window, on="story_id", how="left")
+             .join(last, on="story_id", how="left").join(coverage, on="story_id", how="left")
+             .with_columns(count=pl.col("original_count") - pl.col("after").fill_null(0),
+                           recent=pl.col("in_window").fill_null(0),
+                           last_le=pl.coalesce("last_recent", "older_last_at")))
+    has = pl.col("count") > 0
+    parts = frame.select(
+        "story_id", lag=pl.lit(lag),
+        coverage=pl.when(has).then((1 + pl.col("authority").fill_null(0.0)).log()).otherwise(0.0),
+        velocity=pl.when(has).then(_velocity(lag_at, vw)).otherwise(0.0),
+        freshness=pl.when(has).then(_freshness(lag_at, p.half_life_hours)).otherwise(0.0),
+    )
+    return parts, counted
+
+
+def _with_bursts(active: pl.DataFrame, lists: pl.DataFrame, regions: pl.DataFrame, auth: pl.DataFrame, *,
+                 now: datetime, params: PartsParams) -> pl.DataFrame:
+    """The parts' rows: each story's smoothed lists and regional shares, with its bursts and its
+    first hours against its language's baseline (Breaking)."""
+    bursts = _bursts(active, auth, now=now, params=params)
+    early = _first_hours(active, now=now, params=params)
     out = (active.select("story_id", "language", "first_seen_at", "last_original_at",
                          pl.col("original_count").cast(pl.Int64))
            .join(lists, on="story_id", how="left")
@@ -129,7 +155,7 @@ def story_parts(stories: pl.DataFrame, publishers: pl.DataFrame, *, now: datetim
            .join(early, on="story_id", how="left"))
     baseline = (early.drop_nulls("first_hour_originals").join(active.select("story_id", "language"), on="story_id")
                 .group_by("language").agg(language_rate=pl.col("first_hour_originals").cast(pl.Float64).mean()))
-    bw = p.burst_window_minutes
+    bw = params.burst_window_minutes
     return (out.join(baseline, on="language", how="left")
             .with_columns(
                 regions=pl.col("regions").fill_null(pl.lit([], dtype=pl.List(pl.String))),

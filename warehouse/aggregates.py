@@ -24,9 +24,9 @@ import bisect
 import hashlib
 import io
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import polars as pl
 import pyarrow as pa
@@ -50,6 +50,60 @@ MANIFEST_SCHEMA = "newsroom.story_aggregates/1"
 MEMBER_ROW_GROUP_ROWS = 4096
 """Members are written sorted by story in row groups this long, so a page's stories are read
 a row group at a time, not the whole table (``read_members``)."""
+
+
+class LogProgress(TypedDict):
+    """How far a fold read an append-only log of segments: the ones read whole, and the instant
+    each one read in part was read up to (ISO 8601)."""
+
+    consumed: list[str]
+    partial: dict[str, str]
+
+
+class MemberCacheEntry(TypedDict):
+    key: str
+    base: str
+    """The member base it reflects."""
+    layers: int
+    """How many member layers it reflects."""
+
+
+class AggregateTableKeys(TypedDict, total=False):
+    """The objects of one fold: story and member layers (base first), the small tables whole."""
+
+    stories: list[str]
+    members: list[str]
+    pending: str
+    ledger: str
+    aliases: str
+    member_cache: MemberCacheEntry
+
+
+class Manifest(AggregateTableKeys, total=False):
+    """What one committed fold of the aggregates is (``state/rank/manifests/``, ``MANIFEST_SCHEMA``)."""
+
+    schema: str
+    seq: int
+    as_of: str
+    rules: str
+    """The fingerprint of the windows it was folded with."""
+    registry: str
+    """The fingerprint of the registry it was folded with."""
+    embedding_model: str
+    offsets: dict[str, int]
+    """Each language's next story change offset to fold."""
+    articles: LogProgress
+    listings: LogProgress
+
+
+class AggregatesPointer(TypedDict, total=False):
+    """The pointer to the committed manifest (``POINTER_KEY``); ``rebuild`` asks the next cycle to
+    rebuild from the logs (``request_rebuild``)."""
+
+    seq: int
+    manifest: str
+    as_of: str
+    rebuild: str
 
 
 @dataclass(slots=True)
@@ -140,7 +194,7 @@ def read_table_object(store: ObjectStore, key: str, schema: pa.Schema, counter: 
         raise AggregatesUnreadableError("a table of the aggregates is unreadable", key=key) from e
 
 
-def read_pointer(store: ObjectStore) -> tuple[dict[str, Any] | None, str | None]:
+def read_pointer(store: ObjectStore) -> tuple[AggregatesPointer | None, str | None]:
     """The pointer and its ETag; (None, None) before the first fold, (None, etag) when it is
     corrupt (recorded; the next commit replaces it with If-Match on that ETag)."""
     try:
@@ -155,10 +209,10 @@ def read_pointer(store: ObjectStore) -> tuple[dict[str, Any] | None, str | None]
     except (ValueError, TypeError, KeyError, RecursionError) as e:
         record_damage(POINTER_KEY, f"corrupt: {describe_error(e)}", "aggregates rebuilt from the logs")
         return None, obj.etag
-    return pointer, obj.etag
+    return cast(AggregatesPointer, pointer), obj.etag  # its keys checked above
 
 
-def read_manifest(store: ObjectStore, key: str, counter: ReadCounter | None = None) -> dict[str, Any]:
+def read_manifest(store: ObjectStore, key: str, counter: ReadCounter | None = None) -> Manifest:
     """A manifest the pointer names.
 
     Raises:
@@ -181,10 +235,10 @@ def read_manifest(store: ObjectStore, key: str, counter: ReadCounter | None = No
     except (ValueError, TypeError, RecursionError) as e:
         record_damage(key, f"corrupt: {describe_error(e)}", "aggregates rebuilt from the logs")
         raise AggregatesUnreadableError("the aggregates' manifest is unreadable", key=key) from e
-    return manifest
+    return cast(Manifest, manifest)  # its schema and tables checked above
 
 
-def commit_manifest(store: ObjectStore, manifest: dict[str, Any], etag: str | None,
+def commit_manifest(store: ObjectStore, manifest: Manifest, etag: str | None,
                     before_pointer: Any = None) -> tuple[str, str]:
     """Write the manifest, then move the pointer to it, fenced.
 
@@ -333,7 +387,7 @@ class MemberCache:
         return bool(keys) and keys[0] == self.base and self.layers <= len(keys)
 
 
-def read_member_cache(store: ObjectStore, entry: Mapping[str, Any] | None, counter: ReadCounter | None = None
+def read_member_cache(store: ObjectStore, entry: MemberCacheEntry | None, counter: ReadCounter | None = None
                       ) -> MemberCache | None:
     """The cache a manifest names (its story ids read from its ``story_id`` column); None when there
     is none or it cannot be read (it is only a cache: the layers answer)."""

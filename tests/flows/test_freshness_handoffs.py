@@ -23,7 +23,7 @@ from repair_corpus import PUBLISHERS, bern, mannheim
 
 from flows.rank import rank_and_publish, rank_service
 from tasks.cluster import cluster_language
-from tasks.rank import publish_all
+from tasks.rank.publish import publish_all
 from tasks.registry import import_publishers
 from tasks.services import LIMIT_NAMES, one_pass_at_a_time, request_stop, write_heartbeat
 from tasks.settings import FreshnessSettings, current_settings, get_rank_settings, use_settings

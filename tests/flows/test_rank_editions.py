@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,9 +17,12 @@ from rank_world import World, quiet_world
 from flows.cli import main
 from serving.app import create_app
 from serving.settings import ServingSettings
-from tasks.rank import compute_pages, publish_all, publish_computed, rebuild_as_of, rollback_pointer
+from tasks.rank.compute import compute_pages
+from tasks.rank.publish import publish_all, publish_computed
+from tasks.rank.rebuild import rebuild_as_of, rollback_pointer
 from tasks.settings import RankSettings
 from tasks.storage import reset_configured_store
+from transforms.records import EditionPage
 from warehouse import layout
 from warehouse.snapshots import list_live_pages, publish_stories, read_live_page, read_pointer
 from warehouse.store import LocalStore, ObjectStore
@@ -108,9 +112,10 @@ def test_a_bad_cycle_keeps_the_live_version_and_rollback_moves_the_pointer(cli_s
     world.add(world.quiet_minute(later, ids, 0.5))
     output = compute_pages(store, later, SETTINGS)
     good = output.pages[("en-US", "top")]
-    output.pages[("en-US", "top")] = dict(good, stories=[])
-    output.pages[("en-GB", "top")] = dict(output.pages[("en-GB", "top")],
-                                          stories=output.pages[("en-GB", "top")]["stories"][:10])
+    gb = output.pages[("en-GB", "top")]
+    assert isinstance(good, EditionPage) and isinstance(gb, EditionPage)
+    output.pages[("en-US", "top")] = replace(good, stories=())
+    output.pages[("en-GB", "top")] = replace(gb, stories=gb.stories[:10])
     summary = publish_computed(store, output, later, SETTINGS)
     assert set(summary["refused"]) == {"en-US/top", "en-GB/top"}
     assert "fewer than" in summary["refused"]["en-US/top"] and "lost" in summary["refused"]["en-GB/top"]
@@ -209,9 +214,11 @@ def test_every_story_on_a_live_page_opens_when_a_page_is_not_published(
     world.add([(f"fresh{i:03d}", pubs[(i + j) % len(pubs)], later - timedelta(minutes=50 - 9 * j))
                for i in range(30) for j in range(2 + i % 4)])
     output = compute_pages(store, later, SETTINGS)
-    assert not old_top & {s["story_id"] for s in output.pages[("en-US", "top")]["stories"]}
+    top = output.pages[("en-US", "top")]
+    assert isinstance(top, EditionPage)
+    assert not old_top & {s.story_id for s in top.stories}
     if how == "refused":
-        output.pages[("en-US", "top")] = dict(output.pages[("en-US", "top")], stories=[])
+        output.pages[("en-US", "top")] = replace(top, stories=())
         summary = publish_computed(store, output, later, SETTINGS)
         assert "en-US/top" in summary["refused"] and "en-GB/top" in summary["published"]
     else:

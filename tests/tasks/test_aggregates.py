@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 from aggregates_stream import SETTINGS, Stream
 
-from tasks.aggregates import aggregates_from_logs, rebuilt_aggregates, stored_aggregates, update_aggregates
-from tasks.rank import compute_pages, publish_all
+from tasks.aggregates.compare import rebuilt_aggregates, stored_aggregates
+from tasks.aggregates.cycle import aggregates_from_logs, update_aggregates
+from tasks.rank.compute import compute_pages
+from tasks.rank.publish import publish_all
 from warehouse.aggregates import POINTER_KEY, read_pointer
 from warehouse.snapshots import dump_snapshot
 from warehouse.store import LocalStore, ObjectStore
@@ -29,7 +31,7 @@ def _pages(store: ObjectStore, now: datetime, *, incremental: bool) -> dict[str,
     view = (update_aggregates(store, now, SETTINGS, persist=False) if incremental
             else aggregates_from_logs(store, now, SETTINGS))
     out = compute_pages(store, now, SETTINGS, view=view)
-    pages = {f"{e}/{s}": dump_snapshot(p) for (e, s), p in sorted(out.pages.items())}
+    pages = {f"{e}/{s}": dump_snapshot(p.to_json()) for (e, s), p in sorted(out.pages.items())}
     pages["stories"] = dump_snapshot(out.stories)
     pages["breaking"] = json.dumps(out.breaking).encode()
     return pages
@@ -49,7 +51,7 @@ def _assert_equal_to_rebuild(store: ObjectStore) -> None:
 def _fold_killed(store: LocalStore, now: datetime) -> int:
     """Fold in a child process that SIGKILLs itself between the aggregates and their pointer."""
     code = ("import sys; from datetime import datetime; from pathlib import Path; sys.path.insert(0, 'tests');"
-            "from aggregates_stream import SETTINGS; from tasks.aggregates import update_aggregates;"
+            "from aggregates_stream import SETTINGS; from tasks.aggregates.cycle import update_aggregates;"
             "from warehouse.store import LocalStore;"
             f"update_aggregates(LocalStore(Path({str(store.root)!r})), datetime.fromisoformat({now.isoformat()!r}), SETTINGS)")
     env = {**os.environ, "NEWSROOM_DEBUG_CRASH_POINT": "rank.before_aggregates_pointer", "PYTHONPATH": str(REPO)}
@@ -124,7 +126,8 @@ def test_a_past_minute_is_answered_by_a_rebuild_written_nowhere(tmp_path: Path) 
 
 
 def test_a_fold_that_lost_the_pointer_race_commits_nothing(tmp_path: Path) -> None:
-    from tasks.aggregates import _fold_cycle, aggregate_rules, read_registry
+    from tasks.aggregates.cycle import _fold_cycle, aggregate_rules
+    from tasks.aggregates.members import read_registry
     from warehouse.aggregates import ReadCounter, read_manifest
 
     store = LocalStore(tmp_path / "store")

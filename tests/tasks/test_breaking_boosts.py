@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tasks.rank import record_breaking
+from tasks.rank.publish import record_breaking
 from tasks.settings import RankSettings
 from warehouse import layout
 from warehouse.store import LocalStore, PreconditionFailedError

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from test_rank_publish_recovery import _output
 
-from tasks.rank import publish_computed
+from tasks.rank.publish import publish_computed
 from tasks.settings import RankSettings
 from warehouse import layout
 from warehouse.schemas import LISTINGS_SCHEMA

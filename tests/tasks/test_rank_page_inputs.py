@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from rank_world import World, quiet_world
 
-from tasks.rank import compute_pages, publish_all
+from tasks.rank.compute import compute_pages
+from tasks.rank.publish import publish_all
 from tasks.registry import parse_publishers_csv
 from tasks.settings import RankSettings
 from warehouse import layout
@@ -55,7 +56,7 @@ def test_a_story_of_authority_zero_publishers_scores_finite_and_low(store: Local
     _add_titled(world, "zeroauth", [(p, now - timedelta(minutes=20 + i), _headline("zeroauth"))
                                     for i, p in enumerate(["zero1", "zero2"])])
     out = compute_pages(store, now, SETTINGS)
-    top = out.pages[("en-US", "top")]
+    top = out.pages[("en-US", "top")].to_json()
     row = next(s for s in top["stories"] if s["story_id"] == "zeroauth")
     assert math.isfinite(row["score"]) and row["score_parts"]["regional_share"] == 0.0
     assert top["stories"][0]["story_id"] != "zeroauth"
@@ -69,16 +70,17 @@ def test_an_opted_out_publisher_is_never_listed_nor_counted(store: LocalStore) -
                                   ("pub01", now - timedelta(minutes=9), _headline("optout"))])
     _add_titled(world, "onlygone", [("gone", now - timedelta(minutes=8), _headline("onlygone"))])
     out = compute_pages(store, now, SETTINGS)
-    pages = {key: page for key, page in out.pages.items() if key[1] != "pool"}
+    published = {key: page.to_json() for key, page in out.pages.items()}
+    pages = {key: page for key, page in published.items() if key[1] != "pool"}
     listed = [src["publisher_id"] for page in pages.values() for s in page["stories"] for src in s["sources"]]
-    pool = [s for key, page in out.pages.items() if key[1] == "pool" for s in page["stories"]]
+    pool = [s for key, page in published.items() if key[1] == "pool" for s in page["stories"]]
     assert "gone" not in listed and all(s["representative"]["publisher_id"] != "gone" for s in pool)
     story = next(s for s in pages[("en-US", "top")]["stories"] if s["story_id"] == "optout")
     assert story["source_count"] == 1 and story["article_count"] == 1
     pub01 = next(r for r in read_table(store, layout.PUBLISHERS_KEY, PUBLISHERS_SCHEMA)[0].to_pylist()
                  if r["publisher_id"] == "pub01")
     assert story["score_parts"]["coverage"] == pytest.approx(math.log(1 + pub01["authority"]), abs=1e-4)
-    assert all(s["story_id"] != "onlygone" for page in out.pages.values() for s in page["stories"])
+    assert all(s.story_id != "onlygone" for page in out.pages.values() for s in page.stories)
 
 
 def test_an_untitled_story_is_skipped_and_the_page_published(store: LocalStore) -> None:
@@ -96,7 +98,7 @@ def test_an_untitled_story_is_skipped_and_the_page_published(store: LocalStore) 
 
 
 def _pool_row(store: LocalStore, now: datetime, story_id: str) -> dict[str, Any]:
-    pool = compute_pages(store, now, SETTINGS).pages[("en-US", "pool")]["stories"]
+    pool = compute_pages(store, now, SETTINGS).pages[("en-US", "pool")].to_json()["stories"]
     return next(s for s in pool if s["story_id"] == story_id)
 
 

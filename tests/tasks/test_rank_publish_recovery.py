@@ -14,8 +14,12 @@ from typing import Any
 
 import pytest
 
-from tasks.rank import PageHistory, RankOutput, publish_computed, rollback_pointer
+from tasks.rank.history import PageHistory
+from tasks.rank.publish import publish_computed
+from tasks.rank.rebuild import rollback_pointer
 from tasks.settings import RankSettings
+from transforms.rank_pages import RankOutput
+from transforms.records import EditionPage, PageSource, PageStory
 from warehouse import layout
 from warehouse.snapshots import publish_page, read_pointer, rollback_page
 from warehouse.store import LocalStore, ObjectStore
@@ -33,19 +37,25 @@ def _story(story_id: str) -> dict[str, Any]:
     return {"story_id": story_id, "title": f"story {story_id}", "sources": [{"article_id": f"a-{story_id}"}]}
 
 
+def _page_story(story_id: str, rank: int) -> PageStory:
+    source = PageSource(f"a-{story_id}", "p1", "Publisher", f"story {story_id}", f"https://example.com/{story_id}",
+                        None, False, False, False, None)
+    return PageStory(story_id, f"story {story_id}", "", None, "en", (), None, None, 1, 1, f"a-{story_id}",
+                     (source,), rank, 1.0, {}, False, None, {})
+
+
 def _output(at: datetime, ids: str) -> RankOutput:
-    page = {"schema": "newsroom.page/1", "edition": "en-US", "section": "top", "as_of": _iso(at),
-            "stories": [_story(i) for i in ids]}
+    page = EditionPage("en-US", "top", _iso(at), tuple(_page_story(i, n) for n, i in enumerate(ids, start=1)))
     stories = {"schema": "newsroom.stories/1", "as_of": _iso(at), "aliases": {},
                "stories": {i: _story(i) for i in ids}}
-    return RankOutput({("en-US", "top"): page}, stories, [])
+    return RankOutput({("en-US", "top"): page}, stories, [])  # type: ignore[arg-type]
 
 
 def _publish_killed_before_pointer(root: Path, at: datetime, ids: str) -> int:
     """Run publish_computed in a child process that SIGKILLs itself at ``rank.before_pointer``."""
     script = (
         "import sys; from datetime import datetime; from pathlib import Path\n"
-        "from tasks.rank import publish_computed\nfrom tasks.settings import RankSettings\n"
+        "from tasks.rank.publish import publish_computed\nfrom tasks.settings import RankSettings\n"
         "from warehouse.store import LocalStore\n"
         "sys.path.insert(0, sys.argv[4])\nfrom test_rank_publish_recovery import _output\n"
         "at = datetime.fromisoformat(sys.argv[2])\n"

@@ -14,7 +14,7 @@ import pytest
 from rank_world import quiet_world
 
 from tasks.live import record_live_breaking
-from tasks.rank import publish_all
+from tasks.rank.publish import publish_all
 from tasks.settings import RankSettings
 from warehouse import layout
 from warehouse.search_index import SearchIndex, parse_query

@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from rank_world import day_world, quiet_world
 
-from tasks.aggregates import aggregates_from_logs
-from tasks.rank import parts_params, score_params
+from tasks.aggregates.cycle import aggregates_from_logs
+from tasks.rank.params import parts_params, score_params
 from tasks.settings import RankSettings
 from transforms.story_scores import story_parts
 from warehouse.duck import connect, load_sql

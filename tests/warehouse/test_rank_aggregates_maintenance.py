@@ -9,7 +9,8 @@ from pathlib import Path
 
 from aggregates_stream import SETTINGS, Stream
 
-from tasks.aggregates import rebuilt_aggregates, stored_aggregates, update_aggregates
+from tasks.aggregates.compare import rebuilt_aggregates, stored_aggregates
+from tasks.aggregates.cycle import update_aggregates
 from warehouse import layout
 from warehouse.aggregates import read_pointer
 from warehouse.maintenance import compact_logs, is_compacted, prune_rank_aggregates

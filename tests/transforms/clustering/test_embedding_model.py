@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from embedded_articles import SBARRO, direction, headline, near
 
-from tasks.aggregates import _quantized
+from tasks.aggregates.logs import quantized_embeddings
 from transforms.clustering import LanguageClusterer
 from transforms.clustering.columns import clusterer_from_columns, state_columns
 from transforms.embedding import (
@@ -120,7 +120,7 @@ def test_rank_links_leave_out_vectors_of_another_model() -> None:
     table = pa.table({"article_id": ["a", "b", "c", "d"],
                       "embedding": pa.array([vector, vector, vector, None], pa.list_(pa.float32())),
                       "embedding_model": [EMBEDDING_MODEL_ID, OTHER_MODEL, None, None]})
-    out = _quantized(table)
+    out = quantized_embeddings(table)
     assert "embedding_model" not in out.column_names
     kept = out.column("embedding_q").to_pylist()
     assert [q is not None for q in kept] == [True, False, True, False]
