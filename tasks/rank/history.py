@@ -12,8 +12,8 @@ from transforms.page_json import PublishedPage, StoryEntry
 from warehouse import layout
 from warehouse.damage import record_damage
 from warehouse.errors import SnapshotNotFoundError
+from warehouse.pointers import PagePointer
 from warehouse.snapshots import (
-    PagePointer,
     published_story_snapshots,
     read_json_payload,
     read_pointer,

@@ -35,9 +35,9 @@ from transforms.rank_pages import BreakingStory, RankOutput
 from warehouse import layout
 from warehouse.damage import collect_damage, describe_error, record_damage
 from warehouse.errors import ObjectNotFoundError, PreconditionFailedError
+from warehouse.pointers import PublishResult
 from warehouse.schemas import LISTINGS_SCHEMA
 from warehouse.snapshots import (
-    PublishResult,
     dump_snapshot,
     publish_page,
     publish_stories,

@@ -21,8 +21,8 @@ from tasks.settings import RankSettings
 from transforms.pages import (
     iso,
 )
+from warehouse.pointers import PublishResult
 from warehouse.snapshots import (
-    PublishResult,
     dump_snapshot,
     rollback_page,
 )
