@@ -7,31 +7,19 @@ while the minute deployment stands by as the fallback.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping
-from contextlib import nullcontext
 from datetime import datetime
 
 from prefect import flow, get_run_logger
 
 from tasks.assets import materializing
-from tasks.clock import resolve_now
-from tasks.events import STORIES_COMMITTED, EventWaiter
+from tasks.events import STORIES_COMMITTED
 from tasks.rank.compute import compute_rank_pages
 from tasks.rank.extract import extract_rank_inputs
 from tasks.rank.publish import RankSummary, publish_rank_pages
 from tasks.reports import publish_artifact, rank_markdown
-from tasks.services import (
-    PassReport,
-    is_service_alive,
-    one_pass_at_a_time,
-    serve_passes,
-    service_markdown,
-    stop_requested,
-    write_heartbeat,
-)
+from tasks.services import PassTotals, ServiceSkipped, ServiceSpec, run_service, scheduled_pass
 from tasks.settings import get_freshness_settings, get_rank_settings
-from tasks.storage import ObjectStore, configured_store
+from tasks.storage import ObjectStore
 
 
 def rank_pass(store: ObjectStore, at: datetime) -> RankSummary:
@@ -58,23 +46,16 @@ def rank_and_publish(now: str | None = None) -> RankSummary:
     long-running rank (:func:`rank_service`) reported a pass recently, and otherwise holds rank's
     concurrency slot, so two rank passes never run side by side (``tasks.services``).
     """
-    at = resolve_now(now)
-    store = configured_store()
-    freshness = get_freshness_settings()
-    on_events = now is None and freshness.mode == "events"
-    if on_events and is_service_alive(store, "rank", at, freshness.service_stale_seconds):
-        get_run_logger().info("rank_standby: the long-running rank publishes")
+    ran = scheduled_pass("rank", now, rank_pass, standby="the long-running rank publishes")
+    if ran is None:
         return RankSummary(standby=True, pages=0, published=[], refused={}, not_published={}, stories=0, breaking=[])
-    with one_pass_at_a_time("rank") if on_events else nullcontext():
-        if on_events:
-            at = resolve_now(None)  # when it got the slot: after the pass it waited for, never older
-        summary = rank_pass(store, at)
+    at, summary = ran
     publish_artifact("rank-summary", rank_markdown(summary, at.isoformat()), "rank run summary")
     return summary
 
 
 @flow(name="rank_service")
-def rank_service(run_minutes: float | None = 60.0, report_every_passes: int = 20) -> Mapping[str, object]:
+def rank_service(run_minutes: float | None = 60.0, report_every_passes: int = 20) -> PassTotals | ServiceSkipped:
     """The long-running rank: rank and publish as soon as a writer commits (a
     ``newsroom.stories.committed`` event; commits arriving within
     ``NEWSROOM_FRESHNESS_RANK_DEBOUNCE_SECONDS`` of each other share a pass), and at least every
@@ -84,39 +65,16 @@ def rank_service(run_minutes: float | None = 60.0, report_every_passes: int = 20
     Each pass holds rank's concurrency slot, so a minute run of ``rank_and_publish`` never runs
     beside it. Does nothing unless ``NEWSROOM_FRESHNESS_MODE=events``.
     """
-    logger = get_run_logger()
     freshness = get_freshness_settings()
-    if freshness.mode != "events":
-        logger.info("rank_service_skipped mode=%s: rank_and_publish ranks each minute", freshness.mode)
-        return {"skipped": freshness.mode}
-    store = configured_store()
-    deadline = None if run_minutes is None else time.monotonic() + run_minutes * 60
-    stop_requested("rank", reset=True)
-    waiter = EventWaiter([STORIES_COMMITTED])
-    waiter.start()
+    spec = ServiceSpec("rank", "Long-running rank", STORIES_COMMITTED, "rank_and_publish ranks each minute",
+                       backstop_seconds=freshness.rank_backstop_seconds,
+                       debounce_seconds=freshness.rank_debounce_seconds)
 
-    def run_pass(at: datetime) -> dict[str, int]:
+    def run_pass(store: ObjectStore, at: datetime) -> dict[str, int]:
         summary = rank_pass(store, at)
         if summary["published"]:
             publish_artifact("rank-summary", rank_markdown(summary, at.isoformat()), "rank run summary")
         return {"published": len(summary["published"]), "stories": summary["stories"],
                 "breaking": len(summary["breaking"])}
 
-    def on_pass(summary: Mapping[str, object], report: PassReport) -> None:
-        if len(report.passes) % report_every_passes == 0:
-            publish_artifact("rank-service", service_markdown("Long-running rank", report), "long-running rank")
-
-    try:
-        report = serve_passes(
-            "rank", run_pass, clock=lambda: resolve_now(None),
-            until=lambda: stop_requested("rank") or (deadline is not None and time.monotonic() > deadline), waiter=waiter,
-            backstop_seconds=freshness.rank_backstop_seconds, debounce_seconds=freshness.rank_debounce_seconds,
-            exclusive=lambda: one_pass_at_a_time("rank"),
-            heartbeat=lambda passes: write_heartbeat(store, "rank", passes), on_pass=on_pass)
-    finally:
-        waiter.stop()
-        write_heartbeat(store, "rank", 0, stopped=True)  # the minute deployment takes over at once
-    publish_artifact("rank-service", service_markdown("Long-running rank", report), "long-running rank")
-    totals = report.totals()
-    logger.info("rank_service_done %s", " ".join(f"{k}={v}" for k, v in totals.items()))
-    return totals
+    return run_service(spec, run_pass, run_minutes=run_minutes, report_every_passes=report_every_passes)
