@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cluster_speed import _Synth, build_state  # noqa: E402
 
-from tasks.cluster import paused_gc  # noqa: E402
+from tasks.writer.state import paused_gc  # noqa: E402
 from transforms.clustering import ClusterParams  # noqa: E402
 from warehouse.state_blobs import decode_state, encode_state, verify_state  # noqa: E402
 

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cluster_speed import _Synth, build_state  # noqa: E402
 
-from tasks.cluster import paused_gc  # noqa: E402
 from tasks.progress import terminal_progress  # noqa: E402
+from tasks.writer.state import paused_gc  # noqa: E402
 from transforms.clustering import ClusterParams, LanguageClusterer  # noqa: E402
 from warehouse.state_blobs import decode_state, encode_state  # noqa: E402
 
@@ -48,7 +48,7 @@ def _timed(label: str, clusterer: LanguageClusterer, save: Callable[[dict[str, A
     """(save seconds, load seconds) of one format, each step printed."""
     gc.collect()
     start = time.perf_counter()
-    with paused_gc():  # as tasks.cluster.commit_writer builds it
+    with paused_gc():  # as tasks.writer.session.commit_writer builds it
         state = {"clusterer": clusterer.to_state(), "seen": {}}
     built = time.perf_counter()
     blob = save(state)
@@ -56,7 +56,7 @@ def _timed(label: str, clusterer: LanguageClusterer, save: Callable[[dict[str, A
     del state
     gc.collect()
     start_load = time.perf_counter()
-    with paused_gc():  # as tasks.cluster.load_writer_state parses and rebuilds it
+    with paused_gc():  # as tasks.writer.session.load_writer_state parses and rebuilds it
         loaded = load(blob)
         parsed = time.perf_counter()
         LanguageClusterer.from_state(loaded["clusterer"])

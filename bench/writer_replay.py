@@ -7,7 +7,7 @@ Builds a window of ``--stories`` active stories (bench/writer_world.py) and stor
 writer's base. Then, in real time, a publisher process writes an article segment every
 ``--segment-seconds`` holding the articles first seen in that interval at ``--rate`` articles a
 second (10% copies, 55% follow-ups, 35% new stories), for ``--minutes``; meanwhile this process
-runs the long-running writer (``tasks.writer_service.serve_language_writers``: the state kept in
+runs the long-running writer (``tasks.writer.service.serve_language_writers``: the state kept in
 memory, each batch committed through the fence, the chain folded in a background thread every 30
 deltas, repairs every 10 minutes). Lag is per segment: from the publisher's write to the commit
 of the batch that consumed it. Reports p50, p95 and max lag, batches, articles, bytes written,
@@ -37,8 +37,9 @@ sys.path.insert(0, str(_HERE))
 
 from writer_world import T_START, World, article_row  # noqa: E402
 
-from tasks.cluster import commit_writer  # noqa: E402
-from tasks.writer_service import serve_language_writers  # noqa: E402
+from tasks.repair import repair_language  # noqa: E402
+from tasks.writer.service import serve_language_writers  # noqa: E402
+from tasks.writer.session import commit_writer  # noqa: E402
 from warehouse import layout  # noqa: E402
 from warehouse.schemas import ARTICLES_SCHEMA  # noqa: E402
 from warehouse.store import LocalStore  # noqa: E402
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cpu = time.process_time()
     report = serve_language_writers(store, ["en"], clock=clock, until=until, poll_seconds=1.0,
-                                    landed_at=landed_at, on_batch=on_batch)
+                                    landed_at=landed_at, repair=repair_language, on_batch=on_batch)
     writer_cpu = time.process_time() - cpu
     publisher.join()
     totals = report.totals()

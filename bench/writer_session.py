@@ -6,7 +6,7 @@ Usage::
 
 Builds the synthetic 50,000-story state of bench/cluster_speed.py, commits it to a local store
 twice (two identical stores), writes the same new articles before each run (``--per-run`` per
-minute, about this state's own arrival rate), and times ``tasks.cluster.cluster_language``, the
+minute, about this state's own arrival rate), and times ``tasks.writer.run.cluster_language``, the
 cluster flow's task, on each store: the baseline as the per-minute deployment runs it (each run
 loads the state from the store), the other as the hourly writer session runs it
 (``keep_states_in_memory``: each run reuses the state the previous run committed). Both save
@@ -28,8 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cluster_speed import T_START, _Synth, build_state, build_stream  # noqa: E402
 
-from tasks.cluster import cluster_language, commit_writer, keep_states_in_memory  # noqa: E402
 from tasks.progress import terminal_progress  # noqa: E402
+from tasks.writer.kept import keep_states_in_memory  # noqa: E402
+from tasks.writer.run import cluster_language  # noqa: E402
+from tasks.writer.session import commit_writer  # noqa: E402
 from transforms.clustering import ClusterParams, LanguageClusterer  # noqa: E402
 from transforms.features import ArticleFeatures, features_to_row  # noqa: E402
 from warehouse import layout  # noqa: E402

@@ -11,18 +11,15 @@ from prefect import Task, flow, get_run_logger
 
 from tasks.assets import materializing
 from tasks.clock import resolve_now
-from tasks.cluster import (
-    WriterFencedError,
-    cluster_language_task,
-    keep_states_in_memory,
-    languages_in_log_task,
-)
+from tasks.cluster import cluster_language_task, languages_in_log_task
+from tasks.errors import WriterFencedError
 from tasks.events import ARTICLES_APPENDED, EventWaiter
-from tasks.repair import RepairInputsOnce, repair_language_task
+from tasks.repair import RepairInputsOnce, repair_language, repair_language_task
 from tasks.reports import cluster_markdown, publish_artifact
 from tasks.settings import get_freshness_settings, get_scale_settings
 from tasks.storage import ObjectStore, configured_store
-from tasks.writer_service import ServiceReport, serve_language_writers
+from tasks.writer.kept import keep_states_in_memory
+from tasks.writer.service import ServiceReport, serve_language_writers
 
 
 def run_each_language(languages: Sequence[str], run: Callable[[str], dict[str, Any]], job: str
@@ -137,7 +134,7 @@ def cluster_writer_service(languages: list[str] | None = None, run_minutes: floa
                            poll_seconds: float | None = None, repair_every_minutes: float | None = 10.0,
                            report_every_batches: int = 10) -> dict[str, Any]:
     """The long-running writer: keep each language's window in memory, consume article segments
-    as they land, commit each batch through the writer's If-Match fence (``tasks.writer_service``).
+    as they land, commit each batch through the writer's If-Match fence (``tasks.writer.service``).
 
     Runs for ``run_minutes`` (None: until stopped); the ``cluster_writer_service-long-running``
     deployment starts one an hour, so a deploy or a crash costs at most a restart from base and
@@ -169,7 +166,7 @@ def cluster_writer_service(languages: list[str] | None = None, run_minutes: floa
             store, languages, clock=lambda: resolve_now(None),
             until=lambda: deadline is not None and time.monotonic() > deadline,
             poll_seconds=poll_seconds or settings.writer_poll_seconds, compact_every=settings.writer_compact_every,
-            repair_every_minutes=repair_every_minutes, on_batch=on_batch,
+            repair_every_minutes=repair_every_minutes, repair=repair_language, on_batch=on_batch,
             sleep=time.sleep if waiter is None else waiter.wait)
     finally:
         if waiter is not None:
@@ -186,7 +183,7 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
                            start: str | None = None, repair_every_minutes: float | None = 10.0,
                            except_languages: list[str] | None = None) -> dict[str, Any]:
     """Run the language writers every ``every_seconds`` for ``minutes`` in this one process,
-    keeping each language's state in memory between runs (``tasks.cluster.keep_states_in_memory``):
+    keeping each language's state in memory between runs (``tasks.writer.kept.keep_states_in_memory``):
     a run loads its state from the store only when another writer committed since.
 
     For languages with tens of thousands of active stories, where loading the state is most of

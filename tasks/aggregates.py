@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from tasks.crashpoints import crash_point
 from tasks.settings import RankSettings
-from tasks.writer_state import paused_gc
+from tasks.writer.state import paused_gc
 from transforms.embedding import EMBEDDING_MODEL_ID, is_current_embedding
 from transforms.story_aggregates import (
     MEMBER_FIELDS,

@@ -6,7 +6,7 @@ one ``log/story_changes`` row per moved article (kind ``merge``: ``story_id`` is
 ``other_story_id`` the merged-away story, which becomes an alias; kind ``split``: ``story_id`` is
 the new half and ``other_story_id`` the story it left), and commits with the cluster writer's
 If-Match on the checkpoint. A repair and a cluster run of one language never both commit: the
-second put loses with 412 (:class:`tasks.cluster.WriterFencedError`).
+second put loses with 412 (:class:`tasks.errors.WriterFencedError`).
 
 A split keeps the story id with the half holding the story's representative, the headline the
 pages show: the ``representative_id`` of the story snapshot that was live at the repair's ``now``
@@ -29,15 +29,12 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.cluster import (
-    KEPT_STATES,
-    WriterFencedError,
-    commit_writer,
-    load_writer_state,
-    open_writer,
-    with_damage,
-)
+from tasks.errors import WriterFencedError
 from tasks.registry import load_registry
+from tasks.writer.checkpoint import open_writer
+from tasks.writer.kept import KEPT_STATES
+from tasks.writer.run import with_damage
+from tasks.writer.session import commit_writer, load_writer_state
 from transforms.clustering import RepairParams, repair_stories
 from transforms.records import StoryChange
 from warehouse.damage import collect_damage

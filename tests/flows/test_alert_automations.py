@@ -21,8 +21,10 @@ import yaml
 from repair_corpus import T0, two_event_stream, write_articles
 
 from flows.health import check_health
-from tasks.cluster import WriterFencedError, commit_writer, load_writer_state, open_writer
+from tasks.errors import WriterFencedError
 from tasks.settings import current_settings, use_settings
+from tasks.writer.checkpoint import open_writer
+from tasks.writer.session import commit_writer, load_writer_state
 from transforms.records import StoryChange
 from warehouse import layout
 from warehouse.schemas import ARTICLES_SCHEMA, PUBLISHERS_SCHEMA

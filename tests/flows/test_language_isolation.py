@@ -19,7 +19,7 @@ from repair_corpus import (
 
 from flows.cluster import cluster_stories
 from flows.repair import repair_stories
-from tasks.cluster import cluster_language
+from tasks.writer.run import cluster_language
 from transforms.clustering import ClusterParams
 from warehouse import layout
 

@@ -11,8 +11,8 @@ from pipeline_harness import pipeline_env
 from repair_corpus import T0, break_writer_state, changes_of, final_story, two_event_stream, write_articles
 
 from flows.cluster import cluster_writer_session
-from tasks.cluster import cluster_language
 from tasks.repair import repair_language
+from tasks.writer.run import cluster_language
 from transforms.clustering import ClusterParams
 from warehouse.store import LocalStore, ObjectStore
 

@@ -17,16 +17,13 @@ from fastapi.testclient import TestClient
 from repair_corpus import PUBLISHERS, T0, changes_of, final_story, mannheim, two_event_stream, write_articles
 
 from serving.app import create_app
-from tasks.cluster import (
-    KEPT_STATES,
-    WriterFencedError,
-    cluster_language,
-    keep_states_in_memory,
-    load_writer_state,
-    open_writer,
-)
+from tasks.errors import WriterFencedError
 from tasks.registry import import_publishers
 from tasks.repair import repair_language
+from tasks.writer.checkpoint import open_writer
+from tasks.writer.kept import KEPT_STATES, keep_states_in_memory
+from tasks.writer.run import cluster_language
+from tasks.writer.session import load_writer_state
 from transforms.clustering import ClusterParams, LanguageClusterer
 from transforms.features import features_from_text, features_to_row
 from transforms.pages import build_story, resolve_aliases

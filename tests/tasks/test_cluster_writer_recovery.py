@@ -13,16 +13,11 @@ from pathlib import Path
 import pytest
 from repair_corpus import T0, changes_of, final_story, mannheim, two_event_stream, write_articles
 
-from tasks.cluster import (
-    STATE_KEY_METADATA,
-    WriterFencedError,
-    cluster_language,
-    commit_writer,
-    languages_in_log,
-    load_writer_state,
-    open_writer,
-)
-from tasks.writer_state import compact_writer_state, load_chain
+from tasks.errors import WriterFencedError
+from tasks.writer.checkpoint import STATE_KEY_METADATA, open_writer
+from tasks.writer.run import cluster_language, languages_in_log
+from tasks.writer.session import commit_writer, load_writer_state
+from tasks.writer.state import compact_writer_state, load_chain
 from transforms.records import StoryChange
 from warehouse import layout
 from warehouse.maintenance import prune_writer_states

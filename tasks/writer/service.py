@@ -2,7 +2,7 @@
 consumes article segments as they land, committing each batch through the same If-Match fence.
 
 Every ``poll_seconds`` it lists the article log; when a segment it has not consumed is there, it
-runs each language's writer (:func:`tasks.cluster.cluster_language`) on the state it kept from its
+runs each language's writer (:func:`tasks.writer.run.cluster_language`) on the state it kept from its
 own last commit, so a batch costs its articles and a delta of what they changed, never a load. A
 commit by anyone else (another writer, ``newsroom doctor``) moves the checkpoint's ETag: the next
 batch loads the state that writer stored, and a fenced batch is dropped as in the per-minute flow.
@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from tasks.cluster import WriterFencedError, cluster_language, keep_states_in_memory, languages_of_segments
-from tasks.repair import repair_language
-from tasks.writer_state import COMPACT_EVERY, compact_writer_state
+from tasks.errors import WriterFencedError
+from tasks.writer.kept import keep_states_in_memory
+from tasks.writer.run import cluster_language, languages_of_segments
+from tasks.writer.state import COMPACT_EVERY, compact_writer_state
 from warehouse import layout
 from warehouse.checkpoints import WriterCheckpoint
 from warehouse.maintenance import is_compacted
@@ -78,6 +79,7 @@ def serve_language_writers(
     poll_seconds: float = 5.0,
     compact_every: int = COMPACT_EVERY,
     repair_every_minutes: float | None = 10.0,
+    repair: Callable[[ObjectStore, str, datetime], object] | None = None,
     landed_at: Callable[[str], float | None] | None = None,
     on_batch: Callable[[dict[str, Any], ServiceReport], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
@@ -92,6 +94,7 @@ def serve_language_writers(
         poll_seconds: Pause between looks at the log when nothing new landed.
         compact_every: Deltas after which the chain is folded in the background.
         repair_every_minutes: Stream minutes between repairs (None: the repair deployment's job).
+        repair: Each language's repair (``tasks.repair.repair_language``; None: no repairs here).
         landed_at: When a segment landed (``time.time()`` seconds), if the caller knows.
         on_batch: Called after each batch with its summary and the report so far.
         sleep: How to wait (tests pass a no-op).
@@ -154,10 +157,10 @@ def serve_language_writers(
                         on_batch(summary, report)
                 if last_repair is None:
                     last_repair = now  # the first repair one interval after the writer starts, as the flow's
-                if repair_every_minutes and now - last_repair >= timedelta(minutes=repair_every_minutes):
+                if repair is not None and repair_every_minutes and now - last_repair >= timedelta(minutes=repair_every_minutes):
                     for language in targets:
                         try:
-                            repair_language(store, language, now)
+                            repair(store, language, now)
                         except WriterFencedError:
                             pass
                     last_repair = now

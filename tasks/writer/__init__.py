@@ -1,0 +1,1 @@
+"""The language writer: its checkpoint, its state in the store, its commit, the long-running service."""
