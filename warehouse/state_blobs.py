@@ -305,15 +305,6 @@ def decode_state_object(data: bytes) -> StateObject:
     return StateObject(header, tables)
 
 
-def verify_state_object(data: bytes) -> None:
-    """Check a version 4 state object reads whole (for ``newsroom health`` and the doctor).
-
-    Raises:
-        StateBlobError: If it does not.
-    """
-    decode_state_object(data)
-
-
 def _strings(array: pa.Array | pa.ChunkedArray, vocabulary: dict[str, str]) -> list[Any]:
     """A string column as Python strings, one object per distinct value across every column
     decoded with the same ``vocabulary`` (a term in a thousand centroids is one string)."""

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from transforms.clustering.params import ClusterParams
 from transforms.clustering.state import drop_embeddings, params_from_state, stored_embedding_model
 from transforms.clustering.story import Journal, Member, Story, count_embeddings
 from transforms.signatures import NUM_PERM, SIGNATURE_VERSION
@@ -297,8 +296,3 @@ def _build_stories(out: LanguageClusterer, st: Columns, mb: Columns) -> None:
         stories[sid] = story
         for member in story_members:
             story_of_member[member.article_id] = sid
-
-
-def params_of(columns: StateColumns) -> ClusterParams:
-    """The parameters a state's columns were written with."""
-    return params_from_state(columns.meta["params"])
