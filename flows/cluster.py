@@ -9,6 +9,7 @@ from typing import Any
 
 from prefect import Task, flow, get_run_logger
 
+from flows.errors import LanguagesFailedError, WriterRunsFailedError
 from tasks.assets import materializing
 from tasks.clock import resolve_now
 from tasks.cluster import cluster_language_task, languages_in_log_task
@@ -49,8 +50,9 @@ def raise_for_failed_languages(summaries: Sequence[dict[str, Any]], job: str) ->
     """Fail the flow run, once every language has run, if any language's run failed (naming each)."""
     failed = [s for s in summaries if "error" in s]
     if failed:
-        raise RuntimeError(f"{job} failed for {len(failed)} of {len(summaries)} languages: "
-                           + "; ".join(f"{s['language']!r}: {s['error']}" for s in failed))
+        raise LanguagesFailedError(f"{job} failed for {len(failed)} of {len(summaries)} languages: "
+                                   + "; ".join(f"{s['language']!r}: {s['error']}" for s in failed),
+                                   [s["language"] for s in failed])
 
 
 def writer_languages(store: ObjectStore, languages: list[str] | None, except_languages: list[str] | None
@@ -241,5 +243,6 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
               "articles": sum(int(r.get("articles", 0)) for r in runs if r["kind"] == "cluster"),
               "repairs": sum(int(r.get("merge", 0)) + int(r.get("split", 0)) for r in runs if r["kind"] == "repair")}
     if failed:  # the session went on, but the flow run must show that runs failed
-        raise RuntimeError(f"{len(failed)} of {len(runs)} writer runs failed: {failed[-1]['error']}")
+        raise WriterRunsFailedError(f"{len(failed)} of {len(runs)} writer runs failed: {failed[-1]['error']}",
+                                    len(failed))
     return result

@@ -8,6 +8,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from flows.cluster import cluster_stories
+from flows.errors import CycleStepsFailedError
 from flows.ingest import ingest_feeds
 from flows.rank import rank_and_publish
 from flows.repair import repair_stories
@@ -29,13 +30,15 @@ def pipeline_cycle(now: str | None = None) -> dict[str, Any]:
                                             "repair": repair_stories, "rank": rank_and_publish}
     summary: dict[str, Any] = {}
     failed: list[str] = []
+    failed_steps: list[str] = []
     for name, step in steps.items():
         try:
             summary[name] = step(now=now)
         except Exception as e:  # noqa: BLE001 - the later steps still run; the cycle fails below
             logger.error("cycle_step_failed step=%s error=%s: %s", name, type(e).__name__, e)
             failed.append(f"{name}: {type(e).__name__}: {e}")
+            failed_steps.append(name)
             summary[name] = [] if name in ("cluster", "repair") else {}
     if failed:
-        raise RuntimeError("pipeline cycle steps failed: " + "; ".join(failed))
+        raise CycleStepsFailedError("pipeline cycle steps failed: " + "; ".join(failed), failed_steps)
     return summary
