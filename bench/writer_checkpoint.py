@@ -48,7 +48,7 @@ def _timed(label: str, clusterer: LanguageClusterer, save: Callable[[dict[str, A
     """(save seconds, load seconds) of one format, each step printed."""
     gc.collect()
     start = time.perf_counter()
-    with paused_gc():  # as tasks.writer.session.commit_writer builds it
+    with paused_gc():  # as tasks.writer.session.commit builds it
         state = {"clusterer": clusterer.to_state(), "seen": {}}
     built = time.perf_counter()
     blob = save(state)

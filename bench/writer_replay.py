@@ -39,7 +39,7 @@ from writer_world import T_START, World, article_row  # noqa: E402
 
 from tasks.repair import repair_language  # noqa: E402
 from tasks.writer.service import serve_language_writers  # noqa: E402
-from tasks.writer.session import commit_writer  # noqa: E402
+from tasks.writer.session import WriterSession, commit  # noqa: E402
 from warehouse import layout  # noqa: E402
 from warehouse.schemas import ARTICLES_SCHEMA  # noqa: E402
 from warehouse.store import LocalStore  # noqa: E402
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     world = World(args.seed)
     clusterer = world.window(args.stories)
-    commit_writer(store, "en", None, 0, [], clusterer, {}, [], T_START)
+    commit(WriterSession.fresh(store, "en", clusterer), [], T_START)
     del clusterer
     with (args.work / "world.pkl").open("wb") as fh:
         pickle.dump(world, fh)

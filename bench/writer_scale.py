@@ -57,7 +57,7 @@ def _setup(args: argparse.Namespace) -> None:
 
     from writer_world import T_START, World, article_row
 
-    from tasks.writer.session import commit_writer
+    from tasks.writer.session import WriterSession, commit
     from transforms.clustering.columns import state_columns
     from warehouse import layout
     from warehouse.schemas import ARTICLES_SCHEMA
@@ -92,7 +92,7 @@ def _setup(args: argparse.Namespace) -> None:
         del data
         clusterer = None
     else:
-        commit_writer(new, "en", None, 0, [], clusterer, {}, [], T_START)
+        commit(WriterSession.fresh(new, "en", clusterer), [], T_START)
     if args.baseline:
         old = LocalStore(args.work / "old")
         state = {"clusterer": clusterer.to_state(), "seen": [], "consumed": [], "updated_at": T_START.isoformat()}
@@ -160,7 +160,7 @@ def _measure_run(args: argparse.Namespace) -> None:
             before = _tree_bytes(args.work / args.store)
             assign_cpu[0] = 0.0
             wall, cpu = time.perf_counter(), time.process_time()
-            summary = writer_run.cluster_language(store, "en", t_start + timedelta(minutes=run + 1))
+            summary = writer_run.cluster_language(store, "en", t_start + timedelta(minutes=run + 1), kept=kept)
             elapsed, used = time.perf_counter() - wall, time.process_time() - cpu
             after = _tree_bytes(args.work / args.store)
             written = {k: v for k, v in after.items() if before.get(k) != v}

@@ -219,12 +219,15 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
             repairing = ticks_per_repair is not None and tick % ticks_per_repair == ticks_per_repair - 1
             inputs = RepairInputsOnce()  # the tick's story snapshot and registry, read once for every language
 
+            def cluster(store: ObjectStore, language: str, at: datetime) -> dict[str, Any]:
+                return cluster_language_task(store, language, at, kept)
+
             def repair(store: ObjectStore, language: str, at: datetime, inputs: RepairInputsOnce = inputs
                        ) -> dict[str, Any]:
-                return repair_language_task(store, language, at, inputs)
+                return repair_language_task(store, language, at, inputs, kept)
 
             for language in targets:
-                jobs = [("cluster", cluster_language_task)] + ([("repair", repair)] if repairing else [])
+                jobs = [("cluster", cluster)] + ([("repair", repair)] if repairing else [])
                 for kind, job in jobs:
                     try:
                         summary = job(store, language, at)

@@ -31,10 +31,9 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.errors import WriterFencedError
 from tasks.registry import load_registry
-from tasks.writer.checkpoint import open_writer
-from tasks.writer.kept import KEPT_STATES
+from tasks.writer.kept import KeptStates
 from tasks.writer.run import with_damage
-from tasks.writer.session import commit_writer, load_writer_state
+from tasks.writer.session import commit, load, release
 from transforms.clustering import RepairParams, repair_stories
 from transforms.records import StoryChange
 from warehouse.damage import collect_damage
@@ -99,7 +98,7 @@ class RepairInputsOnce:
 
 
 def repair_language(store: ObjectStore, language: str, now: datetime, params: RepairParams | None = None,
-                    inputs: RepairInputsOnce | None = None) -> dict[str, Any]:
+                    inputs: RepairInputsOnce | None = None, kept: KeptStates | None = None) -> dict[str, Any]:
     """Merge and split this language's recently active stories and commit, fenced. Returns a summary.
 
     A split keeps the id with the half holding the representative of the story snapshot live at
@@ -109,24 +108,24 @@ def repair_language(store: ObjectStore, language: str, now: datetime, params: Re
 
     Args:
         inputs: The flow run's shared reader of the snapshot and registry (one of its own by default).
+        kept: The owner's writer states kept in memory (a long-running process), if any.
     """
     with collect_damage() as damaged:
-        summary = _repair_language(store, language, now, params, inputs or RepairInputsOnce())
+        summary = _repair_language(store, language, now, params, inputs or RepairInputsOnce(), kept)
     return with_damage(summary, damaged)
 
 
 def _repair_language(store: ObjectStore, language: str, now: datetime, params: RepairParams | None,
-                     inputs: RepairInputsOnce) -> dict[str, Any]:
-    checkpoint, etag = open_writer(store, language)
-    if checkpoint.state_key is None:
+                     inputs: RepairInputsOnce, kept: KeptStates | None) -> dict[str, Any]:
+    session = load(store, language, kept)
+    if session.checkpoint.state_key is None:
         return {"language": language, "committed": False, "merge": 0, "split": 0}
     shared = inputs(store, now)
-    clusterer, seen = KEPT_STATES.take(store, language, etag) or load_writer_state(store, language, checkpoint)
-    repairs = repair_stories(clusterer, now, params, shared.representatives, shared.authority)
+    repairs = repair_stories(session.clusterer, now, params, shared.representatives, shared.authority)
     if not repairs:  # nothing applied, nothing changed: the state in memory is still the stored one
-        KEPT_STATES.put(store, language, etag, clusterer, seen)
+        release(session)
         return {"language": language, "committed": False, "merge": 0, "split": 0}
-    offset = checkpoint.offset
+    offset = session.offset
     changes: list[StoryChange] = []
     kinds: Counter[str] = Counter()
     for r in repairs:
@@ -135,8 +134,7 @@ def _repair_language(store: ObjectStore, language: str, now: datetime, params: R
         for article_id, copy_of in r.moved:
             changes.append(StoryChange.at(language, offset + len(changes), r.kind, target, article_id=article_id,
                                           copy_of=copy_of, other_story_id=source, score=r.score, changed_at=now))
-    new_offset = commit_writer(store, language, etag, offset, changes, clusterer, seen,
-                               list(checkpoint.consumed), now, chain=checkpoint.chain)
+    new_offset = commit(session, changes, now).offset
     log.info("repair_committed language=%s merges=%d splits=%d offset=%d", language, kinds["merge"],
              kinds["split"], new_offset)
     return {"language": language, "committed": True, "offset": new_offset, "merge": kinds["merge"],
@@ -146,5 +144,5 @@ def _repair_language(store: ObjectStore, language: str, now: datetime, params: R
 @task(name="repair_language", retries=1, retry_delay_seconds=2, timeout_seconds=900, cache_policy=NO_CACHE,
       retry_condition_fn=lambda task, run, state: not isinstance(state.result(raise_on_failure=False), WriterFencedError))
 def repair_language_task(store: ObjectStore, language: str, now: datetime,
-                         inputs: RepairInputsOnce | None = None) -> dict[str, Any]:
-    return repair_language(store, language, now, inputs=inputs)
+                         inputs: RepairInputsOnce | None = None, kept: KeptStates | None = None) -> dict[str, Any]:
+    return repair_language(store, language, now, inputs=inputs, kept=kept)

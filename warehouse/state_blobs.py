@@ -2,7 +2,7 @@
 
 Written as Zstandard (level 1) of compact JSON with sorted keys, so the same state is the same
 bytes; each blob's key carries a hash of them (``layout.story_state_key``), and fencing is the
-change segment and the checkpoint's conditional put (``tasks.writer.session.commit_writer``). Read by its magic number: Zstandard, or gzip as every state was written before (those
+change segment and the checkpoint's conditional put (``tasks.writer.session.commit``). Read by its magic number: Zstandard, or gzip as every state was written before (those
 still load). Any ``zstd -d`` reads the blobs; the frame header carries the decompressed size.
 
 Why not gzip: at 50,000 active stories a state is about 380 MB of JSON, which gzip level 9 took

@@ -8,7 +8,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from tasks.errors import WriterFencedError
-from tasks.writer.kept import KEPT_STATES
 from tasks.writer.state import (
     chain_named_by,
     load_chain,
@@ -42,7 +41,7 @@ STATE_KEY_METADATA = b"newsroom.state_key"
 """Key of a change segment's Parquet metadata naming the state (object or blob) its decisions lead to."""
 
 
-def _checkpoint_at(offset: int, chain: list[str], consumed: list[str], updated_at: object) -> WriterCheckpoint:
+def checkpoint_at(offset: int, chain: list[str], consumed: list[str], updated_at: object) -> WriterCheckpoint:
     """A checkpoint naming ``chain`` (a version 4 base and its deltas, or one JSON blob)."""
     return WriterCheckpoint(offset, chain[0] if chain else None, tuple(consumed),
                             updated_at if isinstance(updated_at, str) else None, tuple(chain[1:]))
@@ -107,7 +106,7 @@ def _checkpoint_from_state(store: ObjectStore, key: str, offset: int) -> WriterC
                 read_state_object(store, link)
         except (ObjectNotFoundError, StateBlobError):
             return None
-        return _checkpoint_at(offset, chain, list(header.get("consumed") or []), header.get("updated_at"))
+        return checkpoint_at(offset, chain, list(header.get("consumed") or []), header.get("updated_at"))
     try:
         with paused_gc():
             blob = decode_state(store.get(key).data)
@@ -194,7 +193,6 @@ def rewind_writer(store: ObjectStore, language: str, now: datetime) -> WriterChe
         rewound = replace(rewound, state_key=blob_key, consumed=tuple(blob.get("consumed") or ()))
         break
     put_checkpoint(store, language, rewound, obj.etag if obj is not None else None)
-    KEPT_STATES.forget(store, language)
     log.warning("writer_rewound language=%s offset=%d state_key=%s", language, offset, rewound.state_key)
     return rewound
 
@@ -256,7 +254,7 @@ def open_writer(store: ObjectStore, language: str) -> tuple[WriterCheckpoint, st
         rows, named = orphan
         if named is not None and layout.is_state_object_key(named):
             chain, header = chain_named_by(store, named)
-            rolled = _checkpoint_at(checkpoint.offset + rows, chain, list(header["consumed"]), header["updated_at"])
+            rolled = checkpoint_at(checkpoint.offset + rows, chain, list(header["consumed"]), header["updated_at"])
         else:
             state_key, data = _read_state(store, named or layout.story_state_key(language, checkpoint.offset + rows))
             with paused_gc():

@@ -1,4 +1,5 @@
-"""Writer states kept in memory between runs of one long-lived process."""
+"""Writer states kept in memory between runs of one long-lived process, held by that process's
+owner (the long-running writer, a writer session) and handed to each run: no module-level state."""
 
 from __future__ import annotations
 
@@ -28,7 +29,6 @@ class KeptStates:
 
     def __init__(self) -> None:
         self._states: dict[tuple[int, str], _KeptState] = {}
-        self.enabled = False
         self.hits = 0
 
     def take(self, store: ObjectStore, language: str, etag: str | None) -> tuple[LanguageClusterer, dict[str, str]] | None:
@@ -41,28 +41,20 @@ class KeptStates:
     def put(self, store: ObjectStore, language: str, etag: str | None, clusterer: LanguageClusterer,
             seen: dict[str, str]) -> None:
         """Keep the state stored under the checkpoint with ``etag`` (nothing when there is no checkpoint)."""
-        if self.enabled and etag is not None:
+        if etag is not None:
             self._states[(id(store), language)] = _KeptState(etag, clusterer, seen)
-
-    def forget(self, store: ObjectStore, language: str) -> None:
-        """Drop the state kept for ``language`` (the next run loads it from the store)."""
-        self._states.pop((id(store), language), None)
 
     def clear(self) -> None:
         self._states.clear()
 
 
-KEPT_STATES = KeptStates()
-
-
 @contextmanager
 def keep_states_in_memory() -> Iterator[KeptStates]:
-    """Within this block, each writer run of this process reuses the state its previous run
-    committed, instead of loading it again, as long as no other writer has committed since."""
-    KEPT_STATES.enabled = True
-    KEPT_STATES.hits = 0
+    """States kept for the runs within this block, each of which reuses the state its previous
+    run committed, instead of loading it again, as long as no other writer has committed since.
+    The owner hands them to each run (``kept=``); they are let go when the block ends."""
+    kept = KeptStates()
     try:
-        yield KEPT_STATES
+        yield kept
     finally:
-        KEPT_STATES.enabled = False
-        KEPT_STATES.clear()
+        kept.clear()

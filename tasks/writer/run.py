@@ -1,40 +1,27 @@
-"""A language writer's run: assign the language's unconsumed articles to stories and commit, fenced."""
+"""A language writer's run, the per-minute flow's and the long-running writer's alike: read the
+article segments not yet consumed, then load → assign → commit (``tasks.writer.session``).
+"""
 
 from __future__ import annotations
 
 import gc
 import logging
-from collections import Counter
-from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from tasks.writer.checkpoint import open_writer
-from tasks.writer.kept import KEPT_STATES
-from tasks.writer.session import commit_writer_state, load_writer_state
-from tasks.writer.state import (
-    COMPACT_EVERY,
-    compact_writer_state,
-)
-from transforms.clustering import ClusterParams, LanguageClusterer
-from transforms.features import ArticleFeatures, features_from_row
-from transforms.records import ChangeKind, StoryChange
+from tasks.writer.kept import KeptStates
+from tasks.writer.session import WriterSession, assign, commit, load, release
+from tasks.writer.state import COMPACT_EVERY, compact_writer_state
+from transforms.clustering import ClusterParams
+from transforms.records import ArticleRow
 from warehouse import layout
 from warehouse.damage import DamagedObject, collect_damage, record_damage
-from warehouse.errors import (
-    CorruptObjectError,
-    ObjectNotFoundError,
-    SchemaMismatchError,
-)
+from warehouse.errors import CorruptObjectError, ObjectNotFoundError, SchemaMismatchError
 from warehouse.maintenance import is_compacted
 from warehouse.schemas import ARTICLES_SCHEMA
 from warehouse.store import ObjectStore
-from warehouse.tables import (
-    list_segments,
-    read_segment,
-    read_segments,
-)
+from warehouse.tables import list_segments, read_segment, read_segments
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +40,8 @@ def languages_of_segments(store: ObjectStore, keys: list[str]) -> list[str]:
 
 
 def cluster_language(store: ObjectStore, language: str, now: datetime, kill_before_checkpoint: bool = False,
-                     params: ClusterParams | None = None, compact_every: int | None = None) -> dict[str, Any]:
+                     params: ClusterParams | None = None, compact_every: int | None = None,
+                     kept: KeptStates | None = None) -> dict[str, Any]:
     """Assign this language's unconsumed articles to stories and commit, fenced. Returns a summary.
 
     See :func:`_cluster_language`; the writer's state is kept out of the cyclic garbage collector
@@ -71,7 +59,7 @@ def cluster_language(store: ObjectStore, language: str, now: datetime, kill_befo
     try:
         with collect_damage() as damaged:
             summary = _cluster_language(store, language, now, kill_before_checkpoint=kill_before_checkpoint,
-                                        params=params, compact_every=compact_every)
+                                        params=params, compact_every=compact_every, kept=kept)
         return with_damage(summary, damaged)
     finally:
         gc.unfreeze()
@@ -82,18 +70,63 @@ def with_damage(summary: dict[str, Any], damaged: list[DamagedObject]) -> dict[s
     return {**summary, "damaged": [asdict(d) for d in damaged]} if damaged else summary
 
 
-def _with_copy_keys(clusterer: LanguageClusterer, rows: list[dict[str, Any]], chunk: int = 1_000
-                    ) -> Iterator[tuple[dict[str, Any], ArticleFeatures, list[int] | None]]:
-    """Each row with its features and its signature's LSH keys, the keys computed a chunk of
-    rows at a time in one vectorised step (issue 15)."""
-    for start in range(0, len(rows), chunk):
-        part = rows[start:start + chunk]
-        batch = [features_from_row(row) for row in part]
-        yield from zip(part, batch, clusterer.copy_keys(batch), strict=True)
+@dataclass(frozen=True, slots=True)
+class PendingArticles:
+    """The article segments a run reads: the language's rows in stream order, the segments it
+    consumes, and every segment listed (keys compaction or retention removed are forgotten)."""
+
+    rows: list[ArticleRow]
+    ready: list[str]
+    existing: list[str]
+
+
+def read_pending(store: ObjectStore, session: WriterSession, now: datetime) -> PendingArticles:
+    """The rows of the session's language in the article segments it has not consumed, sorted by
+    first seen time, then id and version.
+
+    A segment holding a row first seen after ``now`` (written by an ingest run ahead of this clock)
+    is left for a later run; a corrupt one is recorded and left unconsumed, so a repaired one is
+    read later (issue 16).
+    """
+    consumed = set(session.checkpoint.consumed)
+    existing = list_segments(store, layout.ARTICLES_PREFIX)
+    # Compacted segments hold only rows every writer has consumed (warehouse.maintenance).
+    pending = [k for k in existing if k not in consumed and not is_compacted(k)]
+    rows: list[ArticleRow] = []
+    ready: list[str] = []
+    for key in pending:
+        try:
+            segment = ArticleRow.from_table(read_segment(store, key, ARTICLES_SCHEMA))
+        except ObjectNotFoundError:
+            continue  # compacted or expired since the listing
+        except (CorruptObjectError, SchemaMismatchError) as e:
+            # Not consumed: a repaired segment (restored, or rewritten by a rerun of its ingest)
+            # is read by a later run, and until then every run names it again (issue 16).
+            record_damage(key, f"corrupt: {e.reason}", "skipped; not marked consumed, so a repaired one is read later")
+            continue
+        if any(r.first_seen_at > now for r in segment):
+            continue  # written by an ingest run ahead of this clock; consumed once ``now`` reaches it
+        ready.append(key)
+        rows.extend(r for r in segment if r.language == session.language)
+    rows.sort(key=lambda r: (r.first_seen_at, r.article_id, r.version))
+    return PendingArticles(rows, ready, existing)
+
+
+def _freeze_state(session: WriterSession) -> None:
+    """Keep the session's long-lived state out of the cyclic collector's scans while the run goes on.
+
+    Doing so doubled assignment throughput with 50,000 active stories (bench/cluster_speed.py). A
+    state kept from the previous run is frozen as it is: a full collection would walk all of it
+    again (anything frozen is handed back to the collector when the run ends).
+    """
+    if not session.reused:
+        gc.collect()
+    gc.freeze()
 
 
 def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_before_checkpoint: bool = False,
-                     params: ClusterParams | None = None, compact_every: int | None = None) -> dict[str, Any]:
+                      params: ClusterParams | None = None, compact_every: int | None = None,
+                      kept: KeptStates | None = None) -> dict[str, Any]:
     """Assign this language's unconsumed articles to stories and commit, fenced. Returns a summary.
 
     ``kill_before_checkpoint`` (crash tests only) makes the process SIGKILL itself after its
@@ -102,85 +135,33 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
     ``compact_every`` deltas (default: the setting), the run folds it into a new base after its
     commit, unless a long-running writer compacts in the background (``compact_every=0``).
     """
-    checkpoint, etag = open_writer(store, language)
-    consumed = set(checkpoint.consumed)
-    existing = list_segments(store, layout.ARTICLES_PREFIX)
-    # Compacted segments hold only rows every writer has consumed (warehouse.maintenance).
-    pending = [k for k in existing if k not in consumed and not is_compacted(k)]
-    kept = KEPT_STATES.take(store, language, etag)
-    clusterer, seen = kept or load_writer_state(store, language, checkpoint, params)
-    # The loaded state is long-lived; keeping it out of the cyclic collector's scans doubled
-    # assignment throughput with 50,000 active stories (bench/cluster_speed.py). A state kept
-    # from the previous run is frozen as it is: a full collection would walk all of it again
-    # (anything frozen is handed back to the collector when the run ends).
-    if kept is None:
-        gc.collect()
-    gc.freeze()
-    rows: list[dict[str, Any]] = []
-    ready: list[str] = []
-    for key in pending:
-        try:
-            segment = read_segment(store, key, ARTICLES_SCHEMA).to_pylist()
-        except ObjectNotFoundError:
-            continue  # compacted or expired since the listing
-        except (CorruptObjectError, SchemaMismatchError) as e:
-            # Not consumed: a repaired segment (restored, or rewritten by a rerun of its ingest)
-            # is read by a later run, and until then every run names it again (issue 16).
-            record_damage(key, f"corrupt: {e.reason}", "skipped; not marked consumed, so a repaired one is read later")
-            continue
-        if any(r["first_seen_at"] > now for r in segment):
-            continue  # written by an ingest run ahead of this clock; consumed once ``now`` reaches it
-        ready.append(key)
-        rows.extend(r for r in segment if r["language"] == language)
-    rows.sort(key=lambda r: (r["first_seen_at"], r["article_id"], r["version"]))
-    offset = checkpoint.offset
-    changes: list[StoryChange] = []
-    kinds: Counter[str] = Counter()
-    seen_added: list[tuple[str, str]] = []
-    foreign_before = clusterer.foreign_embeddings
-    for row, features, keys in _with_copy_keys(clusterer, rows):
-        if seen.get(row["article_id"]) == row["content_hash"]:
-            kinds["duplicate_input"] += 1
-            continue
-        # Most recently read last (a re-read moves to the end), so the newest SEEN_ARTICLES_KEPT
-        # are kept, whether trimmed at every commit or once when a state is folded.
-        seen.pop(row["article_id"], None)
-        seen[row["article_id"]] = row["content_hash"]
-        seen_added.append((row["article_id"], row["content_hash"]))
-        decision = clusterer.assign(features, keys)
-        if decision.is_new_version:
-            # A new version of an article the writer holds: the same member of the same story
-            # (its features replaced), so not an assignment; the row keeps the state and the
-            # log in step (story_assignments reads only assignment kinds).
-            kind: ChangeKind = "version"
-        else:
-            kind = "copy" if decision.copy_of else ("new_story" if decision.is_new_story else "assign")
-        kinds[kind] += 1
-        changes.append(StoryChange.at(language, offset + len(changes), kind, decision.story_id,
-                                      article_id=row["article_id"], copy_of=decision.copy_of, score=decision.score,
-                                      changed_at=row["first_seen_at"]))
-    if clusterer.foreign_embeddings > foreign_before:
+    session = load(store, language, kept, params)
+    _freeze_state(session)
+    pending = read_pending(store, session, now)
+    foreign_before = session.clusterer.foreign_embeddings
+    assigned = assign(session, pending.rows)
+    kinds = assigned.kinds
+    foreign = session.clusterer.foreign_embeddings - foreign_before
+    if foreign:
         # Articles embedded by another model than this release's: placed without their embedding (issue 33).
-        kinds["foreign_embedding"] += clusterer.foreign_embeddings - foreign_before
-        log.warning("cluster_foreign_embeddings language=%s articles=%d model=%s", language,
-                    clusterer.foreign_embeddings - foreign_before, clusterer.embedding_model)
+        kinds["foreign_embedding"] += foreign
+        log.warning("cluster_foreign_embeddings language=%s articles=%d model=%s", language, foreign,
+                    session.clusterer.embedding_model)
+    consumed = set(session.checkpoint.consumed)
     # Keys compaction or retention removed are forgotten, so the checkpoint stays small.
-    new_consumed = sorted((consumed | set(ready)) & set(existing))
-    if not changes and new_consumed == sorted(consumed):
-        # Nothing to commit and nothing changed: the state in memory is still the stored one.
-        if checkpoint.state_key is not None:
-            KEPT_STATES.put(store, language, etag, clusterer, seen)
+    session.consumed = sorted((consumed | set(pending.ready)) & set(pending.existing))
+    if not assigned.changes and session.consumed == sorted(consumed):
+        release(session)  # nothing to commit and nothing changed
         return {"language": language, "articles": 0, "committed": False, **dict(kinds)}
-    clusterer.expire(now)
+    session.clusterer.expire(now)
     # Read before the commit: once committed, the state may be kept and taken by the next run.
-    stories, sizes = clusterer.active_story_count, clusterer.story_size_counts()
+    stories, sizes = session.clusterer.active_story_count, session.clusterer.story_size_counts()
     every = compact_every if compact_every is not None else writer_compact_every()
-    new_offset, stored = commit_writer_state(
-        store, language, etag, offset, changes, clusterer, seen, new_consumed, now,
-        kill_before_checkpoint=kill_before_checkpoint, chain=checkpoint.chain, seen_added=seen_added,
-        compact_every=every or COMPACT_EVERY)
-    log.info("cluster_committed language=%s articles=%d offset=%d", language, len(changes), new_offset)
-    summary = {"language": language, "articles": len(changes), "committed": True, "offset": new_offset,
+    committed = commit(session, assigned.changes, now, compact_every=every or COMPACT_EVERY,
+                       kill_before_checkpoint=kill_before_checkpoint)
+    stored = committed.state
+    log.info("cluster_committed language=%s articles=%d offset=%d", language, len(assigned.changes), committed.offset)
+    summary = {"language": language, "articles": len(assigned.changes), "committed": True, "offset": committed.offset,
                "stories": stories, "sizes": sizes, "state_bytes": stored.bytes, "state_kind": stored.kind,
                "chain": len(stored.chain), **dict(kinds)}
     if every and len(stored.chain) - 1 >= every:

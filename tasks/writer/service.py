@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from tasks.errors import WriterFencedError
-from tasks.writer.kept import keep_states_in_memory
+from tasks.writer.kept import KeptStates, keep_states_in_memory
 from tasks.writer.run import cluster_language, languages_of_segments
 from tasks.writer.state import COMPACT_EVERY, compact_writer_state
 from warehouse import layout
@@ -35,6 +35,13 @@ from warehouse.store import ObjectStore
 from warehouse.tables import list_segments
 
 log = logging.getLogger(__name__)
+
+
+class LanguageRepair(Protocol):
+    """A language's repair on the state the service keeps (``tasks.repair.repair_language``)."""
+
+    def __call__(self, store: ObjectStore, language: str, now: datetime, *, kept: KeptStates | None = None
+                 ) -> object: ...
 
 
 @dataclass(slots=True)
@@ -79,7 +86,7 @@ def serve_language_writers(
     poll_seconds: float = 5.0,
     compact_every: int = COMPACT_EVERY,
     repair_every_minutes: float | None = 10.0,
-    repair: Callable[[ObjectStore, str, datetime], object] | None = None,
+    repair: LanguageRepair | None = None,
     landed_at: Callable[[str], float | None] | None = None,
     on_batch: Callable[[dict[str, Any], ServiceReport], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
@@ -133,7 +140,7 @@ def serve_language_writers(
                     if not waiting[language]:
                         continue
                     try:
-                        summary = cluster_language(store, language, now, compact_every=0)
+                        summary = cluster_language(store, language, now, compact_every=0, kept=kept)
                     except WriterFencedError as e:
                         summary = {"language": language, "committed": False, "fenced": str(e)}
                     except Exception as e:  # noqa: BLE001 - one language's failure must not stop the others
@@ -160,7 +167,7 @@ def serve_language_writers(
                 if repair is not None and repair_every_minutes and now - last_repair >= timedelta(minutes=repair_every_minutes):
                     for language in targets:
                         try:
-                            repair(store, language, now)
+                            repair(store, language, now, kept=kept)
                         except WriterFencedError:
                             pass
                     last_repair = now
