@@ -77,6 +77,80 @@ def _consumed(store: ObjectStore, language: str) -> set[str]:
     return set(checkpoint.consumed) if checkpoint else set()
 
 
+@dataclass(slots=True)
+class _Listing:
+    """The article segments the service has seen: when each was first listed, and the languages
+    of those read (when the service writes every language in the log)."""
+
+    first_listed: dict[str, float] = field(default_factory=dict)
+    known: set[str] = field(default_factory=set)
+    languages_read: set[str] = field(default_factory=set)
+
+    def look(self, store: ObjectStore, languages: Sequence[str] | None) -> tuple[list[str], list[str]]:
+        """The segments listed now (compacted ones aside), and the languages to write."""
+        segments = [k for k in list_segments(store, layout.ARTICLES_PREFIX) if not is_compacted(k)]
+        listed = time.time()
+        for key in segments:
+            self.first_listed.setdefault(key, listed)
+        if languages:
+            return segments, list(languages)
+        # The languages of the segments not read before, added to those known.
+        fresh = [k for k in segments if k not in self.languages_read]
+        if fresh:
+            self.known.update(languages_of_segments(store, fresh))
+            self.languages_read.update(fresh)
+        return segments, sorted(self.known)
+
+
+@dataclass(slots=True)
+class _Compactions:
+    """Folds of each language's chain, one at a time per language, in a background thread."""
+
+    report: ServiceReport
+    pool: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="writer-compaction"))
+    pending: dict[str, Future[str | None]] = field(default_factory=dict)
+
+    def after_batch(self, store: ObjectStore, language: str, summary: dict[str, Any], compact_every: int) -> None:
+        """Count a fold that finished, and start one when the batch left its chain due."""
+        future = self.pending.get(language)
+        if future is not None and future.done():
+            self.report.compactions += int(future.result() is not None)
+            del self.pending[language]
+        if summary.get("chain", 0) - 1 >= compact_every and language not in self.pending:
+            self.pending[language] = self.pool.submit(compact_writer_state, store, language, compact_every)
+
+    def finish(self) -> None:
+        """Wait for the folds under way; a failed fold leaves the chain as it was."""
+        for future in self.pending.values():
+            try:
+                self.report.compactions += int(future.result() is not None)
+            except Exception as e:  # noqa: BLE001 - a failed fold leaves the chain as it was
+                log.error("writer_service_compaction_failed error=%r", e)
+        self.pool.shutdown(wait=True)
+
+
+def _write_batch(store: ObjectStore, language: str, now: datetime, kept: KeptStates) -> dict[str, Any]:
+    """One language's writer run on the state kept in memory; a fenced or failed run is its summary."""
+    try:
+        return cluster_language(store, language, now, compact_every=0, kept=kept)
+    except WriterFencedError as e:
+        return {"language": language, "committed": False, "fenced": str(e)}
+    except Exception as e:  # noqa: BLE001 - one language's failure must not stop the others
+        log.error("writer_service_batch_failed language=%s error=%r", language, e)
+        return {"language": language, "committed": False, "error": f"{type(e).__name__}: {e}"}
+
+
+def _repair_all(store: ObjectStore, languages: Sequence[str], now: datetime, repair: LanguageRepair,
+                kept: KeptStates) -> None:
+    """Each language's repair on the state in memory; a fenced one waits for the next interval."""
+    for language in languages:
+        try:
+            repair(store, language, now, kept=kept)
+        except WriterFencedError:
+            pass
+
+
 def serve_language_writers(
     store: ObjectStore,
     languages: Sequence[str] | None,
@@ -110,73 +184,41 @@ def serve_language_writers(
         The report.
     """
     report = ServiceReport()
-    first_listed: dict[str, float] = {}
-    known: set[str] = set()
-    languages_read: set[str] = set()
+    listing = _Listing()
     last_repair: datetime | None = None
-    compactor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="writer-compaction")
-    pending: dict[str, Future[str | None]] = {}
+    compactions = _Compactions(report)
+
+    def landed(key: str) -> float:
+        at = landed_at(key) if landed_at else None
+        return at if at is not None else listing.first_listed[key]
+
     try:
         with keep_states_in_memory() as kept:
             while not until():
-                segments = [k for k in list_segments(store, layout.ARTICLES_PREFIX) if not is_compacted(k)]
-                listed = time.time()
-                for key in segments:
-                    first_listed.setdefault(key, listed)
-                if languages:
-                    targets = list(languages)
-                else:  # the languages of the segments not read before, added to those known
-                    fresh = [k for k in segments if k not in languages_read]
-                    if fresh:
-                        known.update(languages_of_segments(store, fresh))
-                        languages_read.update(fresh)
-                    targets = sorted(known)
+                segments, targets = listing.look(store, languages)
                 waiting = {lang: [k for k in segments if k not in _consumed(store, lang)] for lang in targets}
                 if not any(waiting.values()):
                     sleep(poll_seconds)
                     continue
                 now = clock()
-                for language in targets:
-                    if not waiting[language]:
-                        continue
-                    try:
-                        summary = cluster_language(store, language, now, compact_every=0, kept=kept)
-                    except WriterFencedError as e:
-                        summary = {"language": language, "committed": False, "fenced": str(e)}
-                    except Exception as e:  # noqa: BLE001 - one language's failure must not stop the others
-                        log.error("writer_service_batch_failed language=%s error=%r", language, e)
-                        summary = {"language": language, "committed": False, "error": f"{type(e).__name__}: {e}"}
+                for language in (lang for lang in targets if waiting[lang]):
+                    summary = _write_batch(store, language, now, kept)
                     committed_at = time.time()
                     done = _consumed(store, language)
-                    lags = [committed_at - (landed_at(k) if landed_at and landed_at(k) is not None else first_listed[k])
-                            for k in waiting[language] if k in done]
+                    lags = [committed_at - landed(k) for k in waiting[language] if k in done]
                     report.lags.extend(lags)
                     summary = {**summary, "at": now.isoformat(), "segments": len(lags),
                                "lag_max_seconds": max(lags, default=None)}
                     report.batches.append(summary)
-                    future = pending.get(language)
-                    if future is not None and future.done():
-                        report.compactions += int(future.result() is not None)
-                        del pending[language]
-                    if summary.get("chain", 0) - 1 >= compact_every and language not in pending:
-                        pending[language] = compactor.submit(compact_writer_state, store, language, compact_every)
+                    compactions.after_batch(store, language, summary, compact_every)
                     if on_batch is not None:
                         on_batch(summary, report)
                 if last_repair is None:
                     last_repair = now  # the first repair one interval after the writer starts, as the flow's
                 if repair is not None and repair_every_minutes and now - last_repair >= timedelta(minutes=repair_every_minutes):
-                    for language in targets:
-                        try:
-                            repair(store, language, now, kept=kept)
-                        except WriterFencedError:
-                            pass
+                    _repair_all(store, targets, now, repair, kept)
                     last_repair = now
                 report.states_reused = kept.hits
     finally:
-        for future in pending.values():
-            try:
-                report.compactions += int(future.result() is not None)
-            except Exception as e:  # noqa: BLE001 - a failed fold leaves the chain as it was
-                log.error("writer_service_compaction_failed error=%r", e)
-        compactor.shutdown(wait=True)
+        compactions.finish()
     return report
