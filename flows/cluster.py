@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TypedDict
 
 from prefect import Task, flow, get_run_logger
 
@@ -20,11 +20,23 @@ from tasks.reports import cluster_markdown, publish_artifact
 from tasks.settings import get_freshness_settings, get_scale_settings
 from tasks.storage import ObjectStore, configured_store
 from tasks.writer.kept import keep_states_in_memory
-from tasks.writer.service import ServiceReport, serve_language_writers
+from tasks.writer.run import WriterSummary
+from tasks.writer.service import ServiceReport, ServiceTotals, serve_language_writers
 
 
-def run_each_language(languages: Sequence[str], run: Callable[[str], dict[str, Any]], job: str
-                      ) -> list[dict[str, Any]]:
+class SessionResult(TypedDict):
+    """What a writer session did: every run of every tick, and its totals."""
+
+    ticks: int
+    runs: list[WriterSummary]
+    states_reused: int
+    failed: int
+    articles: int
+    repairs: int
+
+
+def run_each_language(languages: Sequence[str], run: Callable[[str], WriterSummary], job: str
+                      ) -> list[WriterSummary]:
     """``run`` each language in turn, one language's failure never stopping the others.
 
     A fenced run (another writer of the language committed first; the next run goes on) is
@@ -46,7 +58,7 @@ def run_each_language(languages: Sequence[str], run: Callable[[str], dict[str, A
     return summaries
 
 
-def raise_for_failed_languages(summaries: Sequence[dict[str, Any]], job: str) -> None:
+def raise_for_failed_languages(summaries: Sequence[WriterSummary], job: str) -> None:
     """Fail the flow run, once every language has run, if any language's run failed (naming each)."""
     failed = [s for s in summaries if "error" in s]
     if failed:
@@ -69,10 +81,10 @@ def writer_languages(store: ObjectStore, languages: list[str] | None, except_lan
     return [language for language in (languages or languages_in_log_task(store)) if language not in skipped]
 
 
-def run_language_writers(job: str, language_task: Callable[[ObjectStore, str, datetime], dict[str, Any]],
+def run_language_writers(job: str, language_task: Callable[[ObjectStore, str, datetime], WriterSummary],
                          now: str | None, languages: list[str] | None,
-                         report: Callable[[list[dict[str, Any]], datetime], None] | None = None,
-                         except_languages: list[str] | None = None) -> list[dict[str, Any]]:
+                         report: Callable[[list[WriterSummary], datetime], None] | None = None,
+                         except_languages: list[str] | None = None) -> list[WriterSummary]:
     """The body of the per-language writer flows (cluster and repair): run ``language_task`` for
     each language (all languages in the log by default, less ``except_languages``) at one stream
     time, through the writer's fence, and log one ``<job>_done`` line per language.
@@ -96,13 +108,13 @@ def run_language_writers(job: str, language_task: Callable[[ObjectStore, str, da
     return summaries
 
 
-def _publish_cluster_summary(summaries: list[dict[str, Any]], at: datetime) -> None:
+def _publish_cluster_summary(summaries: list[WriterSummary], at: datetime) -> None:
     publish_artifact("cluster-summary", cluster_markdown(summaries, at.isoformat()), "cluster run summary")
 
 
 @flow(name="cluster_stories")
 def cluster_stories(now: str | None = None, languages: list[str] | None = None,
-                    except_languages: list[str] | None = None) -> list[dict[str, Any]]:
+                    except_languages: list[str] | None = None) -> list[WriterSummary]:
     """Run the writer of each language (all languages in the log by default, less ``except_languages``:
     how the per-language-group deployments split the writers between work queues).
 
@@ -120,7 +132,7 @@ def cluster_stories(now: str | None = None, languages: list[str] | None = None,
                                 except_languages)
 
 
-def _service_markdown(report: ServiceReport, latest: dict[str, Any]) -> str:
+def _service_markdown(report: ServiceReport, latest: WriterSummary) -> str:
     totals = report.totals()
     lines = ["## Long-running writer", "", "| batches | articles | segments | lag p50 s | lag p95 s | lag max s | "
              "state bytes written | compactions | states kept | fenced | failed |", "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -134,7 +146,7 @@ def _service_markdown(report: ServiceReport, latest: dict[str, Any]) -> str:
 @flow(name="cluster_writer_service")
 def cluster_writer_service(languages: list[str] | None = None, run_minutes: float | None = 60.0,
                            poll_seconds: float | None = None, repair_every_minutes: float | None = 10.0,
-                           report_every_batches: int = 10) -> dict[str, Any]:
+                           report_every_batches: int = 10) -> ServiceTotals | dict[str, str]:
     """The long-running writer: keep each language's window in memory, consume article segments
     as they land, commit each batch through the writer's If-Match fence (``tasks.writer.service``).
 
@@ -158,7 +170,7 @@ def cluster_writer_service(languages: list[str] | None = None, run_minutes: floa
     if waiter is not None:
         waiter.start()
 
-    def on_batch(summary: dict[str, Any], report: ServiceReport) -> None:
+    def on_batch(summary: WriterSummary, report: ServiceReport) -> None:
         logger.info("writer_batch %s", " ".join(f"{k}={v}" for k, v in summary.items() if k not in ("sizes", "damaged")))
         if len(report.batches) % report_every_batches == 0:
             publish_artifact("cluster-writer-service", _service_markdown(report, summary), "long-running writer progress")
@@ -183,7 +195,7 @@ def cluster_writer_service(languages: list[str] | None = None, run_minutes: floa
 @flow(name="cluster_writer_session")
 def cluster_writer_session(languages: list[str] | None = None, minutes: float = 60.0, every_seconds: float = 60.0,
                            start: str | None = None, repair_every_minutes: float | None = 10.0,
-                           except_languages: list[str] | None = None) -> dict[str, Any]:
+                           except_languages: list[str] | None = None) -> SessionResult:
     """Run the language writers every ``every_seconds`` for ``minutes`` in this one process,
     keeping each language's state in memory between runs (``tasks.writer.kept.keep_states_in_memory``):
     a run loads its state from the store only when another writer committed since.
@@ -207,7 +219,7 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
     ticks = max(1, int(minutes * 60 // every_seconds))
     ticks_per_repair = max(1, round(repair_every_minutes * 60 / every_seconds)) if repair_every_minutes else None
     replay_from = resolve_now(start) if start is not None else None
-    runs: list[dict[str, Any]] = []
+    runs: list[WriterSummary] = []
     with keep_states_in_memory() as kept:
         for tick in range(ticks):
             if replay_from is not None:
@@ -219,11 +231,11 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
             repairing = ticks_per_repair is not None and tick % ticks_per_repair == ticks_per_repair - 1
             inputs = RepairInputsOnce()  # the tick's story snapshot and registry, read once for every language
 
-            def cluster(store: ObjectStore, language: str, at: datetime) -> dict[str, Any]:
+            def cluster(store: ObjectStore, language: str, at: datetime) -> WriterSummary:
                 return cluster_language_task(store, language, at, kept)
 
             def repair(store: ObjectStore, language: str, at: datetime, inputs: RepairInputsOnce = inputs
-                       ) -> dict[str, Any]:
+                       ) -> WriterSummary:
                 return repair_language_task(store, language, at, inputs, kept)
 
             for language in targets:
@@ -242,7 +254,7 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
         hits = kept.hits
     failed = [r for r in runs if "error" in r]
     logger.info("cluster_session_done ticks=%d runs=%d states_reused=%d failed=%d", ticks, len(runs), hits, len(failed))
-    result = {"ticks": ticks, "runs": runs, "states_reused": hits, "failed": len(failed),
+    result: SessionResult = {"ticks": ticks, "runs": runs, "states_reused": hits, "failed": len(failed),
               "articles": sum(int(r.get("articles", 0)) for r in runs if r["kind"] == "cluster"),
               "repairs": sum(int(r.get("merge", 0)) + int(r.get("split", 0)) for r in runs if r["kind"] == "repair")}
     if failed:  # the session went on, but the flow run must show that runs failed

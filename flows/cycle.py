@@ -16,7 +16,7 @@ from tasks.clock import resolve_now
 
 
 @flow(name="pipeline_cycle")
-def pipeline_cycle(now: str | None = None) -> dict[str, Any]:
+def pipeline_cycle(now: str | None = None) -> dict[str, object]:
     """Ingest, then cluster, then repair, then rank, all at the same ``now``.
 
     Deployed, repair runs every 10 minutes on its own schedule; a cycle runs it every time, and
@@ -28,7 +28,7 @@ def pipeline_cycle(now: str | None = None) -> dict[str, Any]:
     now = resolve_now(now).isoformat()
     steps: dict[str, Callable[..., Any]] = {"ingest": ingest_feeds, "cluster": cluster_stories,
                                             "repair": repair_stories, "rank": rank_and_publish}
-    summary: dict[str, Any] = {}
+    summary: dict[str, object] = {}
     failed: list[str] = []
     failed_steps: list[str] = []
     for name, step in steps.items():

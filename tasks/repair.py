@@ -24,7 +24,6 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -32,7 +31,7 @@ from prefect.cache_policies import NO_CACHE
 from tasks.errors import WriterFencedError
 from tasks.registry import load_registry
 from tasks.writer.kept import KeptStates
-from tasks.writer.run import with_damage
+from tasks.writer.run import WriterSummary, with_damage
 from tasks.writer.session import commit, load, release
 from transforms.clustering import RepairParams, repair_stories
 from transforms.records import StoryChange
@@ -98,7 +97,7 @@ class RepairInputsOnce:
 
 
 def repair_language(store: ObjectStore, language: str, now: datetime, params: RepairParams | None = None,
-                    inputs: RepairInputsOnce | None = None, kept: KeptStates | None = None) -> dict[str, Any]:
+                    inputs: RepairInputsOnce | None = None, kept: KeptStates | None = None) -> WriterSummary:
     """Merge and split this language's recently active stories and commit, fenced. Returns a summary.
 
     A split keeps the id with the half holding the representative of the story snapshot live at
@@ -116,7 +115,7 @@ def repair_language(store: ObjectStore, language: str, now: datetime, params: Re
 
 
 def _repair_language(store: ObjectStore, language: str, now: datetime, params: RepairParams | None,
-                     inputs: RepairInputsOnce, kept: KeptStates | None) -> dict[str, Any]:
+                     inputs: RepairInputsOnce, kept: KeptStates | None) -> WriterSummary:
     session = load(store, language, kept)
     if session.checkpoint.state_key is None:
         return {"language": language, "committed": False, "merge": 0, "split": 0}
@@ -144,5 +143,5 @@ def _repair_language(store: ObjectStore, language: str, now: datetime, params: R
 @task(name="repair_language", retries=1, retry_delay_seconds=2, timeout_seconds=900, cache_policy=NO_CACHE,
       retry_condition_fn=lambda task, run, state: not isinstance(state.result(raise_on_failure=False), WriterFencedError))
 def repair_language_task(store: ObjectStore, language: str, now: datetime,
-                         inputs: RepairInputsOnce | None = None, kept: KeptStates | None = None) -> dict[str, Any]:
+                         inputs: RepairInputsOnce | None = None, kept: KeptStates | None = None) -> WriterSummary:
     return repair_language(store, language, now, inputs=inputs, kept=kept)

@@ -17,7 +17,7 @@ import gzip
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -40,7 +40,7 @@ def _default(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-def encode_state(state: dict[str, Any]) -> bytes:
+def encode_state(state: Mapping[str, object]) -> bytes:
     """``state`` as compact, key-sorted JSON in one Zstandard frame (deterministic bytes).
 
     A writer state has no NaN or infinity (orjson would write them as null, and the load would
@@ -76,7 +76,7 @@ def zstd_content_size(data: bytes) -> int:
     return size + 256 if size_bytes == 2 else size
 
 
-def decode_state(data: bytes) -> dict[str, Any]:
+def decode_state(data: bytes) -> Mapping[str, object]:
     """The state a blob holds, whether written as Zstandard (now) or gzip (before).
 
     Raises:
@@ -194,11 +194,39 @@ LIST_LENGTH_COLUMNS = {"years": "years_len", "centroid_terms": "centroid_terms_l
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 
 
+class StateHeader(TypedDict, total=False):
+    """The JSON header of a version 4 state object: the state's scalars (the clusterer's meta), the
+    commit that stored it, and, for a delta, the chain before it."""
+
+    format: str
+    kind: str
+    """``base`` or ``delta``."""
+    offset: int
+    consumed: list[str]
+    updated_at: str
+    base: str
+    parents: list[str]
+    folds: list[str]
+    """A base a compaction wrote: the chain it folds."""
+    tables: list[str]
+    table_bytes: list[int]
+    version: int
+    signature_version: str
+    embedding_model: str | None
+    language: str
+    params: dict[str, object]
+    clock_ms: int | None
+    decayed_ms: int | None
+    n_docs: float
+    df_scale: float
+    df_replaced: bool
+
+
 @dataclass(slots=True)
 class StateObject:
     """A decoded version 4 state object: its header and its tables (Arrow)."""
 
-    header: dict[str, Any]
+    header: StateHeader
     tables: dict[str, pa.Table]
 
 
@@ -250,7 +278,7 @@ def is_state_object(data: bytes) -> bool:
     return data[:len(STATE_OBJECT_MAGIC)] == STATE_OBJECT_MAGIC
 
 
-def read_state_header(data: bytes) -> dict[str, Any]:
+def read_state_header(data: bytes) -> StateHeader:
     """The header of a version 4 state object, without reading its tables.
 
     Raises:
@@ -334,10 +362,15 @@ def _binary_matrix(array: pa.Array | pa.ChunkedArray, width: int) -> npt.NDArray
     return raw.reshape(n, width).astype(np.uint32)
 
 
-def table_to_columns(table: pa.Table, vocabulary: dict[str, str], signature_width: int = 128) -> dict[str, Any]:
+TableColumn = list[Any] | npt.NDArray[Any]
+"""One column of a state table as read: Python values, or a numpy array of numbers."""
+
+
+def table_to_columns(table: pa.Table, vocabulary: dict[str, str], signature_width: int = 128
+                     ) -> dict[str, TableColumn]:
     """A state table as flat columns (the inverse of :func:`columns_to_table`): strings shared
     through ``vocabulary``, numbers as numpy arrays, list columns as flat values plus lengths."""
-    out: dict[str, Any] = {}
+    out: dict[str, TableColumn] = {}
     for field in table.schema:
         column = table.column(field.name)
         if pa.types.is_list(field.type) or pa.types.is_large_list(field.type):
@@ -428,7 +461,7 @@ def fold_states(base: StateObject, deltas: Sequence[StateObject], seen_kept: int
         schema = STATE_TABLE_SCHEMAS[name]
         return frame.select([f.name for f in schema]).to_arrow().cast(schema)
 
-    header = {**objects[-1].header, "kind": "base", "df_replaced": True}
+    header: StateHeader = {**objects[-1].header, "kind": "base", "df_replaced": True}
     for key in ("base", "parents"):
         header.pop(key, None)
     empty = {name: STATE_TABLE_SCHEMAS[name].empty_table() for name in ("norms", "dropped_stories", "dropped_recent")}

@@ -8,7 +8,7 @@ import gc
 import logging
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 
 from tasks.writer.kept import KeptStates
 from tasks.writer.session import WriterSession, assign, commit, load, release
@@ -26,6 +26,41 @@ from warehouse.tables import list_segments, read_segment, read_segments
 log = logging.getLogger(__name__)
 
 
+class WriterSummary(TypedDict, total=False):
+    """What a language writer's run (cluster or repair) reports: logged one line per language,
+    published as the run's artifact, returned by the flow run."""
+
+    language: str
+    committed: bool
+    articles: int
+    offset: int
+    stories: int
+    sizes: dict[int, int]
+    """Active stories by their number of members."""
+    state_bytes: int
+    state_kind: str
+    chain: int
+    compacted: str | None
+    new_story: int
+    assign: int
+    copy: int
+    version: int
+    duplicate_input: int
+    foreign_embedding: int
+    merge: int
+    split: int
+    error: str
+    fenced: str
+    damaged: list[dict[str, str]]
+    at: str
+    """Stream time of a long-running writer's batch, or of a writer session's tick."""
+    segments: int
+    lag_max_seconds: float | None
+    tick: int
+    kind: str
+    """A writer session's run: ``cluster`` or ``repair``."""
+
+
 def languages_in_log(store: ObjectStore) -> list[str]:
     """Languages that have articles in the log (read from segment metadata-light scans)."""
     return languages_of_segments(store, list_segments(store, layout.ARTICLES_PREFIX))
@@ -41,7 +76,7 @@ def languages_of_segments(store: ObjectStore, keys: list[str]) -> list[str]:
 
 def cluster_language(store: ObjectStore, language: str, now: datetime, kill_before_checkpoint: bool = False,
                      params: ClusterParams | None = None, compact_every: int | None = None,
-                     kept: KeptStates | None = None) -> dict[str, Any]:
+                     kept: KeptStates | None = None) -> WriterSummary:
     """Assign this language's unconsumed articles to stories and commit, fenced. Returns a summary.
 
     See :func:`_cluster_language`; the writer's state is kept out of the cyclic garbage collector
@@ -65,7 +100,7 @@ def cluster_language(store: ObjectStore, language: str, now: datetime, kill_befo
         gc.unfreeze()
 
 
-def with_damage(summary: dict[str, Any], damaged: list[DamagedObject]) -> dict[str, Any]:
+def with_damage(summary: WriterSummary, damaged: list[DamagedObject]) -> WriterSummary:
     """``summary`` with ``damaged``: what the run could not read and did instead (when anything)."""
     return {**summary, "damaged": [asdict(d) for d in damaged]} if damaged else summary
 
@@ -126,7 +161,7 @@ def _freeze_state(session: WriterSession) -> None:
 
 def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_before_checkpoint: bool = False,
                       params: ClusterParams | None = None, compact_every: int | None = None,
-                      kept: KeptStates | None = None) -> dict[str, Any]:
+                      kept: KeptStates | None = None) -> WriterSummary:
     """Assign this language's unconsumed articles to stories and commit, fenced. Returns a summary.
 
     ``kill_before_checkpoint`` (crash tests only) makes the process SIGKILL itself after its
@@ -161,9 +196,10 @@ def _cluster_language(store: ObjectStore, language: str, now: datetime, kill_bef
                        kill_before_checkpoint=kill_before_checkpoint)
     stored = committed.state
     log.info("cluster_committed language=%s articles=%d offset=%d", language, len(assigned.changes), committed.offset)
-    summary = {"language": language, "articles": len(assigned.changes), "committed": True, "offset": committed.offset,
-               "stories": stories, "sizes": sizes, "state_bytes": stored.bytes, "state_kind": stored.kind,
-               "chain": len(stored.chain), **dict(kinds)}
+    summary: WriterSummary = {
+        "language": language, "articles": len(assigned.changes), "committed": True, "offset": committed.offset,
+        "stories": stories, "sizes": sizes, "state_bytes": stored.bytes, "state_kind": stored.kind,
+        "chain": len(stored.chain), **dict(kinds)}  # type: ignore[typeddict-item]  # the kinds are keys of the summary
     if every and len(stored.chain) - 1 >= every:
         # After the commit: the fold reads stored objects only, and the next commit adopts it.
         summary["compacted"] = compact_writer_state(store, language, min_deltas=every)

@@ -22,11 +22,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from tasks.errors import WriterFencedError
 from tasks.writer.kept import KeptStates, keep_states_in_memory
-from tasks.writer.run import cluster_language, languages_of_segments
+from tasks.writer.run import WriterSummary, cluster_language, languages_of_segments
 from tasks.writer.state import COMPACT_EVERY, compact_writer_state
 from warehouse import layout
 from warehouse.checkpoints import WriterCheckpoint
@@ -44,11 +44,27 @@ class LanguageRepair(Protocol):
                  ) -> object: ...
 
 
+class ServiceTotals(TypedDict):
+    """A long-running writer's totals over its batches (its flow run's result and artifact)."""
+
+    batches: int
+    articles: int
+    state_bytes: int
+    segments: int
+    lag_p50_seconds: float | None
+    lag_p95_seconds: float | None
+    lag_max_seconds: float | None
+    compactions: int
+    states_reused: int
+    fenced: int
+    failed: int
+
+
 @dataclass(slots=True)
 class ServiceReport:
     """What a long-running writer did: per batch summaries and per segment lag (seconds)."""
 
-    batches: list[dict[str, Any]] = field(default_factory=list)
+    batches: list[WriterSummary] = field(default_factory=list)
     lags: list[float] = field(default_factory=list)
     compactions: int = 0
     states_reused: int = 0
@@ -59,7 +75,7 @@ class ServiceReport:
         ordered = sorted(self.lags)
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
-    def totals(self) -> dict[str, Any]:
+    def totals(self) -> ServiceTotals:
         return {"batches": len(self.batches), "articles": sum(int(b.get("articles", 0)) for b in self.batches),
                 "state_bytes": sum(int(b.get("state_bytes", 0)) for b in self.batches),
                 "segments": len(self.lags), "lag_p50_seconds": self.lag_quantile(0.5),
@@ -111,7 +127,7 @@ class _Compactions:
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="writer-compaction"))
     pending: dict[str, Future[str | None]] = field(default_factory=dict)
 
-    def after_batch(self, store: ObjectStore, language: str, summary: dict[str, Any], compact_every: int) -> None:
+    def after_batch(self, store: ObjectStore, language: str, summary: WriterSummary, compact_every: int) -> None:
         """Count a fold that finished, and start one when the batch left its chain due."""
         future = self.pending.get(language)
         if future is not None and future.done():
@@ -130,7 +146,7 @@ class _Compactions:
         self.pool.shutdown(wait=True)
 
 
-def _write_batch(store: ObjectStore, language: str, now: datetime, kept: KeptStates) -> dict[str, Any]:
+def _write_batch(store: ObjectStore, language: str, now: datetime, kept: KeptStates) -> WriterSummary:
     """One language's writer run on the state kept in memory; a fenced or failed run is its summary."""
     try:
         return cluster_language(store, language, now, compact_every=0, kept=kept)
@@ -162,7 +178,7 @@ def serve_language_writers(
     repair_every_minutes: float | None = 10.0,
     repair: LanguageRepair | None = None,
     landed_at: Callable[[str], float | None] | None = None,
-    on_batch: Callable[[dict[str, Any], ServiceReport], None] | None = None,
+    on_batch: Callable[[WriterSummary, ServiceReport], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ServiceReport:
     """Run the language writers as one long-lived process until ``until()`` (see the module doc).

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import accumulate
 from operator import is_
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -46,14 +46,33 @@ if TYPE_CHECKING:
 
 COLUMNS_VERSION = 5
 C = TypeVar("C", bound="LanguageClusterer")
-Columns = dict[str, Any]
+Column = list[Any] | npt.NDArray[Any]
+"""One column's values: a list, or a numpy array (numbers read back from a table)."""
+Columns = dict[str, Column]
+"""A table as its columns, by name."""
+
+
+class StateMeta(TypedDict, total=False):
+    """What a state's columns record besides their tables (stored in the state object's header)."""
+
+    version: int
+    signature_version: str
+    embedding_model: str | None
+    language: str
+    params: dict[str, object]
+    """The cluster parameters (``ClusterParams`` as a JSON object)."""
+    clock_ms: int | None
+    decayed_ms: int | None
+    n_docs: float
+    df_scale: float
+    df_replaced: bool
 
 
 @dataclass(slots=True)
 class StateColumns:
     """A writer state, or a delta of one, as flat columns (see the module doc)."""
 
-    meta: dict[str, Any]
+    meta: StateMeta
     stories: Columns = field(default_factory=dict)
     members: Columns = field(default_factory=dict)
     norms: Columns = field(default_factory=dict)
@@ -84,7 +103,7 @@ def mark_committed(clusterer: LanguageClusterer) -> None:
     clusterer.copies.forget_changes()
 
 
-def _meta(clusterer: LanguageClusterer, df_replaced: bool) -> dict[str, Any]:
+def _meta(clusterer: LanguageClusterer, df_replaced: bool) -> StateMeta:
     idf = clusterer.online_idf
     return {"version": COLUMNS_VERSION, "signature_version": SIGNATURE_VERSION,
             "embedding_model": clusterer.embedding_model, "language": clusterer.language,
