@@ -195,8 +195,9 @@ _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 
 
 class StateHeader(TypedDict, total=False):
-    """The JSON header of a version 4 state object: the state's scalars (the clusterer's meta), the
-    commit that stored it, and, for a delta, the chain before it."""
+    """The JSON header of a version 4 state object: the commit that stored it, for a delta the
+    chain before it, and the state's own scalars (the clusterer's meta, which the writer reads:
+    ``transforms.clustering.columns.state_meta``; only ``df_replaced`` concerns a fold)."""
 
     format: str
     kind: str
@@ -210,16 +211,8 @@ class StateHeader(TypedDict, total=False):
     """A base a compaction wrote: the chain it folds."""
     tables: list[str]
     table_bytes: list[int]
-    version: int
-    signature_version: str
-    embedding_model: str | None
-    language: str
-    params: dict[str, object]
-    clock_ms: int | None
-    decayed_ms: int | None
-    n_docs: float
-    df_scale: float
     df_replaced: bool
+    """Whether the ``df`` table restates every term's count (a base), not only the terms counted."""
 
 
 @dataclass(slots=True)

@@ -34,10 +34,10 @@ from tasks.errors import StateObjectError
 from transforms.clustering import LanguageClusterer
 from transforms.clustering.columns import (
     StateColumns,
-    StateMeta,
     clusterer_from_columns,
     state_changes,
     state_columns,
+    state_meta,
 )
 from warehouse import layout
 from warehouse.checkpoints import WriterCheckpoint
@@ -123,11 +123,7 @@ def columns_of(obj: StateObject) -> tuple[StateColumns, list[tuple[str, str]]]:
     """A (folded) state object as the clusterer's columns, and its ``seen`` rows."""
     vocabulary: dict[str, str] = {}
     tables = {name: table_to_columns(obj.tables[name], vocabulary) for name in STATE_TABLE_SCHEMAS}
-    header = obj.header
-    meta: StateMeta = {"version": header["version"], "signature_version": header["signature_version"],
-                       "language": header["language"], "params": header["params"], "clock_ms": header["clock_ms"],
-                       "decayed_ms": header["decayed_ms"], "n_docs": header["n_docs"], "df_scale": header["df_scale"],
-                       "df_replaced": header["df_replaced"]}
+    meta = state_meta(obj.header)
     columns = StateColumns(meta, tables["stories"], tables["members"], tables["norms"], tables["recent"], tables["df"],
                            list(tables["dropped_stories"]["story_id"]), list(tables["dropped_recent"]["article_id"]))
     seen = list(zip(tables["seen"]["article_id"], tables["seen"]["content_hash"], strict=True))

@@ -28,7 +28,7 @@ grew since the commit, and restates them all otherwise (a merge, split, trim or 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import accumulate
 from operator import is_
@@ -101,6 +101,19 @@ def mark_committed(clusterer: LanguageClusterer) -> None:
     clusterer.journal = Journal({sid: (_fingerprint(s), s.norms) for sid, s in clusterer.stories.items()})
     clusterer.online_idf.forget_changes()
     clusterer.copies.forget_changes()
+
+
+def state_meta(header: Mapping[str, Any]) -> StateMeta:
+    """The meta a stored state's header holds: what :func:`clusterer_from_columns` reads (a state
+    object's model id is not among them, as it never was).
+
+    Raises:
+        KeyError: If the header lacks one of them.
+    """
+    return {"version": header["version"], "signature_version": header["signature_version"],
+            "language": header["language"], "params": header["params"], "clock_ms": header["clock_ms"],
+            "decayed_ms": header["decayed_ms"], "n_docs": header["n_docs"], "df_scale": header["df_scale"],
+            "df_replaced": header["df_replaced"]}
 
 
 def _meta(clusterer: LanguageClusterer, df_replaced: bool) -> StateMeta:
