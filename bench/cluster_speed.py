@@ -50,8 +50,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from bench.harness import print_json_line
-from tasks.cluster import paused_gc
 from tasks.progress import terminal_progress
+from tasks.writer.state import paused_gc
 from transforms.clustering import (
     STATE_VERSION,
     Assignment,
@@ -320,11 +320,11 @@ def main(argv: list[str] | None = None) -> int:
         progress.stage(f"synthesising {args.articles} articles")
         stream = build_stream(synth, args.articles, topics, prebuilt, per_hour)
     t1 = time.perf_counter()
-    with paused_gc():  # as tasks.cluster.load_writer_state rebuilds it
+    with paused_gc():  # as tasks.writer.session.load_writer_state rebuilds it
         indexed = LanguageClusterer.from_state(state)
     warm_norms(indexed)
     # A writer holds ~10^7 long-lived objects after loading its state; without freezing them
-    # every full garbage collection walks them all (halving throughput); tasks/cluster.py
+    # every full garbage collection walks them all (halving throughput); tasks/writer/run.py
     # does the same after load_writer_state.
     gc.collect()
     gc.freeze()

@@ -74,7 +74,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, datetime]:
 def _time(args: argparse.Namespace) -> None:
     clusterer, now = _load(args)
     import transforms.clustering as clustering
-    from transforms.clustering.repair import RepairParams
+    from transforms.clustering.params import RepairParams
 
     gc.enable()
     gc.collect()

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from bench.cluster_speed import _Synth, build_state
 from bench.harness import best_of
-from tasks.cluster import paused_gc
+from tasks.writer.state import paused_gc
 from transforms.clustering import ClusterParams
 from warehouse.state_blobs import decode_state, encode_state, verify_state
 

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.cluster_speed import _Synth, build_state
-from tasks.cluster import paused_gc
 from tasks.progress import terminal_progress
+from tasks.writer.state import paused_gc
 from transforms.clustering import ClusterParams, LanguageClusterer
 from warehouse.state_blobs import decode_state, encode_state
 
@@ -43,7 +43,7 @@ def _timed(label: str, clusterer: LanguageClusterer, save: Callable[[dict[str, A
     """(save seconds, load seconds) of one format, each step printed."""
     gc.collect()
     start = time.perf_counter()
-    with paused_gc():  # as tasks.cluster.commit_writer builds it
+    with paused_gc():  # as tasks.writer.session.commit builds it
         state = {"clusterer": clusterer.to_state(), "seen": {}}
     built = time.perf_counter()
     blob = save(state)
@@ -51,7 +51,7 @@ def _timed(label: str, clusterer: LanguageClusterer, save: Callable[[dict[str, A
     del state
     gc.collect()
     start_load = time.perf_counter()
-    with paused_gc():  # as tasks.cluster.load_writer_state parses and rebuilds it
+    with paused_gc():  # as tasks.writer.session.load_writer_state parses and rebuilds it
         loaded = load(blob)
         parsed = time.perf_counter()
         LanguageClusterer.from_state(loaded["clusterer"])

@@ -7,7 +7,7 @@ Builds a window of ``--stories`` active stories (bench/writer_world.py) and stor
 writer's base. Then, in real time, a publisher process writes an article segment every
 ``--segment-seconds`` holding the articles first seen in that interval at ``--rate`` articles a
 second (10% copies, 55% follow-ups, 35% new stories), for ``--minutes``; meanwhile this process
-runs the long-running writer (``tasks.writer_service.serve_language_writers``: the state kept in
+runs the long-running writer (``tasks.writer.service.serve_language_writers``: the state kept in
 memory, each batch committed through the fence, the chain folded in a background thread every 30
 deltas, repairs every 10 minutes). Lag is per segment: from the publisher's write to the commit
 of the batch that consumed it. Reports p50, p95 and max lag, batches, articles, bytes written,
@@ -32,8 +32,9 @@ from typing import Any
 
 from bench.harness import load_average
 from bench.writer_world import T_START, World, article_row
-from tasks.cluster import commit_writer
-from tasks.writer_service import serve_language_writers
+from tasks.repair import repair_language
+from tasks.writer.service import serve_language_writers
+from tasks.writer.session import WriterSession, commit
 from warehouse import layout
 from warehouse.schemas import ARTICLES_SCHEMA
 from warehouse.store import LocalStore
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     world = World(args.seed)
     clusterer = world.window(args.stories)
-    commit_writer(store, "en", None, 0, [], clusterer, {}, [], T_START)
+    commit(WriterSession.fresh(store, "en", clusterer), [], T_START)
     del clusterer
     with (args.work / "world.pkl").open("wb") as fh:
         pickle.dump(world, fh)
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cpu = time.process_time()
     report = serve_language_writers(store, ["en"], clock=clock, until=until, poll_seconds=1.0,
-                                    landed_at=landed_at, on_batch=on_batch)
+                                    landed_at=landed_at, repair=repair_language, on_batch=on_batch)
     writer_cpu = time.process_time() - cpu
     publisher.join()
     totals = report.totals()

@@ -54,7 +54,7 @@ def _setup(args: argparse.Namespace) -> None:
     import gc
 
     from bench.writer_world import T_START, World, article_row
-    from tasks.cluster import commit_writer
+    from tasks.writer.session import WriterSession, commit
     from transforms.clustering.columns import state_columns
     from warehouse import layout
     from warehouse.schemas import ARTICLES_SCHEMA
@@ -89,7 +89,7 @@ def _setup(args: argparse.Namespace) -> None:
         del data
         clusterer = None
     else:
-        commit_writer(new, "en", None, 0, [], clusterer, {}, [], T_START)
+        commit(WriterSession.fresh(new, "en", clusterer), [], T_START)
     if args.baseline:
         old = LocalStore(args.work / "old")
         state = {"clusterer": clusterer.to_state(), "seen": [], "consumed": [], "updated_at": T_START.isoformat()}
@@ -116,7 +116,11 @@ def _measure_run(args: argparse.Namespace) -> None:
     from datetime import UTC, datetime
 
     import transforms.clustering.clusterer as clusterer_module
-    from tasks import cluster as writer
+    from tasks.writer import checkpoint as writer_checkpoint
+    from tasks.writer import kept as writer_kept
+    from tasks.writer import run as writer_run
+    from tasks.writer import session as writer_session
+    from warehouse import layout
     from warehouse.store import LocalStore
 
     t_start = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -139,21 +143,21 @@ def _measure_run(args: argparse.Namespace) -> None:
     store = LocalStore(args.work / args.store)
     base_rss = _rss_mib()
     wall, cpu = time.perf_counter(), time.process_time()
-    checkpoint, _ = writer.open_writer(store, "en")
-    state = writer.load_writer_state(store, "en", checkpoint)
+    checkpoint, _ = writer_checkpoint.open_writer(store, "en")
+    state = writer_session.load_writer_state(store, "en", checkpoint)
     restart = {"wall_seconds": time.perf_counter() - wall, "cpu_seconds": time.process_time() - cpu}
     gc.collect()
     restart["rss_mib_after"] = _rss_mib()
     restart["rss_mib_before"] = base_rss
     runs = []
-    with writer.keep_states_in_memory() as kept:
-        kept.put(store, "en", store.head(writer.layout.story_checkpoint_key("en")), *state)
+    with writer_kept.keep_states_in_memory() as kept:
+        kept.put(store, "en", store.head(layout.story_checkpoint_key("en")), *state)
         del state
         for run in range(args.runs):
             before = _tree_bytes(args.work / args.store)
             assign_cpu[0] = 0.0
             wall, cpu = time.perf_counter(), time.process_time()
-            summary = writer.cluster_language(store, "en", t_start + timedelta(minutes=run + 1))
+            summary = writer_run.cluster_language(store, "en", t_start + timedelta(minutes=run + 1), kept=kept)
             elapsed, used = time.perf_counter() - wall, time.process_time() - cpu
             after = _tree_bytes(args.work / args.store)
             written = {k: v for k, v in after.items() if before.get(k) != v}

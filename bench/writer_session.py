@@ -6,7 +6,7 @@ Usage::
 
 Builds the synthetic 50,000-story state of bench/cluster_speed.py, commits it to a local store
 twice (two identical stores), writes the same new articles before each run (``--per-run`` per
-minute, about this state's own arrival rate), and times ``tasks.cluster.cluster_language``, the
+minute, about this state's own arrival rate), and times ``tasks.writer.run.cluster_language``, the
 cluster flow's task, on each store: the baseline as the per-minute deployment runs it (each run
 loads the state from the store), the other as the hourly writer session runs it
 (``keep_states_in_memory``: each run reuses the state the previous run committed). Both save
@@ -24,8 +24,10 @@ from datetime import timedelta
 from pathlib import Path
 
 from bench.cluster_speed import T_START, _Synth, build_state, build_stream
-from tasks.cluster import cluster_language, commit_writer, keep_states_in_memory
 from tasks.progress import terminal_progress
+from tasks.writer.kept import keep_states_in_memory
+from tasks.writer.run import cluster_language
+from tasks.writer.session import WriterSession, commit
 from transforms.clustering import ClusterParams, LanguageClusterer
 from transforms.features import ArticleFeatures, features_to_row
 from warehouse import layout
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         stores = {mode: LocalStore(Path(tmp) / mode) for mode in ("load every run", "kept in memory")}
         for store in stores.values():
-            commit_writer(store, "en", None, 0, [], LanguageClusterer.from_state(state), {}, [], T_START)
+            commit(WriterSession.fresh(store, "en", LanguageClusterer.from_state(state)), [], T_START)
         del state
         times: dict[str, list[float]] = {mode: [] for mode in stores}
         with keep_states_in_memory() as kept, terminal_progress() as progress:
@@ -65,10 +67,9 @@ def main(argv: list[str] | None = None) -> int:
                 for mode, store in stores.items():
                     write_segment(store, layout.article_segment_key(now, f"run{run}"),
                                   rows_to_table([_article_row(f) for f in batch], ARTICLES_SCHEMA), ARTICLES_SCHEMA)
-                    if mode == "load every run":
-                        kept.forget(store, "en")  # as a fresh flow-run process: nothing in memory
                     start = time.perf_counter()
-                    summary = cluster_language(store, "en", now)
+                    # Loading every run: as a fresh flow-run process, nothing in memory.
+                    summary = cluster_language(store, "en", now, kept=None if mode == "load every run" else kept)
                     times[mode].append(time.perf_counter() - start)
                     assert summary["articles"] == len(batch), summary
                 advance(1)

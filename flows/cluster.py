@@ -5,28 +5,38 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TypedDict
 
 from prefect import Task, flow, get_run_logger
 
+from flows.errors import LanguagesFailedError, WriterRunsFailedError
 from tasks.assets import materializing
 from tasks.clock import resolve_now
-from tasks.cluster import (
-    WriterFencedError,
-    cluster_language_task,
-    keep_states_in_memory,
-    languages_in_log_task,
-)
+from tasks.cluster import cluster_language_task, languages_in_log_task
+from tasks.errors import WriterFencedError
 from tasks.events import ARTICLES_APPENDED, EventWaiter
-from tasks.repair import RepairInputsOnce, repair_language_task
+from tasks.repair import RepairInputsOnce, repair_language, repair_language_task
 from tasks.reports import cluster_markdown, publish_artifact
 from tasks.settings import get_freshness_settings, get_scale_settings
 from tasks.storage import ObjectStore, configured_store
-from tasks.writer_service import ServiceReport, serve_language_writers
+from tasks.writer.kept import keep_states_in_memory
+from tasks.writer.run import WriterSummary
+from tasks.writer.service import ServiceReport, ServiceTotals, serve_language_writers
 
 
-def run_each_language(languages: Sequence[str], run: Callable[[str], dict[str, Any]], job: str
-                      ) -> list[dict[str, Any]]:
+class SessionResult(TypedDict):
+    """What a writer session did: every run of every tick, and its totals."""
+
+    ticks: int
+    runs: list[WriterSummary]
+    states_reused: int
+    failed: int
+    articles: int
+    repairs: int
+
+
+def run_each_language(languages: Sequence[str], run: Callable[[str], WriterSummary], job: str
+                      ) -> list[WriterSummary]:
     """``run`` each language in turn, one language's failure never stopping the others.
 
     A fenced run (another writer of the language committed first; the next run goes on) is
@@ -48,12 +58,13 @@ def run_each_language(languages: Sequence[str], run: Callable[[str], dict[str, A
     return summaries
 
 
-def raise_for_failed_languages(summaries: Sequence[dict[str, Any]], job: str) -> None:
+def raise_for_failed_languages(summaries: Sequence[WriterSummary], job: str) -> None:
     """Fail the flow run, once every language has run, if any language's run failed (naming each)."""
     failed = [s for s in summaries if "error" in s]
     if failed:
-        raise RuntimeError(f"{job} failed for {len(failed)} of {len(summaries)} languages: "
-                           + "; ".join(f"{s['language']!r}: {s['error']}" for s in failed))
+        raise LanguagesFailedError(f"{job} failed for {len(failed)} of {len(summaries)} languages: "
+                                   + "; ".join(f"{s['language']!r}: {s['error']}" for s in failed),
+                                   [s["language"] for s in failed])
 
 
 def writer_languages(store: ObjectStore, languages: list[str] | None, except_languages: list[str] | None
@@ -70,10 +81,10 @@ def writer_languages(store: ObjectStore, languages: list[str] | None, except_lan
     return [language for language in (languages or languages_in_log_task(store)) if language not in skipped]
 
 
-def run_language_writers(job: str, language_task: Callable[[ObjectStore, str, datetime], dict[str, Any]],
+def run_language_writers(job: str, language_task: Callable[[ObjectStore, str, datetime], WriterSummary],
                          now: str | None, languages: list[str] | None,
-                         report: Callable[[list[dict[str, Any]], datetime], None] | None = None,
-                         except_languages: list[str] | None = None) -> list[dict[str, Any]]:
+                         report: Callable[[list[WriterSummary], datetime], None] | None = None,
+                         except_languages: list[str] | None = None) -> list[WriterSummary]:
     """The body of the per-language writer flows (cluster and repair): run ``language_task`` for
     each language (all languages in the log by default, less ``except_languages``) at one stream
     time, through the writer's fence, and log one ``<job>_done`` line per language.
@@ -97,13 +108,13 @@ def run_language_writers(job: str, language_task: Callable[[ObjectStore, str, da
     return summaries
 
 
-def _publish_cluster_summary(summaries: list[dict[str, Any]], at: datetime) -> None:
+def _publish_cluster_summary(summaries: list[WriterSummary], at: datetime) -> None:
     publish_artifact("cluster-summary", cluster_markdown(summaries, at.isoformat()), "cluster run summary")
 
 
 @flow(name="cluster_stories")
 def cluster_stories(now: str | None = None, languages: list[str] | None = None,
-                    except_languages: list[str] | None = None) -> list[dict[str, Any]]:
+                    except_languages: list[str] | None = None) -> list[WriterSummary]:
     """Run the writer of each language (all languages in the log by default, less ``except_languages``:
     how the per-language-group deployments split the writers between work queues).
 
@@ -121,7 +132,7 @@ def cluster_stories(now: str | None = None, languages: list[str] | None = None,
                                 except_languages)
 
 
-def _service_markdown(report: ServiceReport, latest: dict[str, Any]) -> str:
+def _service_markdown(report: ServiceReport, latest: WriterSummary) -> str:
     totals = report.totals()
     lines = ["## Long-running writer", "", "| batches | articles | segments | lag p50 s | lag p95 s | lag max s | "
              "state bytes written | compactions | states kept | fenced | failed |", "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -135,9 +146,9 @@ def _service_markdown(report: ServiceReport, latest: dict[str, Any]) -> str:
 @flow(name="cluster_writer_service")
 def cluster_writer_service(languages: list[str] | None = None, run_minutes: float | None = 60.0,
                            poll_seconds: float | None = None, repair_every_minutes: float | None = 10.0,
-                           report_every_batches: int = 10) -> dict[str, Any]:
+                           report_every_batches: int = 10) -> ServiceTotals | dict[str, str]:
     """The long-running writer: keep each language's window in memory, consume article segments
-    as they land, commit each batch through the writer's If-Match fence (``tasks.writer_service``).
+    as they land, commit each batch through the writer's If-Match fence (``tasks.writer.service``).
 
     Runs for ``run_minutes`` (None: until stopped); the ``cluster_writer_service-long-running``
     deployment starts one an hour, so a deploy or a crash costs at most a restart from base and
@@ -159,7 +170,7 @@ def cluster_writer_service(languages: list[str] | None = None, run_minutes: floa
     if waiter is not None:
         waiter.start()
 
-    def on_batch(summary: dict[str, Any], report: ServiceReport) -> None:
+    def on_batch(summary: WriterSummary, report: ServiceReport) -> None:
         logger.info("writer_batch %s", " ".join(f"{k}={v}" for k, v in summary.items() if k not in ("sizes", "damaged")))
         if len(report.batches) % report_every_batches == 0:
             publish_artifact("cluster-writer-service", _service_markdown(report, summary), "long-running writer progress")
@@ -169,7 +180,7 @@ def cluster_writer_service(languages: list[str] | None = None, run_minutes: floa
             store, languages, clock=lambda: resolve_now(None),
             until=lambda: deadline is not None and time.monotonic() > deadline,
             poll_seconds=poll_seconds or settings.writer_poll_seconds, compact_every=settings.writer_compact_every,
-            repair_every_minutes=repair_every_minutes, on_batch=on_batch,
+            repair_every_minutes=repair_every_minutes, repair=repair_language, on_batch=on_batch,
             sleep=time.sleep if waiter is None else waiter.wait)
     finally:
         if waiter is not None:
@@ -184,9 +195,9 @@ def cluster_writer_service(languages: list[str] | None = None, run_minutes: floa
 @flow(name="cluster_writer_session")
 def cluster_writer_session(languages: list[str] | None = None, minutes: float = 60.0, every_seconds: float = 60.0,
                            start: str | None = None, repair_every_minutes: float | None = 10.0,
-                           except_languages: list[str] | None = None) -> dict[str, Any]:
+                           except_languages: list[str] | None = None) -> SessionResult:
     """Run the language writers every ``every_seconds`` for ``minutes`` in this one process,
-    keeping each language's state in memory between runs (``tasks.cluster.keep_states_in_memory``):
+    keeping each language's state in memory between runs (``tasks.writer.kept.keep_states_in_memory``):
     a run loads its state from the store only when another writer committed since.
 
     For languages with tens of thousands of active stories, where loading the state is most of
@@ -208,7 +219,7 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
     ticks = max(1, int(minutes * 60 // every_seconds))
     ticks_per_repair = max(1, round(repair_every_minutes * 60 / every_seconds)) if repair_every_minutes else None
     replay_from = resolve_now(start) if start is not None else None
-    runs: list[dict[str, Any]] = []
+    runs: list[WriterSummary] = []
     with keep_states_in_memory() as kept:
         for tick in range(ticks):
             if replay_from is not None:
@@ -220,12 +231,15 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
             repairing = ticks_per_repair is not None and tick % ticks_per_repair == ticks_per_repair - 1
             inputs = RepairInputsOnce()  # the tick's story snapshot and registry, read once for every language
 
+            def cluster(store: ObjectStore, language: str, at: datetime) -> WriterSummary:
+                return cluster_language_task(store, language, at, kept)
+
             def repair(store: ObjectStore, language: str, at: datetime, inputs: RepairInputsOnce = inputs
-                       ) -> dict[str, Any]:
-                return repair_language_task(store, language, at, inputs)
+                       ) -> WriterSummary:
+                return repair_language_task(store, language, at, inputs, kept)
 
             for language in targets:
-                jobs = [("cluster", cluster_language_task)] + ([("repair", repair)] if repairing else [])
+                jobs = [("cluster", cluster)] + ([("repair", repair)] if repairing else [])
                 for kind, job in jobs:
                     try:
                         summary = job(store, language, at)
@@ -240,9 +254,10 @@ def cluster_writer_session(languages: list[str] | None = None, minutes: float = 
         hits = kept.hits
     failed = [r for r in runs if "error" in r]
     logger.info("cluster_session_done ticks=%d runs=%d states_reused=%d failed=%d", ticks, len(runs), hits, len(failed))
-    result = {"ticks": ticks, "runs": runs, "states_reused": hits, "failed": len(failed),
+    result: SessionResult = {"ticks": ticks, "runs": runs, "states_reused": hits, "failed": len(failed),
               "articles": sum(int(r.get("articles", 0)) for r in runs if r["kind"] == "cluster"),
               "repairs": sum(int(r.get("merge", 0)) + int(r.get("split", 0)) for r in runs if r["kind"] == "repair")}
     if failed:  # the session went on, but the flow run must show that runs failed
-        raise RuntimeError(f"{len(failed)} of {len(runs)} writer runs failed: {failed[-1]['error']}")
+        raise WriterRunsFailedError(f"{len(failed)} of {len(runs)} writer runs failed: {failed[-1]['error']}",
+                                    len(failed))
     return result

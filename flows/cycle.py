@@ -8,6 +8,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from flows.cluster import cluster_stories
+from flows.errors import CycleStepsFailedError
 from flows.ingest import ingest_feeds
 from flows.rank import rank_and_publish
 from flows.repair import repair_stories
@@ -15,7 +16,7 @@ from tasks.clock import resolve_now
 
 
 @flow(name="pipeline_cycle")
-def pipeline_cycle(now: str | None = None) -> dict[str, Any]:
+def pipeline_cycle(now: str | None = None) -> dict[str, object]:
     """Ingest, then cluster, then repair, then rank, all at the same ``now``.
 
     Deployed, repair runs every 10 minutes on its own schedule; a cycle runs it every time, and
@@ -27,15 +28,17 @@ def pipeline_cycle(now: str | None = None) -> dict[str, Any]:
     now = resolve_now(now).isoformat()
     steps: dict[str, Callable[..., Any]] = {"ingest": ingest_feeds, "cluster": cluster_stories,
                                             "repair": repair_stories, "rank": rank_and_publish}
-    summary: dict[str, Any] = {}
+    summary: dict[str, object] = {}
     failed: list[str] = []
+    failed_steps: list[str] = []
     for name, step in steps.items():
         try:
             summary[name] = step(now=now)
         except Exception as e:  # noqa: BLE001 - the later steps still run; the cycle fails below
             logger.error("cycle_step_failed step=%s error=%s: %s", name, type(e).__name__, e)
             failed.append(f"{name}: {type(e).__name__}: {e}")
+            failed_steps.append(name)
             summary[name] = [] if name in ("cluster", "repair") else {}
     if failed:
-        raise RuntimeError("pipeline cycle steps failed: " + "; ".join(failed))
+        raise CycleStepsFailedError("pipeline cycle steps failed: " + "; ".join(failed), failed_steps)
     return summary

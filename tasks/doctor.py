@@ -6,8 +6,8 @@ kind). ``--repair`` then, in this order:
 1. points each damaged pointer (unreadable, missing beside versions, naming a missing or corrupt
    version) at its newest valid version, fenced by If-Match like a publish;
 2. rebuilds a corrupt or missing writer checkpoint from the change log and the state blob at its
-   end (:func:`tasks.cluster.rebuild_checkpoint`), and rewinds a writer whose state blob is lost
-   to its newest readable one (:func:`tasks.cluster.rewind_writer`);
+   end (:func:`tasks.writer.checkpoint.rebuild_checkpoint`), and rewinds a writer whose state blob is lost
+   to its newest readable one (:func:`tasks.writer.checkpoint.rewind_writer`);
 3. moves every other corrupt object under ``quarantine/`` (readers treat it as absent: a segment's
    rows are left out, a state table reads as empty), where nothing is lost;
 4. deletes what puts killed mid-write left (temp files, unfinished S3 uploads) once older than any
@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TypedDict, cast
 
-from tasks.cluster import WriterFencedError, put_checkpoint, rebuild_checkpoint, rewind_writer
+from tasks.errors import WriterFencedError
+from tasks.writer.checkpoint import put_checkpoint, rebuild_checkpoint, rewind_writer
 from warehouse import layout
 from warehouse.aggregates import request_rebuild
 from warehouse.catalog import LOG_TABLES, plan_table

@@ -11,7 +11,7 @@ from typing import TypedDict, cast
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.writer_state import compact_writer_state
+from tasks.writer.state import compact_writer_state
 from warehouse import layout
 from warehouse.damage import collect_damage
 from warehouse.errors import ObjectNotFoundError

@@ -6,7 +6,7 @@ one ``log/story_changes`` row per moved article (kind ``merge``: ``story_id`` is
 ``other_story_id`` the merged-away story, which becomes an alias; kind ``split``: ``story_id`` is
 the new half and ``other_story_id`` the story it left), and commits with the cluster writer's
 If-Match on the checkpoint. A repair and a cluster run of one language never both commit: the
-second put loses with 412 (:class:`tasks.cluster.WriterFencedError`).
+second put loses with 412 (:class:`tasks.errors.WriterFencedError`).
 
 A split keeps the story id with the half holding the story's representative, the headline the
 pages show: the ``representative_id`` of the story snapshot that was live at the repair's ``now``
@@ -24,20 +24,15 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NotRequired, TypedDict, cast
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.cluster import (
-    KEPT_STATES,
-    WriterFencedError,
-    commit_writer,
-    load_writer_state,
-    open_writer,
-    with_damage,
-)
+from tasks.errors import WriterFencedError
 from tasks.registry import load_registry
+from tasks.writer.kept import KeptStates
+from tasks.writer.run import WriterSummary, with_damage
+from tasks.writer.session import commit, load, release
 from transforms.clustering import RepairParams, repair_stories
 from transforms.records import StoryChange
 from warehouse.damage import collect_damage
@@ -46,17 +41,6 @@ from warehouse.store import ObjectStore
 
 log = logging.getLogger(__name__)
 
-
-class RepairSummary(TypedDict):
-    """What one language's repair did: whether it committed, its merges and splits, the offset it
-    committed at, and (when any) the objects it could not read (``damaged``, issue 16)."""
-
-    language: str
-    committed: bool
-    merge: int
-    split: int
-    offset: NotRequired[int]
-    damaged: NotRequired[list[dict[str, str]]]
 
 SNAPSHOT_SEARCH_VERSIONS = 20
 """Most story snapshot versions read back from the live one to find the one live at ``now``."""
@@ -114,7 +98,7 @@ class RepairInputsOnce:
 
 
 def repair_language(store: ObjectStore, language: str, now: datetime, params: RepairParams | None = None,
-                    inputs: RepairInputsOnce | None = None) -> RepairSummary:
+                    inputs: RepairInputsOnce | None = None, kept: KeptStates | None = None) -> WriterSummary:
     """Merge and split this language's recently active stories and commit, fenced. Returns a summary.
 
     A split keeps the id with the half holding the representative of the story snapshot live at
@@ -124,24 +108,24 @@ def repair_language(store: ObjectStore, language: str, now: datetime, params: Re
 
     Args:
         inputs: The flow run's shared reader of the snapshot and registry (one of its own by default).
+        kept: The owner's writer states kept in memory (a long-running process), if any.
     """
     with collect_damage() as damaged:
-        summary = _repair_language(store, language, now, params, inputs or RepairInputsOnce())
-    return cast("RepairSummary", with_damage(cast("dict[str, object]", summary), damaged))
+        summary = _repair_language(store, language, now, params, inputs or RepairInputsOnce(), kept)
+    return with_damage(summary, damaged)
 
 
 def _repair_language(store: ObjectStore, language: str, now: datetime, params: RepairParams | None,
-                     inputs: RepairInputsOnce) -> RepairSummary:
-    checkpoint, etag = open_writer(store, language)
-    if checkpoint.state_key is None:
+                     inputs: RepairInputsOnce, kept: KeptStates | None) -> WriterSummary:
+    session = load(store, language, kept)
+    if session.checkpoint.state_key is None:
         return {"language": language, "committed": False, "merge": 0, "split": 0}
     shared = inputs(store, now)
-    clusterer, seen = KEPT_STATES.take(store, language, etag) or load_writer_state(store, language, checkpoint)
-    repairs = repair_stories(clusterer, now, params, shared.representatives, shared.authority)
+    repairs = repair_stories(session.clusterer, now, params, shared.representatives, shared.authority)
     if not repairs:  # nothing applied, nothing changed: the state in memory is still the stored one
-        KEPT_STATES.put(store, language, etag, clusterer, seen)
+        release(session)
         return {"language": language, "committed": False, "merge": 0, "split": 0}
-    offset = checkpoint.offset
+    offset = session.offset
     changes: list[StoryChange] = []
     kinds: Counter[str] = Counter()
     for r in repairs:
@@ -150,8 +134,7 @@ def _repair_language(store: ObjectStore, language: str, now: datetime, params: R
         for article_id, copy_of in r.moved:
             changes.append(StoryChange.at(language, offset + len(changes), r.kind, target, article_id=article_id,
                                           copy_of=copy_of, other_story_id=source, score=r.score, changed_at=now))
-    new_offset = commit_writer(store, language, etag, offset, changes, clusterer, seen,
-                               list(checkpoint.consumed), now, chain=checkpoint.chain)
+    new_offset = commit(session, changes, now).offset
     log.info("repair_committed language=%s merges=%d splits=%d offset=%d", language, kinds["merge"],
              kinds["split"], new_offset)
     return {"language": language, "committed": True, "offset": new_offset, "merge": kinds["merge"],
@@ -161,5 +144,5 @@ def _repair_language(store: ObjectStore, language: str, now: datetime, params: R
 @task(name="repair_language", retries=1, retry_delay_seconds=2, timeout_seconds=900, cache_policy=NO_CACHE,
       retry_condition_fn=lambda task, run, state: not isinstance(state.result(raise_on_failure=False), WriterFencedError))
 def repair_language_task(store: ObjectStore, language: str, now: datetime,
-                         inputs: RepairInputsOnce | None = None) -> RepairSummary:
-    return repair_language(store, language, now, inputs=inputs)
+                         inputs: RepairInputsOnce | None = None, kept: KeptStates | None = None) -> WriterSummary:
+    return repair_language(store, language, now, inputs=inputs, kept=kept)

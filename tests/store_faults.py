@@ -19,7 +19,6 @@ from typing import Any, Literal
 from pipeline_harness import START
 
 from replay.site import ReplaySite
-from tasks.cluster import cluster_language, languages_in_log
 from tasks.ingest.commit import commit_ingest
 from tasks.ingest.plan import plan_due_feeds
 from tasks.ingest.poll import poll_shard
@@ -28,6 +27,7 @@ from tasks.rank.publish import publish_all
 from tasks.registry import import_publishers
 from tasks.replay_control import download_publishers_csv
 from tasks.settings import IngestSettings, RankSettings
+from tasks.writer.run import cluster_language, languages_in_log
 from warehouse import layout
 from warehouse.snapshots import list_live_pages, read_pointer, read_stories_pointer
 from warehouse.store import ObjectStore

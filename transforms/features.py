@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 
 from newsroom.times import parse_iso_datetime
 from transforms.embedding import EMBEDDING_MODEL_ID, LEGACY_EMBEDDING_MODEL_ID
+from transforms.records import ArticleRow
 from transforms.signatures import (
     SIGNATURE_VERSION,
     copy_shingles,
@@ -454,4 +455,32 @@ def features_from_row(row: Mapping[str, object]) -> ArticleFeatures:
         signature_version=version,
         # A row written before the id was stored names none: the legacy model (issue 33).
         embedding_model=None if embedding is None else str(row.get("embedding_model") or LEGACY_EMBEDDING_MODEL_ID),
+    )
+
+
+def features_of_row(row: ArticleRow) -> ArticleFeatures:
+    """The features a stored article row holds: a view sharing the row's values (its tuples as they
+    are), not a copy rebuilt value by value as :func:`features_from_row` builds one from a mapping.
+
+    Raises:
+        ValueError: If the row's signature version is not the current one.
+    """
+    if row.signature_version != SIGNATURE_VERSION:
+        raise ValueError(f"signature version {row.signature_version!r} is not {SIGNATURE_VERSION!r}; "
+                         "recompute the features")
+    return ArticleFeatures(
+        article_id=row.article_id,
+        language=row.language,
+        first_seen_at=row.first_seen_at.astimezone(UTC),
+        publisher_id=row.publisher_id,
+        title=row.title,
+        simhash=row.simhash,
+        minhash=row.minhash,
+        terms=row.terms,
+        term_weights=row.term_weights,
+        entities=row.entities,
+        embedding=row.embedding,
+        signature_version=row.signature_version,
+        # A row written before the id was stored names none: the legacy model (issue 33).
+        embedding_model=None if row.embedding is None else (row.embedding_model or LEGACY_EMBEDDING_MODEL_ID),
     )

@@ -21,10 +21,33 @@ changed in place, so what a shard or a writer returns is what the commit writes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
+
+
+class ColumnTable(Protocol):
+    """A table read column by column (a ``pyarrow.Table``): no pyarrow import here."""
+
+    def to_pydict(self) -> dict[str, list[Any]]: ...
+
+
+def _columns_of(table: ColumnTable, names: Sequence[str], lists: Sequence[str]) -> list[Sequence[object]]:
+    """``table``'s columns ``names`` as Python values, list cells as tuples (a null stays None), and
+    a column the table lacks (older files) as nulls."""
+    data = table.to_pydict()
+    rows = len(next(iter(data.values()), []))
+    columns: list[Sequence[object]] = []
+    for name in names:
+        column = data.get(name)
+        if column is None:
+            columns.append([None] * rows)
+        elif name in lists:
+            columns.append([None if v is None else tuple(v) for v in column])
+        else:
+            columns.append(column)
+    return columns
 
 
 def _row_of(record: object) -> dict[str, object]:
@@ -139,10 +162,24 @@ class ArticleRow:
     def from_row(cls, row: Mapping[str, Any]) -> ArticleRow:
         """The record of one ``ARTICLES_SCHEMA`` row as pyarrow gives it (lists become tuples)."""
         values = {f.name: row.get(f.name) for f in fields(cls)}
-        for name in ("categories", "minhash", "terms", "term_weights", "entities", "embedding"):
+        for name in _ARTICLE_LISTS:
             if values[name] is not None or name != "embedding":
                 values[name] = tuple(values[name] or ())
         return cls(**values)
+
+    @classmethod
+    def from_table(cls, table: ColumnTable) -> list[ArticleRow]:
+        """The records of an ``ARTICLES_SCHEMA`` table, in its order, as :meth:`from_row` reads
+        each row, read a column at a time."""
+        columns = _columns_of(table, _ARTICLE_COLUMNS, _ARTICLE_LISTS)
+        for at, name in enumerate(_ARTICLE_COLUMNS):
+            if name in _ARTICLE_LISTS and name != "embedding":
+                columns[at] = [() if v is None else v for v in columns[at]]
+        return [cls(*values) for values in zip(*columns, strict=True)]
+
+
+_ARTICLE_COLUMNS = tuple(f.name for f in fields(ArticleRow))
+_ARTICLE_LISTS = ("categories", "minhash", "terms", "term_weights", "entities", "embedding")
 
 
 ChangeKind = Literal["new_story", "assign", "copy", "version", "merge", "split"]
@@ -188,6 +225,25 @@ class StoryChange:
     def to_row(self) -> dict[str, object]:
         """The row for ``STORY_CHANGES_SCHEMA``."""
         return _row_of(self)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> StoryChange:
+        """The record of one ``STORY_CHANGES_SCHEMA`` row as pyarrow gives it.
+
+        >>> change = StoryChange.at("en", 7, "assign", "s1", article_id="a1", score=0.5,
+        ...                         changed_at=datetime(2026, 12, 1))
+        >>> StoryChange.from_row(change.to_row()) == change
+        True
+        """
+        return cls(*(row[name] for name in _CHANGE_COLUMNS))
+
+    @classmethod
+    def from_table(cls, table: ColumnTable) -> list[StoryChange]:
+        """The records of a ``STORY_CHANGES_SCHEMA`` table, in its order, read a column at a time."""
+        return [cls(*values) for values in zip(*_columns_of(table, _CHANGE_COLUMNS, ()), strict=True)]
+
+
+_CHANGE_COLUMNS = tuple(f.name for f in fields(StoryChange))
 
 
 @dataclass(frozen=True, slots=True)

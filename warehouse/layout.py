@@ -129,11 +129,6 @@ def state_object_offset(key: str) -> int | None:
     return None
 
 
-def legacy_story_state_key(language: str, offset: int) -> str:
-    """Where a state blob written as gzip JSON (before Zstandard) sits; such blobs still load."""
-    return state_key_to_legacy(story_state_key(language, offset))
-
-
 def state_key_to_legacy(key: str) -> str:
     """Where the blob of a (Zstandard) state key sits if it was written as gzip JSON.
 

@@ -10,7 +10,7 @@ remember what they read (the profiles fold, by click id) never see a row twice u
 
 Only committed story changes are compacted: a change segment at or past its language writer's
 checkpoint offset was left by a run that died before its checkpoint, and the writer's restart
-rolls it forward by finding it under its own key (``tasks.cluster.open_writer``).
+rolls it forward by finding it under its own key (``tasks.writer.checkpoint.open_writer``).
 
 Rank's story aggregates (issue 15) are a consumer too: they fold article, listing and change
 segments they have not read, and never read compacted ones, so once they exist a segment is

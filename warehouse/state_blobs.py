@@ -2,7 +2,7 @@
 
 Written as Zstandard (level 1) of compact JSON with sorted keys, so the same state is the same
 bytes; each blob's key carries a hash of them (``layout.story_state_key``), and fencing is the
-change segment and the checkpoint's conditional put (``tasks.cluster.commit_writer``). Read by its magic number: Zstandard, or gzip as every state was written before (those
+change segment and the checkpoint's conditional put (``tasks.writer.session.commit``). Read by its magic number: Zstandard, or gzip as every state was written before (those
 still load). Any ``zstd -d`` reads the blobs; the frame header carries the decompressed size.
 
 Why not gzip: at 50,000 active stories a state is about 380 MB of JSON, which gzip level 9 took
@@ -17,7 +17,7 @@ import gzip
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -40,7 +40,7 @@ def _default(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-def encode_state(state: dict[str, Any]) -> bytes:
+def encode_state(state: Mapping[str, object]) -> bytes:
     """``state`` as compact, key-sorted JSON in one Zstandard frame (deterministic bytes).
 
     A writer state has no NaN or infinity (orjson would write them as null, and the load would
@@ -76,7 +76,7 @@ def zstd_content_size(data: bytes) -> int:
     return size + 256 if size_bytes == 2 else size
 
 
-def decode_state(data: bytes) -> dict[str, Any]:
+def decode_state(data: bytes) -> Mapping[str, object]:
     """The state a blob holds, whether written as Zstandard (now) or gzip (before).
 
     Raises:
@@ -194,11 +194,32 @@ LIST_LENGTH_COLUMNS = {"years": "years_len", "centroid_terms": "centroid_terms_l
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 
 
+class StateHeader(TypedDict, total=False):
+    """The JSON header of a version 4 state object: the commit that stored it, for a delta the
+    chain before it, and the state's own scalars (the clusterer's meta, which the writer reads:
+    ``transforms.clustering.columns.state_meta``; only ``df_replaced`` concerns a fold)."""
+
+    format: str
+    kind: str
+    """``base`` or ``delta``."""
+    offset: int
+    consumed: list[str]
+    updated_at: str
+    base: str
+    parents: list[str]
+    folds: list[str]
+    """A base a compaction wrote: the chain it folds."""
+    tables: list[str]
+    table_bytes: list[int]
+    df_replaced: bool
+    """Whether the ``df`` table restates every term's count (a base), not only the terms counted."""
+
+
 @dataclass(slots=True)
 class StateObject:
     """A decoded version 4 state object: its header and its tables (Arrow)."""
 
-    header: dict[str, Any]
+    header: StateHeader
     tables: dict[str, pa.Table]
 
 
@@ -250,7 +271,7 @@ def is_state_object(data: bytes) -> bool:
     return data[:len(STATE_OBJECT_MAGIC)] == STATE_OBJECT_MAGIC
 
 
-def read_state_header(data: bytes) -> dict[str, Any]:
+def read_state_header(data: bytes) -> StateHeader:
     """The header of a version 4 state object, without reading its tables.
 
     Raises:
@@ -305,15 +326,6 @@ def decode_state_object(data: bytes) -> StateObject:
     return StateObject(header, tables)
 
 
-def verify_state_object(data: bytes) -> None:
-    """Check a version 4 state object reads whole (for ``newsroom health`` and the doctor).
-
-    Raises:
-        StateBlobError: If it does not.
-    """
-    decode_state_object(data)
-
-
 def _strings(array: pa.Array | pa.ChunkedArray, vocabulary: dict[str, str]) -> list[Any]:
     """A string column as Python strings, one object per distinct value across every column
     decoded with the same ``vocabulary`` (a term in a thousand centroids is one string)."""
@@ -343,10 +355,15 @@ def _binary_matrix(array: pa.Array | pa.ChunkedArray, width: int) -> npt.NDArray
     return raw.reshape(n, width).astype(np.uint32)
 
 
-def table_to_columns(table: pa.Table, vocabulary: dict[str, str], signature_width: int = 128) -> dict[str, Any]:
+TableColumn = list[Any] | npt.NDArray[Any]
+"""One column of a state table as read: Python values, or a numpy array of numbers."""
+
+
+def table_to_columns(table: pa.Table, vocabulary: dict[str, str], signature_width: int = 128
+                     ) -> dict[str, TableColumn]:
     """A state table as flat columns (the inverse of :func:`columns_to_table`): strings shared
     through ``vocabulary``, numbers as numpy arrays, list columns as flat values plus lengths."""
-    out: dict[str, Any] = {}
+    out: dict[str, TableColumn] = {}
     for field in table.schema:
         column = table.column(field.name)
         if pa.types.is_list(field.type) or pa.types.is_large_list(field.type):
@@ -437,7 +454,7 @@ def fold_states(base: StateObject, deltas: Sequence[StateObject], seen_kept: int
         schema = STATE_TABLE_SCHEMAS[name]
         return frame.select([f.name for f in schema]).to_arrow().cast(schema)
 
-    header = {**objects[-1].header, "kind": "base", "df_replaced": True}
+    header: StateHeader = {**objects[-1].header, "kind": "base", "df_replaced": True}
     for key in ("base", "parents"):
         header.pop(key, None)
     empty = {name: STATE_TABLE_SCHEMAS[name].empty_table() for name in ("norms", "dropped_stories", "dropped_recent")}

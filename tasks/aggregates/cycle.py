@@ -39,7 +39,7 @@ from tasks.aggregates.logs import (
 from tasks.aggregates.members import AggregateSummary, AggregateView, MemberSource, Registry, read_registry
 from tasks.crashpoints import crash_point
 from tasks.settings import RankSettings
-from tasks.writer_state import paused_gc
+from tasks.writer.state import paused_gc
 from transforms.embedding import EMBEDDING_MODEL_ID, is_current_embedding
 from transforms.story_aggregates import MEMBER_FIELDS, ROW_FIELDS, AggregateRules, FoldRow, MemberRow
 from transforms.story_fold import (

@@ -21,8 +21,9 @@ import yaml
 from repair_corpus import T0, two_event_stream, write_articles
 
 from flows.health import check_health
-from tasks.cluster import WriterFencedError, commit_writer, load_writer_state, open_writer
+from tasks.errors import WriterFencedError
 from tasks.settings import current_settings, use_settings
+from tasks.writer.session import commit, load
 from transforms.records import StoryChange
 from warehouse import layout
 from warehouse.schemas import ARTICLES_SCHEMA, PUBLISHERS_SCHEMA
@@ -129,12 +130,11 @@ def test_a_fenced_writer_runs_the_alert(deployed: None, tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "store")
     write_articles(store, two_event_stream()[:2])
     now = T0 + timedelta(minutes=5)
-    checkpoint, etag = open_writer(store, "en")
-    clusterer, seen = load_writer_state(store, "en", checkpoint)
+    session = load(store, "en")
     decisions = [StoryChange.at("en", 0, "new_story", "s-first", article_id="m0", score=1.0, changed_at=T0)]
-    commit_writer(store, "en", etag, 0, decisions, clusterer, seen, [], now)
+    commit(session, decisions, now)
     with pytest.raises(WriterFencedError):  # a second writer of en, from the same checkpoint
-        commit_writer(store, "en", etag, 0, decisions, clusterer, seen, [], now + timedelta(minutes=1))
+        commit(session, decisions, now + timedelta(minutes=1))
     alert = _wait_for_alert("writer_fenced")
     assert alert["subject"] == "en" and "moved by another writer" in alert["detail"]
     assert json.loads(store.get(layout.story_checkpoint_key("en")).data)["offset"] == 1

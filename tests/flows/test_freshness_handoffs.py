@@ -22,12 +22,12 @@ from corpus_paths import CLUSTERING_CORPORA
 from repair_corpus import PUBLISHERS, bern, mannheim
 
 from flows.rank import rank_and_publish, rank_service
-from tasks.cluster import cluster_language
 from tasks.rank.publish import publish_all
 from tasks.registry import import_publishers
 from tasks.services import LIMIT_NAMES, one_pass_at_a_time, request_stop, write_heartbeat
 from tasks.settings import FreshnessSettings, current_settings, get_rank_settings, use_settings
 from tasks.storage import configured_store
+from tasks.writer.run import cluster_language
 from transforms.features import features_from_text, features_to_row
 from warehouse import layout
 from warehouse.schemas import ARTICLES_SCHEMA

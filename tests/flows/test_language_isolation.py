@@ -18,8 +18,9 @@ from repair_corpus import (
 )
 
 from flows.cluster import cluster_stories
+from flows.errors import CycleStepsFailedError, LanguagesFailedError
 from flows.repair import repair_stories
-from tasks.cluster import cluster_language
+from tasks.writer.run import cluster_language
 from transforms.clustering import ClusterParams
 from warehouse import layout
 
@@ -35,7 +36,7 @@ def test_an_odd_language_in_the_log_does_not_stop_the_other_writers(prefect_harn
         write_articles(store, [("a0", UNRELATED_TEXT, 0, "pub0")], language="aa")
         write_articles(store, [("m0", mannheim(0), 0, "pub1")], language="en us")  # as ingested before
         write_articles(store, [("z0", UNRELATED_TEXT, 1, "pub2")], language="zh")
-        with pytest.raises(RuntimeError, match=r"cluster failed for 1 of 3 languages: 'en us': ValueError"):
+        with pytest.raises(LanguagesFailedError, match=r"cluster failed for 1 of 3 languages: 'en us': ValueError"):
             cluster_stories(now=(T0 + timedelta(minutes=5)).isoformat())
         assert sorted(c["article_id"] for c in changes_of(store)) == ["a0", "z0"]
 
@@ -47,7 +48,7 @@ def test_a_failing_writer_does_not_stop_the_languages_after_it(prefect_harness: 
         write_articles(store, stream)
         # German's writer state is unreadable: its run fails.
         break_writer_state(store, "de")
-        with pytest.raises(RuntimeError, match=r"cluster failed for 1 of 2 languages: 'de': "
+        with pytest.raises(LanguagesFailedError, match=r"cluster failed for 1 of 2 languages: 'de': "
                            r"CorruptObjectError: unreadable writer state: StateBlobError"):
             cluster_stories(now=(T0 + timedelta(minutes=30)).isoformat(), languages=["de", "en"])
         assert sorted(final_story(changes_of(store))) == sorted(a for a, *_ in stream)
@@ -75,7 +76,7 @@ def test_the_repair_flow_repairs_the_languages_after_a_failing_one(prefect_harne
         write_articles(store, two_event_stream())
         mixing = ClusterParams(join_threshold=0.0, date_conflict_penalty=0.0, year_conflict_penalty=0.0)
         cluster_language(store, "en", T0 + timedelta(minutes=15), params=mixing)
-        with pytest.raises(RuntimeError, match=r"repair failed for 1 of 2 languages: 'en us': ValueError"):
+        with pytest.raises(LanguagesFailedError, match=r"repair failed for 1 of 2 languages: 'en us': ValueError"):
             repair_stories(now=(T0 + timedelta(minutes=20)).isoformat(), languages=["en us", "en"])
         splits = [c for c in changes_of(store) if c["kind"] == "split"]
         assert splits and {c["language"] for c in splits} == {"en"}
@@ -95,7 +96,7 @@ def test_a_cycle_goes_on_to_rank_when_one_language_fails(prefect_harness: None, 
         write_articles(store, stream)
         write_articles(store, [("d0", UNRELATED_TEXT, 2, "pub0")], language="de")
         break_writer_state(store, "de")
-        with pytest.raises(RuntimeError, match=r"pipeline cycle steps failed: cluster: .*'de': "
+        with pytest.raises(CycleStepsFailedError, match=r"pipeline cycle steps failed: cluster: .*'de': "
                            r"CorruptObjectError: unreadable writer state: StateBlobError"):
             pipeline_cycle(now=(T0 + timedelta(minutes=30)).isoformat())
         assert sorted(final_story(changes_of(store))) == sorted(a for a, *_ in stream)  # en clustered

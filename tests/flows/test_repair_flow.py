@@ -11,7 +11,7 @@ from pipeline_harness import pipeline_env
 from repair_corpus import changes_of, final_story, two_event_stream, write_articles
 
 from flows.repair import repair_stories
-from tasks.cluster import cluster_language
+from tasks.writer.run import cluster_language
 from transforms.clustering import ClusterParams
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

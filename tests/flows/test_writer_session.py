@@ -11,8 +11,9 @@ from pipeline_harness import pipeline_env
 from repair_corpus import T0, break_writer_state, changes_of, final_story, two_event_stream, write_articles
 
 from flows.cluster import cluster_writer_session
-from tasks.cluster import cluster_language
+from flows.errors import WriterRunsFailedError
 from tasks.repair import repair_language
+from tasks.writer.run import cluster_language
 from transforms.clustering import ClusterParams
 from warehouse.store import LocalStore, ObjectStore
 
@@ -52,7 +53,7 @@ def test_one_language_failing_does_not_stop_the_others(prefect_harness: None, st
         write_articles(store, stream)
         # German's writer state is unreadable: every German run fails.
         break_writer_state(store, "de")
-        with pytest.raises(RuntimeError, match="2 of 4 writer runs failed: "
+        with pytest.raises(WriterRunsFailedError, match="2 of 4 writer runs failed: "
                                                "CorruptObjectError: unreadable writer state: StateBlobError"):
             cluster_writer_session(languages=["de", "en"], minutes=4, every_seconds=120, start=T0.isoformat())
         assigned = {c["article_id"] for c in changes_of(store)}

@@ -17,16 +17,13 @@ from fastapi.testclient import TestClient
 from repair_corpus import PUBLISHERS, T0, changes_of, final_story, mannheim, two_event_stream, write_articles
 
 from serving.app import create_app
-from tasks.cluster import (
-    KEPT_STATES,
-    WriterFencedError,
-    cluster_language,
-    keep_states_in_memory,
-    load_writer_state,
-    open_writer,
-)
+from tasks.errors import WriterFencedError
 from tasks.registry import import_publishers
 from tasks.repair import repair_language
+from tasks.writer.checkpoint import open_writer
+from tasks.writer.kept import KeptStates, keep_states_in_memory
+from tasks.writer.run import cluster_language
+from tasks.writer.session import load_writer_state
 from transforms.clustering import ClusterParams, LanguageClusterer
 from transforms.features import features_from_text, features_to_row
 from transforms.pages import build_story, resolve_aliases
@@ -292,32 +289,31 @@ class _CountingStore(LocalStore):
         return super().get(key)
 
 
-def _writer_sequence(store: ObjectStore, other: ObjectStore) -> list[dict[str, Any]]:
+def _writer_sequence(store: ObjectStore, other: ObjectStore, kept: KeptStates | None = None) -> list[dict[str, Any]]:
     """Cluster runs, a run with nothing new, a repair, and a commit by another process's writer."""
     stream = two_event_stream()
     out = []
     write_articles(store, stream[:4])
-    out.append(cluster_language(store, "en", T0 + timedelta(minutes=5)))
+    out.append(cluster_language(store, "en", T0 + timedelta(minutes=5), kept=kept))
     write_articles(store, stream[4:8])
-    out.append(cluster_language(store, "en", T0 + timedelta(minutes=20)))
-    out.append(cluster_language(store, "en", T0 + timedelta(minutes=21)))
-    out.append(repair_language(store, "en", T0 + timedelta(minutes=30)))
+    out.append(cluster_language(store, "en", T0 + timedelta(minutes=20), kept=kept))
+    out.append(cluster_language(store, "en", T0 + timedelta(minutes=21), kept=kept))
+    out.append(repair_language(store, "en", T0 + timedelta(minutes=30), kept=kept))
     write_articles(store, stream[8:10])
     out.append(cluster_language(other, "en", T0 + timedelta(minutes=40)))  # another writer commits
     write_articles(store, stream[10:])
-    out.append(cluster_language(store, "en", T0 + timedelta(minutes=50)))
+    out.append(cluster_language(store, "en", T0 + timedelta(minutes=50), kept=kept))
     return out
 
 
 def test_a_kept_state_is_reused_only_while_the_checkpoint_is_still_its_own(tmp_path: Path) -> None:
     store = _CountingStore(tmp_path / "kept")
     with keep_states_in_memory() as kept:
-        summaries = _writer_sequence(store, LocalStore(tmp_path / "kept"))
+        summaries = _writer_sequence(store, LocalStore(tmp_path / "kept"), kept)
         # Runs 2, 3 and the repair reuse the state the previous run left; the last run finds the
         # checkpoint moved by the other writer and loads the state that writer stored.
         assert kept.hits == 3
         assert store.state_reads == 1
-    assert KEPT_STATES.hits == 3 and not KEPT_STATES.enabled
     reference = _CountingStore(tmp_path / "reference")
     assert _writer_sequence(reference, LocalStore(tmp_path / "reference")) == summaries
     assert reference.state_reads == 4  # without keeping: every run after the first loads
@@ -332,7 +328,7 @@ def test_a_fenced_run_does_not_keep_its_state(tmp_path: Path) -> None:
     stream = two_event_stream()
     with keep_states_in_memory() as kept:
         write_articles(store, stream[:4])
-        cluster_language(store, "en", T0 + timedelta(minutes=5))
+        cluster_language(store, "en", T0 + timedelta(minutes=5), kept=kept)
         write_articles(store, stream[4:])
         checkpoint = store.get(layout.story_checkpoint_key("en"))
         # Another writer commits between this writer's read of the checkpoint and its commit.
@@ -345,28 +341,28 @@ def test_a_fenced_run_does_not_keep_its_state(tmp_path: Path) -> None:
 
         store.put = racing_put  # type: ignore[method-assign]
         try:
-            cluster_language(store, "en", T0 + timedelta(minutes=20))
+            cluster_language(store, "en", T0 + timedelta(minutes=20), kept=kept)
         except WriterFencedError:
             pass
         else:
             raise AssertionError("the second commit must be fenced")
         store.put = original_put  # type: ignore[method-assign]
         reads = store.state_reads
-        assert cluster_language(store, "en", T0 + timedelta(minutes=21))["committed"] is False
+        assert cluster_language(store, "en", T0 + timedelta(minutes=21), kept=kept)["committed"] is False
         assert store.state_reads == reads + 1 and kept.hits == 1  # loaded again, not the fenced state
     assert sorted(final_story(changes_of(store))) == sorted(a for a, _, _, _ in stream)
 
 
-def _other_language_then_more(store: ObjectStore) -> list[dict[str, Any]]:
+def _other_language_then_more(store: ObjectStore, kept: KeptStates | None = None) -> list[dict[str, Any]]:
     """A run that consumes only another language's segment (a commit with no change), then more."""
     stream = two_event_stream()
     write_articles(store, stream[:6])
-    out = [cluster_language(store, "en", T0 + timedelta(minutes=11))]
+    out = [cluster_language(store, "en", T0 + timedelta(minutes=11), kept=kept)]
     write_articles(store, [("de0", "Der Streik der Lokführer ist beendet, die Züge fahren wieder.", 70, "pub1")],
                    language="de")
-    out.append(cluster_language(store, "en", T0 + timedelta(minutes=75)))
+    out.append(cluster_language(store, "en", T0 + timedelta(minutes=75), kept=kept))
     write_articles(store, [(a, t, m + 70, p) for a, t, m, p in stream[6:]])
-    out.append(cluster_language(store, "en", T0 + timedelta(minutes=90)))
+    out.append(cluster_language(store, "en", T0 + timedelta(minutes=90), kept=kept))
     return out
 
 
@@ -375,7 +371,7 @@ def test_a_commit_with_no_change_stores_what_its_expiry_changed_and_keeps_it(tmp
     # the state in memory is the stored one and the next run reuses it.
     store = _CountingStore(tmp_path / "kept")
     with keep_states_in_memory() as kept:
-        summaries = _other_language_then_more(store)
+        summaries = _other_language_then_more(store, kept)
         assert summaries[1]["committed"] is True and summaries[1]["articles"] == 0
         assert summaries[1]["state_kind"] == "delta"
         assert kept.hits == 2 and store.state_reads == 0

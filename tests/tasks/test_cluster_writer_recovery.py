@@ -13,16 +13,11 @@ from pathlib import Path
 import pytest
 from repair_corpus import T0, changes_of, final_story, mannheim, two_event_stream, write_articles
 
-from tasks.cluster import (
-    STATE_KEY_METADATA,
-    WriterFencedError,
-    cluster_language,
-    commit_writer,
-    languages_in_log,
-    load_writer_state,
-    open_writer,
-)
-from tasks.writer_state import compact_writer_state, load_chain
+from tasks.errors import WriterFencedError
+from tasks.writer.checkpoint import STATE_KEY_METADATA, open_writer
+from tasks.writer.run import cluster_language, languages_in_log
+from tasks.writer.session import commit, load
+from tasks.writer.state import compact_writer_state, load_chain
 from transforms.records import StoryChange
 from warehouse import layout
 from warehouse.maintenance import prune_writer_states
@@ -140,18 +135,17 @@ def test_a_writer_that_loses_the_change_segment_to_other_decisions_is_fenced(tmp
     store = LocalStore(tmp_path / "store")
     write_articles(store, two_event_stream()[:2])
     now = T0 + timedelta(minutes=5)
-    checkpoint, etag = open_writer(store, "en")
-    clusterer, seen = load_writer_state(store, "en", checkpoint)
+    session = load(store, "en")
 
-    def decisions(story_id: str) -> list[dict[str, object]]:
+    def decisions(story_id: str) -> list[StoryChange]:
         return [StoryChange.at("en", 0, "new_story", story_id, article_id="m0", score=1.0, changed_at=T0)]
 
-    commit_writer(store, "en", etag, 0, decisions("s-first"), clusterer, seen, [], now)
+    commit(session, decisions("s-first"), now)
     with pytest.raises(WriterFencedError, match="changes of en at 0"):
-        commit_writer(store, "en", etag, 0, decisions("s-other"), clusterer, seen, [], now + timedelta(minutes=1))
+        commit(session, decisions("s-other"), now + timedelta(minutes=1))
     # The same decisions from the same checkpoint lose only the checkpoint's If-Match.
     with pytest.raises(WriterFencedError, match="checkpoint of en moved"):
-        commit_writer(store, "en", etag, 0, decisions("s-first"), clusterer, seen, [], now + timedelta(minutes=1))
+        commit(session, decisions("s-first"), now + timedelta(minutes=1))
     assert [c["story_id"] for c in changes_of(store)] == ["s-first"]
     assert _checkpoint(store)["offset"] == 1
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from repair_corpus import T0, changes_of, final_story, two_event_stream, write_articles
 
-from tasks.cluster import cluster_language
 from tasks.registry import import_publishers
 from tasks.repair import RepairInputsOnce, published_representatives, repair_language
+from tasks.writer.run import cluster_language
 from transforms.clustering import ClusterParams
 from warehouse.duck import connect, load_sql
 from warehouse.snapshots import publish_stories

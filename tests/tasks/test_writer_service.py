@@ -1,4 +1,4 @@
-"""The long-running writer (tasks/writer_service.py, issue 15): segments consumed as they land,
+"""The long-running writer (tasks/writer/service.py, issue 15): segments consumed as they land,
 the same decisions as per-minute runs, the state kept between batches, compaction adopted, and a
 second writer fenced."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 from repair_corpus import T0, changes_of, final_story, two_event_stream, write_articles
 
-from tasks.cluster import cluster_language
-from tasks.writer_service import serve_language_writers
+from tasks.writer.run import cluster_language
+from tasks.writer.service import serve_language_writers
 from warehouse import layout
 from warehouse.store import LocalStore
 
@@ -119,7 +119,7 @@ def test_a_repair_commits_a_delta_on_the_writer_chain(tmp_path: Path) -> None:
 
 
 def test_a_long_running_writer_for_every_language_finds_a_new_one_as_it_lands(tmp_path: Path) -> None:
-    from tasks.writer_service import serve_language_writers
+    from tasks.writer.service import serve_language_writers
 
     store = LocalStore(tmp_path / "store")
     stream = two_event_stream()

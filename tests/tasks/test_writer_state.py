@@ -1,4 +1,4 @@
-"""The writer's state as a base and per-run deltas (tasks/writer_state.py, issue 15): a chain folds
+"""The writer's state as a base and per-run deltas (tasks/writer/state.py, issue 15): a chain folds
 to exactly the state that wrote it, and a writer rebuilt from it decides as the one that never
 stopped."""
 
@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from tasks.writer_state import columns_of
+from tasks.writer.state import columns_of
 from transforms.clustering import ClusterParams, LanguageClusterer, repair_stories
 from transforms.clustering.columns import clusterer_from_columns, mark_committed, state_changes, state_columns
 from transforms.features import ArticleFeatures

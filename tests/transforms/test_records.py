@@ -11,8 +11,10 @@ import pyarrow as pa
 import pytest
 
 from serving.models import SourcePublic, StoryPublic
+from transforms.features import features_from_row, features_of_row
 from transforms.ranking import RANKED_COLUMNS
 from transforms.records import ArticleRow, FeedState, PageSource, PageStory, RankedStory, StoryChange
+from transforms.signatures import SIGNATURE_VERSION
 from warehouse.schemas import ARTICLES_SCHEMA, FEED_STATE_SCHEMA, STORY_CHANGES_SCHEMA
 
 _SCALARS: dict[type, tuple[typing.Callable[[pa.DataType], bool], ...]] = {
@@ -69,6 +71,58 @@ def test_a_story_change_round_trips_through_its_table() -> None:
     row = pa.Table.from_pylist([change.to_row()], schema=STORY_CHANGES_SCHEMA).to_pylist()[0]
     assert StoryChange(**row) == change
     assert row["change_id"] == "en:41"
+
+
+def _article_rows() -> list[ArticleRow]:
+    at = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    base = ArticleRow(article_id="a1", version=2, content_hash="h1", url="https://x.test/1", canonical_url="https://x.test/1",
+                      feed_id="f", publisher_id="p", language="en", region="US", title="Strike ends", snippet="The strike",
+                      image_url=None, author="A. Writer", section="business", categories=("labour", "rail"),
+                      is_opinion=False, published_at=at, first_seen_at=at, simhash=2**63 + 5, minhash=(1, 2**32 - 1),
+                      terms=("strike", "rail"), term_weights=(0.5, 0.25), entities=("Deutsche Bahn",),
+                      embedding=(0.125, -0.5), signature_version=SIGNATURE_VERSION, section_guess="business",
+                      embedding_model="model-x")
+    bare = dataclasses.replace(base, article_id="a2", categories=(), published_at=None, embedding=None,
+                               embedding_model=None, implausible_published_at=at, section_guess=None)
+    return [base, bare]
+
+
+def test_article_rows_read_back_from_their_table_as_written() -> None:
+    rows = _article_rows()
+    table = pa.Table.from_pylist([r.to_row() for r in rows], schema=ARTICLES_SCHEMA)
+    assert ArticleRow.from_table(table) == rows
+    assert [ArticleRow.from_row(r) for r in table.to_pylist()] == rows
+
+
+def test_an_article_table_without_a_newer_column_reads_it_as_null() -> None:
+    rows = _article_rows()
+    table = pa.Table.from_pylist([r.to_row() for r in rows], schema=ARTICLES_SCHEMA).drop_columns(["embedding_model"])
+    assert [r.embedding_model for r in ArticleRow.from_table(table)] == [None, None]
+    assert ArticleRow.from_table(table) == [ArticleRow.from_row(r) for r in table.to_pylist()]
+
+
+def test_story_changes_read_back_from_their_table_as_written() -> None:
+    at = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    changes = [StoryChange.at("en", 7, "new_story", "s1", article_id="a1", score=1.0, changed_at=at),
+               StoryChange.at("en", 8, "split", "s2", article_id="a2", copy_of="a1", other_story_id="s1", score=0.25,
+                              changed_at=at)]
+    table = pa.Table.from_pylist([c.to_row() for c in changes], schema=STORY_CHANGES_SCHEMA)
+    assert StoryChange.from_table(table) == changes
+    assert [StoryChange.from_row(r) for r in table.to_pylist()] == changes
+
+
+def test_features_are_a_view_of_the_stored_row() -> None:
+    table = pa.Table.from_pylist([r.to_row() for r in _article_rows()], schema=ARTICLES_SCHEMA)
+    for row, mapping in zip(ArticleRow.from_table(table), table.to_pylist(), strict=True):
+        features = features_of_row(row)
+        assert features == features_from_row(mapping)
+        assert features.minhash is row.minhash and features.terms is row.terms  # shared, not rebuilt
+
+
+def test_features_of_a_row_of_another_signature_version_are_refused() -> None:
+    row = dataclasses.replace(_article_rows()[0], signature_version="sig-v0")
+    with pytest.raises(ValueError, match="signature version 'sig-v0'"):
+        features_of_row(row)
 
 
 def test_a_feed_state_round_trips_through_its_table() -> None:

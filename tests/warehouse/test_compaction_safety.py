@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tasks.cluster import cluster_language
 from tasks.profiles import fold_clicks
+from tasks.writer.run import cluster_language
 from warehouse import layout
 from warehouse.duck import connect
 from warehouse.maintenance import compact_logs, consumed_by_every_writer, is_compacted
@@ -166,7 +166,7 @@ def test_articles_of_a_language_without_a_writer_checkpoint_are_kept_for_it(stor
 def _cluster_killed_after_changes(root: Path, now: datetime) -> int:
     """Run the English writer in a child process that SIGKILLs itself after writing its change
     segment, before its checkpoint moves; returns the child's exit code."""
-    code = ("import sys; from datetime import datetime; from tasks.cluster import cluster_language; "
+    code = ("import sys; from datetime import datetime; from tasks.writer.run import cluster_language; "
             "from warehouse.store import LocalStore; "
             "cluster_language(LocalStore(sys.argv[1]), 'en', datetime.fromisoformat(sys.argv[2]))")
     env = {**os.environ, "NEWSROOM_DEBUG_CRASH_POINT": "cluster.after_changes", "PYTHONPATH": str(REPO)}

@@ -51,21 +51,18 @@ from transforms.clustering.linking import (
     link_story_profiles,
     neutral_tokens,
 )
-from transforms.clustering.params import ClusterParams
+from transforms.clustering.merges import plan_merges
+from transforms.clustering.params import ClusterParams, RepairParams
 from transforms.clustering.repair import (
     REPAIR_INTERVAL,
     RepairKind,
-    RepairParams,
-    SplitCut,
     StoryRepair,
     cluster_and_repair,
-    member_vector,
-    plan_merges,
     repair_due,
     repair_stories,
-    split_members,
     story_representative,
 )
+from transforms.clustering.splits import SplitCut, member_vector, split_members
 from transforms.clustering.state import READABLE_STATE_VERSIONS, STATE_VERSION
 from transforms.clustering.story import ENTITY_LIMIT, Assignment, Member, Story
 

@@ -28,16 +28,15 @@ grew since the commit, and restates them all otherwise (a merge, split, trim or 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import accumulate
 from operator import is_
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from transforms.clustering.params import ClusterParams
 from transforms.clustering.state import drop_embeddings, params_from_state, stored_embedding_model
 from transforms.clustering.story import Journal, Member, Story, count_embeddings
 from transforms.signatures import NUM_PERM, SIGNATURE_VERSION
@@ -47,14 +46,33 @@ if TYPE_CHECKING:
 
 COLUMNS_VERSION = 5
 C = TypeVar("C", bound="LanguageClusterer")
-Columns = dict[str, Any]
+Column = list[Any] | npt.NDArray[Any]
+"""One column's values: a list, or a numpy array (numbers read back from a table)."""
+Columns = dict[str, Column]
+"""A table as its columns, by name."""
+
+
+class StateMeta(TypedDict, total=False):
+    """What a state's columns record besides their tables (stored in the state object's header)."""
+
+    version: int
+    signature_version: str
+    embedding_model: str | None
+    language: str
+    params: dict[str, object]
+    """The cluster parameters (``ClusterParams`` as a JSON object)."""
+    clock_ms: int | None
+    decayed_ms: int | None
+    n_docs: float
+    df_scale: float
+    df_replaced: bool
 
 
 @dataclass(slots=True)
 class StateColumns:
     """A writer state, or a delta of one, as flat columns (see the module doc)."""
 
-    meta: dict[str, Any]
+    meta: StateMeta
     stories: Columns = field(default_factory=dict)
     members: Columns = field(default_factory=dict)
     norms: Columns = field(default_factory=dict)
@@ -85,7 +103,20 @@ def mark_committed(clusterer: LanguageClusterer) -> None:
     clusterer.copies.forget_changes()
 
 
-def _meta(clusterer: LanguageClusterer, df_replaced: bool) -> dict[str, Any]:
+def state_meta(header: Mapping[str, Any]) -> StateMeta:
+    """The meta a stored state's header holds: what :func:`clusterer_from_columns` reads (a state
+    object's model id is not among them, as it never was).
+
+    Raises:
+        KeyError: If the header lacks one of them.
+    """
+    return {"version": header["version"], "signature_version": header["signature_version"],
+            "language": header["language"], "params": header["params"], "clock_ms": header["clock_ms"],
+            "decayed_ms": header["decayed_ms"], "n_docs": header["n_docs"], "df_scale": header["df_scale"],
+            "df_replaced": header["df_replaced"]}
+
+
+def _meta(clusterer: LanguageClusterer, df_replaced: bool) -> StateMeta:
     idf = clusterer.online_idf
     return {"version": COLUMNS_VERSION, "signature_version": SIGNATURE_VERSION,
             "embedding_model": clusterer.embedding_model, "language": clusterer.language,
@@ -297,8 +328,3 @@ def _build_stories(out: LanguageClusterer, st: Columns, mb: Columns) -> None:
         stories[sid] = story
         for member in story_members:
             story_of_member[member.article_id] = sid
-
-
-def params_of(columns: StateColumns) -> ClusterParams:
-    """The parameters a state's columns were written with."""
-    return params_from_state(columns.meta["params"])

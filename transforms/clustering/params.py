@@ -134,3 +134,56 @@ class ClusterParams:
         if has_body:
             return self.embedding_weight, self.embedding_offset
         return self.headline_embedding_weight, self.headline_embedding_offset
+
+
+@dataclass(frozen=True, slots=True)
+class RepairParams:
+    """Bars of the repair pass.
+
+    Attributes:
+        lookback_hours: Only stories with an article in this window are looked at.
+        cooldown_minutes: A story repaired less than this long ago is left alone.
+        merge_threshold: Least mean cross-story member cosine for a merge.
+        merge_low_threshold: A pair below ``merge_threshold`` but at or above this is merged
+            when a second signal agrees: the cosine of the two groups' summed member embeddings is
+            at least ``merge_embedding_threshold`` (issue 33: fragments of one event told in other
+            words; None: words alone decide).
+        merge_embedding_threshold: See ``merge_low_threshold``.
+        merge_min_shared_entities: Least entity words the two stories share.
+        merge_gap_hours: Most hours between the two stories' spans.
+        split_margin: Least (within-half mean cosine − across mean cosine) for a split.
+        split_min_separation: Least such difference in standard errors (Welch's t over the
+            within-half and across pair cosines) for a split: a few pairs apart by chance are no
+            two events; many pairs apart by a little are (issue 14).
+        split_max_across: Most mean across cosine for a split.
+        split_min_sources: Least sources (publishers; articles when unknown) per half.
+        max_split_members: Stories larger than this are split on their latest members only.
+        adopt: Whether a story of one article is merged into the larger story its article would
+            now join by the online rule.
+    """
+
+    lookback_hours: float = 6.0
+    cooldown_minutes: float = 30.0
+    merge_threshold: float = 0.30
+    merge_min_shared_entities: int = 1
+    merge_gap_hours: float = 6.0
+    split_margin: float = 0.05
+    split_min_separation: float = 6.0
+    split_max_across: float = 0.40
+    split_min_sources: int = 4
+    max_split_members: int = 200
+    adopt: bool = True
+    merge_low_threshold: float | None = 0.15
+    merge_embedding_threshold: float = 0.75
+
+    def __post_init__(self) -> None:
+        if self.merge_low_threshold is not None and not 0.0 <= self.merge_low_threshold <= 1.0:
+            raise ValueError(f"merge_low_threshold must be in [0, 1], got {self.merge_low_threshold}")
+        for name in ("merge_threshold", "split_margin", "split_max_across", "merge_embedding_threshold"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
+        if self.lookback_hours <= 0 or self.cooldown_minutes < 0 or self.merge_gap_hours < 0 or self.split_min_separation < 0:
+            raise ValueError("lookback_hours must be > 0, cooldown_minutes, merge_gap_hours and split_min_separation >= 0")
+        if self.split_min_sources < 1 or self.merge_min_shared_entities < 0 or self.max_split_members < 4:
+            raise ValueError("split_min_sources >= 1, merge_min_shared_entities >= 0, max_split_members >= 4")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 from array import array
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import accumulate
 from operator import itemgetter
 
@@ -132,6 +133,21 @@ def heaviest_first(vector: Mapping[str, float]) -> list[tuple[str, float]]:
 def _absolute_weight(item: tuple[str, float]) -> float:
     return abs(item[1])
 
+
+
+@dataclass(slots=True)
+class _PostingsRead:
+    """The postings one article's search read (joined as raw bytes and masked once: a numpy call per
+    term, not five, issue 15), and the terms it left unread with their IDF-weighted article weights."""
+
+    slot_parts: list[array[int]] = field(default_factory=list)
+    weight_parts: list[array[float]] = field(default_factory=list)
+    stamp_parts: list[array[int]] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    scales: list[float] = field(default_factory=list)
+    rest: list[tuple[str, float]] = field(default_factory=list)
+    stale: bool = False
+    """Whether a term's arrays hold stale postings (compacted once a fifth of them are stale)."""
 
 class TermIndex:
     """Term → postings of (story slot, the term's weight in the story's centroid).
@@ -291,52 +307,56 @@ class TermIndex:
             with their IDF-weighted article weights, for the caller to complete the dots of
             the stories it keeps.
         """
+        read = self._read_postings(vector, idf, bar, budget)
+        if not read.slot_parts:
+            return {}, read.rest
+        return self._sum_postings(read, keep), read.rest
+
+    def _read_postings(self, vector: Mapping[str, float], idf: Callable[[str], float], bar: float,
+                       budget: int) -> _PostingsRead:
+        """The postings :meth:`candidate_dots` reads, heaviest article term first, and the terms it
+        leaves unread (past the bar, or over the budget)."""
         ranked = heaviest_first(vector)
         # tail[i]: the squared norm of the terms from i on (summed from the lightest, as before).
         tail = list(accumulate(reversed([w ** 2 for _, w in ranked]), initial=0.0))
         tail.reverse()
         bar_sq = bar * bar if bar > 0 else -1.0
-        rest: list[tuple[str, float]] = []
-        # The postings read are joined as raw bytes and masked once (a numpy call per term, not
-        # five: issue 15); a term's arrays are compacted first once a fifth of them are stale.
-        slot_parts: list[array[int]] = []
-        weight_parts: list[array[float]] = []
-        stamp_parts: list[array[int]] = []
-        counts: list[int] = []
-        scales: list[float] = []
-        stale = False
+        read = _PostingsRead()
         index, slot_stamp = self.postings, self.slot_stamp
         for i, (term, weight) in enumerate(ranked):
             scaled = weight * idf(term)
             if tail[i] < bar_sq:
-                rest.extend((t, w * idf(t)) for t, w in ranked[i:])
+                read.rest.extend((t, w * idf(t)) for t, w in ranked[i:])
                 break
             postings = index.get(term)
             if postings is None:
                 continue
             live = postings.live
             if live > budget:
-                rest.append((term, scaled))  # a common term: counted for the shortlist only
+                read.rest.append((term, scaled))  # a common term: counted for the shortlist only
                 continue
             budget -= live
             if len(postings.slots) != live:
                 if postings.stale_share_reached():
                     postings.compact(slot_stamp)
                 else:
-                    stale = True
-            slot_parts.append(postings.slots)
-            weight_parts.append(postings.weights)
-            stamp_parts.append(postings.stamps)
-            counts.append(len(postings.slots))
-            scales.append(scaled)
-        if not slot_parts:
-            return {}, rest
-        slots = np.frombuffer(b"".join(slot_parts), dtype=np.int64)
+                    read.stale = True
+            read.slot_parts.append(postings.slots)
+            read.weight_parts.append(postings.weights)
+            read.stamp_parts.append(postings.stamps)
+            read.counts.append(len(postings.slots))
+            read.scales.append(scaled)
+        return read
+
+    def _sum_postings(self, read: _PostingsRead, keep: int) -> dict[str, float]:
+        """Each story's dot over the postings read: the best ``keep`` and those tied with the last."""
+        slot_stamp = self.slot_stamp
+        slots = np.frombuffer(b"".join(read.slot_parts), dtype=np.int64)
         # Each posting's weight times its term's article weight, in one product.
-        values = np.frombuffer(b"".join(weight_parts), dtype=np.float64) * np.repeat(
-            np.asarray(scales, dtype=np.float64), counts)
-        if stale:
-            live_postings = np.frombuffer(b"".join(stamp_parts), dtype=np.int64) == slot_stamp[slots]
+        values = np.frombuffer(b"".join(read.weight_parts), dtype=np.float64) * np.repeat(
+            np.asarray(read.scales, dtype=np.float64), read.counts)
+        if read.stale:
+            live_postings = np.frombuffer(b"".join(read.stamp_parts), dtype=np.int64) == slot_stamp[slots]
             slots, values = slots[live_postings], values[live_postings]
         if self.scratch.size < slot_stamp.size:
             self.scratch = np.empty(slot_stamp.size, dtype=np.int32)
@@ -344,4 +364,4 @@ class TermIndex:
         chosen = best_and_tied(sums, keep)
         story_of_slot = self.story_of_slot
         return dict(zip([story_of_slot[slot] for slot in unique[chosen].tolist()], sums[chosen].tolist(),
-                        strict=True)), rest
+                        strict=True))

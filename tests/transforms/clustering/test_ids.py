@@ -9,8 +9,10 @@ from pathlib import Path
 
 from repair_corpus import _BERN, _MANNHEIM, T0, changes_of, final_story, mannheim, write_articles
 
-from tasks.cluster import cluster_language, load_writer_state, open_writer
 from tasks.repair import repair_language
+from tasks.writer.checkpoint import open_writer
+from tasks.writer.run import cluster_language
+from tasks.writer.session import load_writer_state
 from transforms.clustering import LanguageClusterer, RepairParams, make_story_id
 from transforms.features import ArticleFeatures, features_from_text
 from transforms.pages import resolve_aliases

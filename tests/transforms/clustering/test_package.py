@@ -29,7 +29,7 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def test_no_transform_switches_the_garbage_collector() -> None:
-    # The writer task pauses and freezes the collector around what it loads (tasks/cluster.py);
+    # The writer task pauses and freezes the collector around what it loads (tasks/writer/run.py);
     # pure code never changes the interpreter's state (issue 17).
     offenders = [str(p.relative_to(_TRANSFORMS)) for p in sorted(_TRANSFORMS.rglob("*.py")) if "gc" in _imported_modules(p)]
     assert offenders == []

@@ -19,7 +19,7 @@ from transforms.clustering import (
     split_members,
     story_representative,
 )
-from transforms.clustering.repair import SplitCut, passes_split
+from transforms.clustering.splits import SplitCut, passes_split
 from transforms.features import ArticleFeatures, features_from_text
 from transforms.signatures import SIGNATURE_VERSION
 
@@ -313,7 +313,7 @@ def test_centroid_neighbours_are_the_posting_loops_to_the_last_tie(seed: int) ->
     import math
     import random
 
-    from transforms.clustering.repair import NEIGHBOUR_BLOCK_ROWS, centroid_neighbours
+    from transforms.clustering.merges import NEIGHBOUR_BLOCK_ROWS, centroid_neighbours
 
     rng = random.Random(seed)
     vocabulary = [f"t{i}" for i in range(60)]
@@ -368,7 +368,7 @@ def test_a_story_looks_for_neighbours_within_its_postings_budget(seed: int) -> N
     import math
     import random
 
-    from transforms.clustering.repair import centroid_neighbours
+    from transforms.clustering.merges import centroid_neighbours
 
     rng = random.Random(seed)
     common = [f"c{i}" for i in range(5)]
@@ -389,7 +389,8 @@ def test_a_story_looks_for_neighbours_within_its_postings_budget(seed: int) -> N
 def _agglomerate_by_scan(clusterer: LanguageClusterer, candidates: list[str], threshold: float) -> set[frozenset[str]]:
     """Average-link agglomeration as a scan of every linked pair per merge (the best mean first,
     ties to the larger ids), every pair compatible: what the merge pass must give."""
-    from transforms.clustering.repair import MERGE_NEIGHBOURS, _cosine, centroid_neighbours, member_vector
+    from transforms.clustering.merges import MERGE_NEIGHBOURS, _cosine, centroid_neighbours
+    from transforms.clustering.splits import member_vector
 
     idf = clusterer.idf()
     vectors = {sid: [member_vector(m, idf) for m in clusterer.story_members(sid) if m.copy_of is None]
@@ -422,7 +423,7 @@ def test_the_merge_pass_merges_as_a_scan_of_every_pair_would(seed: int) -> None:
     import math
     import random
 
-    from transforms.clustering.repair import plan_merges
+    from transforms.clustering.merges import plan_merges
 
     rng = random.Random(seed)
     clusterer = LanguageClusterer("en", ClusterParams(join_threshold=1.0))

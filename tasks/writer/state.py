@@ -28,17 +28,23 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from tasks.crashpoints import crash_point
 from tasks.errors import StateObjectError
 from transforms.clustering import LanguageClusterer
-from transforms.clustering.columns import StateColumns, clusterer_from_columns, state_changes, state_columns
+from transforms.clustering.columns import (
+    StateColumns,
+    clusterer_from_columns,
+    state_changes,
+    state_columns,
+    state_meta,
+)
 from warehouse import layout
 from warehouse.checkpoints import WriterCheckpoint
 from warehouse.errors import ObjectNotFoundError, PreconditionFailedError, StateBlobError
 from warehouse.state_blobs import (
     STATE_TABLE_SCHEMAS,
+    StateHeader,
     StateObject,
     columns_to_table,
     decode_state_object,
@@ -117,15 +123,14 @@ def columns_of(obj: StateObject) -> tuple[StateColumns, list[tuple[str, str]]]:
     """A (folded) state object as the clusterer's columns, and its ``seen`` rows."""
     vocabulary: dict[str, str] = {}
     tables = {name: table_to_columns(obj.tables[name], vocabulary) for name in STATE_TABLE_SCHEMAS}
-    meta = {k: obj.header[k] for k in ("version", "signature_version", "language", "params", "clock_ms",
-                                       "decayed_ms", "n_docs", "df_scale", "df_replaced")}
+    meta = state_meta(obj.header)
     columns = StateColumns(meta, tables["stories"], tables["members"], tables["norms"], tables["recent"], tables["df"],
                            list(tables["dropped_stories"]["story_id"]), list(tables["dropped_recent"]["article_id"]))
     seen = list(zip(tables["seen"]["article_id"], tables["seen"]["content_hash"], strict=True))
     return columns, seen
 
 
-def load_chain(store: ObjectStore, chain: Sequence[str]) -> tuple[LanguageClusterer, dict[str, str], dict[str, Any]]:
+def load_chain(store: ObjectStore, chain: Sequence[str]) -> tuple[LanguageClusterer, dict[str, str], StateHeader]:
     """Rebuild a writer from its base and deltas: fold them (tables), then build the objects once.
     The tables are let go before the objects are built, so a load peaks at the objects plus
     their flat columns, not the tables too.
@@ -200,7 +205,7 @@ def store_state(store: ObjectStore, language: str, offset: int, chain: list[str]
     Returns:
         What was stored, and the chain a checkpoint names with it.
     """
-    header: dict[str, Any] = {"format": "newsroom-writer-state", "offset": offset, "consumed": consumed,
+    header: StateHeader = {"format": "newsroom-writer-state", "offset": offset, "consumed": consumed,
                               "updated_at": updated_at}
     full = (not chain or not layout.is_state_object_key(chain[0]) or clusterer.journal is None
             or len(chain) > INLINE_BASE_AFTER * compact_every)
@@ -224,7 +229,7 @@ def store_state(store: ObjectStore, language: str, offset: int, chain: list[str]
     return StoredState(key, [key] if kind == "base" else [*parents, key], kind, len(data), rows)
 
 
-def chain_named_by(store: ObjectStore, key: str) -> tuple[list[str], dict[str, Any]]:
+def chain_named_by(store: ObjectStore, key: str) -> tuple[list[str], StateHeader]:
     """The chain a state object stands for (a base: itself; a delta: the chain its header names,
     then itself) and its header.
 
