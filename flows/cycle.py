@@ -3,20 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from prefect import flow, get_run_logger
 
 from flows.cluster import cluster_stories
 from flows.errors import CycleStepsFailedError
 from flows.ingest import ingest_feeds
+from flows.ingest_pass import IdlePass, IngestStandby, IngestSummary
 from flows.rank import rank_and_publish
 from flows.repair import repair_stories
 from tasks.clock import resolve_now
+from tasks.rank.publish import RankSummary
+from tasks.writer.run import WriterSummary
+
+
+class CycleSummary(TypedDict, total=False):
+    """What one pipeline cycle did, step by step (a failed step's entry is empty)."""
+
+    ingest: IngestSummary | IdlePass | IngestStandby
+    cluster: list[WriterSummary]
+    repair: list[WriterSummary]
+    rank: RankSummary
 
 
 @flow(name="pipeline_cycle")
-def pipeline_cycle(now: str | None = None) -> dict[str, object]:
+def pipeline_cycle(now: str | None = None) -> CycleSummary:
     """Ingest, then cluster, then repair, then rank, all at the same ``now``.
 
     Deployed, repair runs every 10 minutes on its own schedule; a cycle runs it every time, and
@@ -41,4 +53,4 @@ def pipeline_cycle(now: str | None = None) -> dict[str, object]:
             summary[name] = [] if name in ("cluster", "repair") else {}
     if failed:
         raise CycleStepsFailedError("pipeline cycle steps failed: " + "; ".join(failed), failed_steps)
-    return summary
+    return cast("CycleSummary", summary)

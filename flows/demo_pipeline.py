@@ -22,9 +22,12 @@ import time
 import urllib.request
 from datetime import timedelta
 from pathlib import Path
-from typing import IO, Any, TypedDict
+from typing import IO, TYPE_CHECKING, Any, TypedDict
 
 from newsroom.times import parse_iso
+
+if TYPE_CHECKING:
+    from flows.cycle import CycleSummary
 
 FOLD_EVERY_SECONDS = 60
 HEALTH_EVERY_SECONDS = 300
@@ -52,7 +55,7 @@ class PipelineEvent(TypedDict, total=False):
     stories: int
 
 
-def cycle_counts(summary: dict[str, Any]) -> dict[str, int]:
+def cycle_counts(summary: CycleSummary) -> dict[str, int]:
     """The counts one cycle line shows, from ``pipeline_cycle``'s summary."""
     ingest, rank = summary.get("ingest") or {}, summary.get("rank") or {}
     return {

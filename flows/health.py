@@ -3,20 +3,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from prefect import flow, get_run_logger
 
 from tasks.clock import resolve_now
 from tasks.dashboards import publish_dashboards_task
 from tasks.events import emit_flags
-from tasks.health import check_health_task
+from tasks.health import HealthReportJson, check_health_task
 from tasks.reports import health_markdown, publish_artifact
 from tasks.storage import configured_store
 
 
 @flow(name="check_health")
-def check_health(now: str | None = None) -> dict[str, Any]:
+def check_health(now: str | None = None) -> HealthReportJson:
     """Flag freshness lag, silent tier-1 feeds, stale snapshots, duplicates and stalled writers, each
     flag also a ``newsroom.health.<check>`` Prefect event; refresh the dashboards."""
     at = resolve_now(now)

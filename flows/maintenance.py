@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from prefect import flow, get_run_logger
 
 from tasks.clock import resolve_now
-from tasks.maintenance import run_maintenance_task
+from tasks.maintenance import MaintenanceReportJson, run_maintenance_task
 from tasks.reports import maintenance_markdown, publish_artifact
 from tasks.storage import configured_store
 
 
 @flow(name="maintain_store")
 def maintain_store(now: str | None = None, keep_page_versions: int = 20, keep_page_hours: float = 48.0
-                   ) -> dict[str, Any]:
+                   ) -> MaintenanceReportJson:
     """Compact small log segments, apply retention, and prune page versions that are neither among the
     ``keep_page_versions`` before the live one (rollback) nor younger than ``keep_page_hours`` (time travel)."""
     at = resolve_now(now)

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from prefect import flow
 
 from flows.cluster import run_language_writers
 from tasks.repair import RepairInputsOnce, repair_language_task
+from tasks.writer.run import WriterSummary
 
 
 @flow(name="repair_stories")
 def repair_stories(now: str | None = None, languages: list[str] | None = None,
-                   except_languages: list[str] | None = None) -> list[dict[str, Any]]:
+                   except_languages: list[str] | None = None) -> list[WriterSummary]:
     """Run the repair of each language (all languages in the log by default, less ``except_languages``),
     through its writer's fence.
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -159,6 +159,10 @@ class HealthReportJson(TypedDict):
 
     healthy: bool
     flags: list[HealthFlagJson]
+    events: NotRequired[int]
+    """How many ``newsroom.health.<check>`` events the flow sent (one per flag)."""
+    dashboards: NotRequired[list[str]]
+    """The dashboards the flow refreshed."""
 
 
 def health_report(flags: list[HealthFlag]) -> HealthReportJson:

@@ -30,7 +30,7 @@ from tasks.registry import load_registry
 from tasks.sections import store_taught_sections, teach_sections
 from tasks.settings import IngestSettings, WebSubSettings, get_ingest_settings, get_websub_settings
 from tasks.websub import SubscriptionTarget, delete_push_markers, maintain_subscriptions, retire_subscriptions
-from transforms.polling import FeedReport
+from transforms.poll_outcome import FeedReport
 from transforms.records import ArticleRow
 from warehouse import layout
 from warehouse.damage import collect_damage
