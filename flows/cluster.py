@@ -14,9 +14,10 @@ from tasks.assets import materializing
 from tasks.clock import resolve_now
 from tasks.cluster import cluster_language_task, languages_in_log_task
 from tasks.errors import WriterFencedError
-from tasks.events import ARTICLES_APPENDED, EventWaiter
+from tasks.events import ARTICLES_APPENDED
 from tasks.repair import RepairInputsOnce, repair_language, repair_language_task
 from tasks.reports import cluster_markdown, publish_artifact
+from tasks.services import deadline_after, listening
 from tasks.settings import get_freshness_settings, get_scale_settings
 from tasks.storage import ObjectStore, configured_store
 from tasks.writer.kept import keep_states_in_memory
@@ -163,28 +164,21 @@ def cluster_writer_service(languages: list[str] | None = None, run_minutes: floa
         logger.info("writer_service_skipped writer_mode=%s: cluster_stories writes each minute", settings.writer_mode)
         return {"skipped": settings.writer_mode}
     store = configured_store()
-    deadline = None if run_minutes is None else time.monotonic() + run_minutes * 60
-    # With event-driven hand-offs the writer wakes as soon as ingest appends a segment (a
-    # ``newsroom.articles.appended`` event, issue 31); its poll stays the backstop.
-    waiter = EventWaiter([ARTICLES_APPENDED]) if get_freshness_settings().mode == "events" else None
-    if waiter is not None:
-        waiter.start()
+    until = deadline_after(run_minutes)
 
     def on_batch(summary: WriterSummary, report: ServiceReport) -> None:
         logger.info("writer_batch %s", " ".join(f"{k}={v}" for k, v in summary.items() if k not in ("sizes", "damaged")))
         if len(report.batches) % report_every_batches == 0:
             publish_artifact("cluster-writer-service", _service_markdown(report, summary), "long-running writer progress")
 
-    try:
+    # With event-driven hand-offs the writer wakes as soon as ingest appends a segment (a
+    # ``newsroom.articles.appended`` event, issue 31); its poll stays the backstop.
+    with listening([ARTICLES_APPENDED], enabled=get_freshness_settings().mode == "events") as waiter:
         report = serve_language_writers(
-            store, languages, clock=lambda: resolve_now(None),
-            until=lambda: deadline is not None and time.monotonic() > deadline,
+            store, languages, clock=lambda: resolve_now(None), until=until,
             poll_seconds=poll_seconds or settings.writer_poll_seconds, compact_every=settings.writer_compact_every,
             repair_every_minutes=repair_every_minutes, repair=repair_language, on_batch=on_batch,
             sleep=time.sleep if waiter is None else waiter.wait)
-    finally:
-        if waiter is not None:
-            waiter.stop()
     totals = report.totals()
     publish_artifact("cluster-writer-service", _service_markdown(report, report.batches[-1] if report.batches else {}),
                      "long-running writer progress")

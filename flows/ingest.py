@@ -30,7 +30,7 @@ def ingest_feeds(now: str | None = None, shards: int = 4) -> IngestSummary | Idl
     ingest's concurrency slot, so the two never poll side by side (``tasks.services``).
     """
     ran = scheduled_pass("ingest", now, lambda store, at: ingest_pass(store, at, shards),
-                         standby="the long-running ingest polls the feeds")
+                         standby="the long-running ingest polls the feeds", freshness=get_freshness_settings())
     if ran is None:
         return {"standby": True, "feeds_polled": 0, "new_articles": 0}
     at, summary = ran
@@ -63,8 +63,10 @@ def ingest_service(run_minutes: float | None = 60.0, shards: int = 4, report_eve
             publish_artifact("ingest-summary", ingest_markdown(summary, at.isoformat()), "ingest run summary")
         return {k: v for k, v in summary.items() if k in ("feeds_polled", "new_articles", "pushed", "idle")}
 
-    def next_due(store: ObjectStore, at: datetime) -> datetime | None:
-        return next_due_at(store, at, push_min_interval_seconds=get_websub_settings().ping_min_interval_seconds)
+    push_min_interval_seconds = get_websub_settings().ping_min_interval_seconds
 
-    return run_service(spec, run_pass, run_minutes=run_minutes, report_every_passes=report_every_passes,
-                       next_due=next_due)
+    def next_due(store: ObjectStore, at: datetime) -> datetime | None:
+        return next_due_at(store, at, push_min_interval_seconds=push_min_interval_seconds)
+
+    return run_service(spec, run_pass, freshness=freshness, run_minutes=run_minutes,
+                       report_every_passes=report_every_passes, next_due=next_due)

@@ -18,7 +18,7 @@ from tasks.ingest.pending import PendingSummary, poll_pending_sources_task
 from tasks.ingest.plan import plan_due_feeds_task
 from tasks.ingest.poll import poll_shard_task
 from tasks.ingest.robots import load_robots_cache_task, robots_for_shard
-from tasks.settings import get_ingest_settings
+from tasks.settings import get_ingest_settings, get_websub_settings
 from tasks.storage import ObjectStore
 
 
@@ -52,20 +52,20 @@ def ingest_pass(store: ObjectStore, at: datetime, shards: int, *, skip_idle: boo
     ``skip_idle``: with no feed due and no push, commit nothing (the long-running ingest's idle
     looks); a pass of the minute deployment always commits, as it always did.
     """
-    settings = get_ingest_settings()
+    settings, websub = get_ingest_settings(), get_websub_settings()
     # Sources readers suggested go first: a new one is polled in the run after it was suggested (issue 30).
     pending = poll_pending_sources_task(store, settings, at)
-    plan = plan_due_feeds_task(store, at, shards)
+    plan = plan_due_feeds_task(store, at, shards, websub.ping_min_interval_seconds)
     if skip_idle and not plan:
         return {"feeds_polled": 0, "new_articles": 0, "idle": True, "pending_sources": pending}
     # robots.txt verdicts earlier runs fetched and still fresh go to the shards of their hosts
     # (shards may run on workers without the store); the commit writes back those fetched this run.
-    robots = load_robots_cache_task(store, at) if plan else {}
-    futures = poll_shard_task.map(plan, settings=unmapped(settings), now=unmapped(at),
+    robots = load_robots_cache_task(store, at, settings.robots_ttl_seconds) if plan else {}
+    futures = poll_shard_task.map(plan, settings=unmapped(settings), now=unmapped(at), websub=unmapped(websub),
                                   robots_cache=[robots_for_shard(robots, jobs) for jobs in plan]) if plan else []
     results = [f.result() for f in futures]
     commit = materializing(commit_ingest_task, store, writes=("articles", "feeds"), reads=("registry",))
-    summary: IngestCommitSummary = commit(store, results, at)
+    summary: IngestCommitSummary = commit(store, results, at, settings, websub)
     return {**summary, "pending_sources": pending}
 
 

@@ -46,7 +46,8 @@ def rank_and_publish(now: str | None = None) -> RankSummary:
     long-running rank (:func:`rank_service`) reported a pass recently, and otherwise holds rank's
     concurrency slot, so two rank passes never run side by side (``tasks.services``).
     """
-    ran = scheduled_pass("rank", now, rank_pass, standby="the long-running rank publishes")
+    ran = scheduled_pass("rank", now, rank_pass, standby="the long-running rank publishes",
+                         freshness=get_freshness_settings())
     if ran is None:
         return RankSummary(standby=True, pages=0, published=[], refused={}, not_published={}, stories=0, breaking=[])
     at, summary = ran
@@ -77,4 +78,5 @@ def rank_service(run_minutes: float | None = 60.0, report_every_passes: int = 20
         return {"published": len(summary["published"]), "stories": summary["stories"],
                 "breaking": len(summary["breaking"])}
 
-    return run_service(spec, run_pass, run_minutes=run_minutes, report_every_passes=report_every_passes)
+    return run_service(spec, run_pass, freshness=freshness, run_minutes=run_minutes,
+                       report_every_passes=report_every_passes)

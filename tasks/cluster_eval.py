@@ -30,10 +30,6 @@ EMBED_CHUNK = 256
 """Articles embedded per call, so progress moves while the model works through a big file."""
 
 
-def _parse_time(value: object) -> datetime | None:
-    return parse_iso_datetime(value, naive="utc")
-
-
 def read_eval_articles(input_path: Path, embed: bool = True, progress: Progress = NO_PROGRESS
                        ) -> list[ArticleFeatures]:
     """Read a cluster-eval JSONL file and compute each article's features, in stream order.
@@ -48,9 +44,9 @@ def read_eval_articles(input_path: Path, embed: bool = True, progress: Progress 
             raw = json.loads(line)
             index = len(rows)
             row = {k: raw.get(k) for k in ("id", "title", "text", "language", "published_at", "source")}
-            when = _parse_time(row["published_at"]) or SYNTHETIC_EPOCH + timedelta(seconds=index)
+            when = parse_iso_datetime(row["published_at"], naive="utc") or SYNTHETIC_EPOCH + timedelta(seconds=index)
             rows.append((when, index, row))
-    if all(_parse_time(r["published_at"]) is not None for _, _, r in rows):
+    if all(parse_iso_datetime(r["published_at"], naive="utc") is not None for _, _, r in rows):
         rows.sort(key=lambda x: (x[0], x[1]))
     texts = [(str(row["title"] or ""), str(row["text"] or ""), str(row["language"] or "und")) for _, _, row in rows]
     embeddings: list[tuple[float, ...] | None] = []

@@ -42,7 +42,7 @@ from uuid import UUID
 from newsroom.times import parse_iso_datetime
 from tasks.clock import resolve_now
 from tasks.events import EventWaiter, ReceivedEvent
-from tasks.settings import get_freshness_settings
+from tasks.settings import FreshnessSettings
 from tasks.storage import configured_store
 from warehouse import layout
 from warehouse.errors import ObjectNotFoundError
@@ -437,7 +437,7 @@ class ServiceSpec:
 
 
 def run_service(spec: ServiceSpec, run_pass: Callable[[ObjectStore, datetime], Mapping[str, object]], *,
-                run_minutes: float | None, report_every_passes: int,
+                freshness: FreshnessSettings, run_minutes: float | None, report_every_passes: int,
                 next_due: Callable[[ObjectStore, datetime], datetime | None] | None = None,
                 ) -> PassTotals | ServiceSkipped:
     """The body of a long-running flow: :func:`serve_passes` over the configured store, woken by
@@ -453,7 +453,7 @@ def run_service(spec: ServiceSpec, run_pass: Callable[[ObjectStore, datetime], M
     from tasks.reports import publish_artifact  # with Prefect's artifacts: only where a flow runs
 
     logger = get_run_logger()
-    mode = get_freshness_settings().mode
+    mode = freshness.mode
     if mode != "events":
         logger.info("%s_service_skipped mode=%s: %s", spec.name, mode, spec.fallback)
         return {"skipped": mode}
@@ -486,7 +486,7 @@ def run_service(spec: ServiceSpec, run_pass: Callable[[ObjectStore, datetime], M
 
 
 def scheduled_pass(name: ServiceName, now: str | None, run_pass: Callable[[ObjectStore, datetime], S], *,
-                   standby: str) -> tuple[datetime, S] | None:
+                   standby: str, freshness: FreshnessSettings) -> tuple[datetime, S] | None:
     """One pass of a minute run at ``now`` (ISO; default: the current time), beside its long-running flow.
 
     With ``NEWSROOM_FRESHNESS_MODE=events``, a run on the current time stands by (returns None, and
@@ -498,7 +498,6 @@ def scheduled_pass(name: ServiceName, now: str | None, run_pass: Callable[[Objec
 
     at = resolve_now(now)
     store = configured_store()
-    freshness = get_freshness_settings()
     on_events = now is None and freshness.mode == "events"
     if on_events and is_service_alive(store, name, at, freshness.service_stale_seconds):
         get_run_logger().info("%s_standby: %s", name, standby)

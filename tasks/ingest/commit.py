@@ -28,7 +28,7 @@ from tasks.ingest.robots import save_robots_cache
 from tasks.politeness import host_of_url
 from tasks.registry import load_registry
 from tasks.sections import store_taught_sections, teach_sections
-from tasks.settings import IngestSettings, WebSubSettings, get_ingest_settings, get_websub_settings
+from tasks.settings import IngestSettings, WebSubSettings
 from tasks.websub import SubscriptionTarget, delete_push_markers, maintain_subscriptions, retire_subscriptions
 from transforms.poll_outcome import FeedReport
 from transforms.records import ArticleRow
@@ -348,5 +348,6 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 @task(name="commit_ingest", retries=3, retry_delay_seconds=2, timeout_seconds=300, cache_policy=NO_CACHE)
-def commit_ingest_task(store: ObjectStore, shards: list[ShardResult], now: datetime) -> IngestCommitSummary:
-    return commit_ingest(store, shards, now, ingest=get_ingest_settings(), websub=get_websub_settings())
+def commit_ingest_task(store: ObjectStore, shards: list[ShardResult], now: datetime, ingest: IngestSettings,
+                       websub: WebSubSettings) -> IngestCommitSummary:
+    return commit_ingest(store, shards, now, ingest=ingest, websub=websub)

@@ -15,7 +15,6 @@ from newsroom.times import parse_iso_datetime
 from tasks.ingest.feed_job import FeedJob, source_kind_of
 from tasks.politeness import host_of_url
 from tasks.registry import load_registry
-from tasks.settings import get_websub_settings
 from tasks.websub import lease_of, list_push_markers, subscribed_feed_ids
 from transforms.records import FeedState
 from transforms.websub import PUSH_MIN_INTERVAL_SECONDS, is_push_due
@@ -136,6 +135,6 @@ def next_due_at(store: ObjectStore, now: datetime, *, push_min_interval_seconds:
 
 
 @task(name="plan_due_feeds", retries=2, retry_delay_seconds=2, timeout_seconds=120, cache_policy=NO_CACHE)
-def plan_due_feeds_task(store: ObjectStore, now: datetime, shards: int) -> list[list[FeedJob]]:
-    interval = get_websub_settings().ping_min_interval_seconds
-    return plan_due_feeds(store, now, shards, push_min_interval_seconds=interval)
+def plan_due_feeds_task(store: ObjectStore, now: datetime, shards: int, push_min_interval_seconds: float
+                        ) -> list[list[FeedJob]]:
+    return plan_due_feeds(store, now, shards, push_min_interval_seconds=push_min_interval_seconds)

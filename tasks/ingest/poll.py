@@ -25,7 +25,7 @@ from tasks.ingest.pages import fetch_article_timed, no_link_error, page_status, 
 from tasks.ingest.readers import read_source
 from tasks.ingest.robots import RobotsCache
 from tasks.politeness import HostLimiter, HostLimits, HostStats, host_of_url, run_per_host
-from tasks.settings import IngestSettings, WebSubSettings, get_websub_settings
+from tasks.settings import IngestSettings, WebSubSettings
 from transforms.poll_outcome import FeedReport, PollOutcome, forget_items, settle_failed_poll, settle_poll
 from transforms.polling import floor_for_tier
 from transforms.records import ArticleRow, FeedState
@@ -170,6 +170,6 @@ def poll_shard(jobs: list[FeedJob], settings: IngestSettings, now: datetime,
 
 
 @task(name="poll_shard", cache_policy=NO_CACHE)  # each request has its own wall-clock cap
-def poll_shard_task(jobs: list[FeedJob], settings: IngestSettings, now: datetime,
+def poll_shard_task(jobs: list[FeedJob], settings: IngestSettings, now: datetime, websub: WebSubSettings,
                     robots_cache: dict[str, RobotsEntry] | None = None) -> ShardResult:
-    return poll_shard(jobs, settings, now, get_websub_settings(), robots_cache=robots_cache)
+    return poll_shard(jobs, settings, now, websub, robots_cache=robots_cache)

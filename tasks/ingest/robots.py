@@ -20,7 +20,7 @@ from tasks.errors import FetchError
 from tasks.http import fetch_url
 from tasks.ingest.feed_job import FeedJob
 from tasks.politeness import host_of_url
-from tasks.settings import IngestSettings, get_ingest_settings
+from tasks.settings import IngestSettings
 from transforms.robots import ROBOTS_MAX_BYTES, is_allowed, robots_policy_for_status
 from transforms.robots_cache import (
     RobotsEntry,
@@ -214,5 +214,5 @@ class RobotsCache:
 
 
 @task(name="load_robots_cache", retries=2, retry_delay_seconds=2, timeout_seconds=60, cache_policy=NO_CACHE)
-def load_robots_cache_task(store: ObjectStore, now: datetime) -> dict[str, RobotsEntry]:
-    return load_robots_cache(store, now, get_ingest_settings().robots_ttl_seconds)
+def load_robots_cache_task(store: ObjectStore, now: datetime, ttl_seconds: float) -> dict[str, RobotsEntry]:
+    return load_robots_cache(store, now, ttl_seconds)
