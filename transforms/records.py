@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
+from functools import cache
 from typing import Any, Literal, Protocol
 
 
@@ -50,12 +51,18 @@ def _columns_of(table: ColumnTable, names: Sequence[str], lists: Sequence[str]) 
     return columns
 
 
+@cache
+def _field_names(kind: type) -> tuple[str, ...]:
+    # ``dataclasses.fields`` builds its tuple on every call: a page cycle serialises some 100,000 records.
+    return tuple(f.name for f in fields(kind))
+
+
 def _row_of(record: object) -> dict[str, object]:
     """``{column: value}`` with tuples as lists, for ``pyarrow.Table.from_pylist``."""
     row: dict[str, object] = {}
-    for f in fields(record):  # type: ignore[arg-type]
-        value = getattr(record, f.name)
-        row[f.name] = list(value) if isinstance(value, tuple) else value
+    for name in _field_names(type(record)):
+        value = getattr(record, name)
+        row[name] = list(value) if isinstance(value, tuple) else value
     return row
 
 
@@ -273,7 +280,7 @@ class RankedStory:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RankedStory:
         """A ranked story from a ``rank_editions`` row (a frame's ``to_dicts()``)."""
-        return cls(**{f.name: row[f.name] for f in fields(cls)})
+        return cls(**{name: row[name] for name in _field_names(cls)})
 
 
 @dataclass(frozen=True, slots=True)
