@@ -231,7 +231,7 @@ class ScaleSettings(BaseSettings):
         0, ge=0, le=256,
         description="Worker processes for the ingest shards on this machine (no Dask); 0 runs them on threads in "
         "the flow's process. One process polls on one core at most (the interpreter lock): with N cores, N "
-        "processes poll up to N times as fast (bench/poll_throughput.py --processes), at a few seconds of "
+        "processes poll up to N times as fast (python -m bench.poll_throughput --processes), at a few seconds of "
         "start-up per run.",
     )
 

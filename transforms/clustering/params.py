@@ -67,7 +67,7 @@ class ClusterParams:
         headline_embedding_weight: The same weight for an article known by its headline alone
             (no body of its own): its few words say less than its embedding, which ranks
             same-story headline pairs far better (ROC AUC 0.956 against 0.898 on Google News
-            dev; bench/story_signals.py --pairs). 1.75 since issue 33
+            dev; python -m bench.story_signals --pairs). 1.75 since issue 33
             (1.5 before): more recall with Google News dev precision kept, within 0.005 on
             both halves of a split by story and the same on the whole file (docs/measurements.md).
         headline_embedding_offset: The cosine at which a headline is neutral: lower than for a
