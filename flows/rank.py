@@ -13,9 +13,9 @@ from prefect import flow, get_run_logger
 
 from tasks.assets import materializing
 from tasks.events import STORIES_COMMITTED
-from tasks.rank.compute import compute_rank_pages
-from tasks.rank.extract import extract_rank_inputs
-from tasks.rank.publish import RankSummary, publish_rank_pages
+from tasks.rank.compute import compute_rank_pages_task
+from tasks.rank.extract import extract_rank_inputs_task
+from tasks.rank.publish import RankSummary, publish_rank_pages_task
 from tasks.reports import publish_artifact, rank_markdown
 from tasks.services import PassTotals, ServiceSkipped, ServiceSpec, run_service, scheduled_pass
 from tasks.settings import get_freshness_settings, get_rank_settings
@@ -25,9 +25,9 @@ from tasks.storage import ObjectStore
 def rank_pass(store: ObjectStore, at: datetime) -> RankSummary:
     """Rank and publish every edition as of ``at``: extract → transform → load."""
     settings = get_rank_settings()
-    inputs = extract_rank_inputs(store, at, settings)  # the story aggregates, folded; the pages live before
-    ranked = compute_rank_pages(store, inputs, settings)  # scores, ranked editions, pages: a pure function
-    load = materializing(publish_rank_pages, store, writes=("pages",), reads=("story_changes", "articles", "registry"))
+    inputs = extract_rank_inputs_task(store, at, settings)  # the story aggregates, folded; the pages live before
+    ranked = compute_rank_pages_task(store, inputs, settings)  # scores, ranked editions, pages: a pure function
+    load = materializing(publish_rank_pages_task, store, writes=("pages",), reads=("story_changes", "articles", "registry"))
     summary: RankSummary = load(store, ranked, settings)
     get_run_logger().info(
         "rank_done pages=%s published=%d refused=%d not_published=%d stories=%s breaking=%d", summary["pages"],

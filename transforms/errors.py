@@ -37,5 +37,15 @@ class FeedRejectedError(TransformError):
         self.url = url
 
 
+class FeedDeclinedError(TransformError):
+    """The lxml feed reader will not replay a document as feedparser would (a DOCTYPE, an element out
+    of place, not RSS or Atom, ...): caught inside :mod:`transforms.feeds`, which then hands the
+    document to feedparser. Never reaches a caller of :func:`transforms.feeds.parse_feed`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class EmbeddingModelError(TransformError):
     """The installed encoder is not the release this code embeds with (vectors would drift)."""

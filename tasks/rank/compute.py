@@ -48,7 +48,7 @@ def rank_inputs(store: ObjectStore, inputs: RankInputs, settings: RankSettings, 
         return RankedCycle(inputs, rank_pages(inputs.pages, inputs.now, params))
 
 
-def compute_cycle(store: ObjectStore, inputs: RankInputs, settings: RankSettings) -> RankedCycle:
+def compute_rank_pages(store: ObjectStore, inputs: RankInputs, settings: RankSettings) -> RankedCycle:
     """A cycle's pages, what it could not read recorded (a rebuild commits, as extract's fold did)."""
     with collect_damage() as damaged:
         cycle = rank_inputs(store, inputs, settings, persist=True)
@@ -71,5 +71,5 @@ def compute_pages(store: ObjectStore, now: datetime, settings: RankSettings,
 
 
 @task(name="compute_rank_pages", retries=2, retry_delay_seconds=2, timeout_seconds=600, cache_policy=NO_CACHE)
-def compute_rank_pages(store: ObjectStore, inputs: RankInputs, settings: RankSettings) -> RankedCycle:
-    return compute_cycle(store, inputs, settings)
+def compute_rank_pages_task(store: ObjectStore, inputs: RankInputs, settings: RankSettings) -> RankedCycle:
+    return compute_rank_pages(store, inputs, settings)

@@ -76,7 +76,7 @@ def read_rank_inputs(store: ObjectStore, now: datetime, settings: RankSettings, 
     return RankInputs(now, view, history, pages, started)
 
 
-def extract_inputs(store: ObjectStore, now: datetime, settings: RankSettings) -> RankInputs:
+def extract_rank_inputs(store: ObjectStore, now: datetime, settings: RankSettings) -> RankInputs:
     """A cycle's inputs, its fold of the aggregates committed; what it could not read is recorded."""
     with collect_damage() as damaged:
         inputs = read_rank_inputs(store, now, settings, persist=True)
@@ -84,5 +84,5 @@ def extract_inputs(store: ObjectStore, now: datetime, settings: RankSettings) ->
 
 
 @task(name="extract_rank_inputs", retries=2, retry_delay_seconds=2, timeout_seconds=600, cache_policy=NO_CACHE)
-def extract_rank_inputs(store: ObjectStore, now: datetime, settings: RankSettings) -> RankInputs:
-    return extract_inputs(store, now, settings)
+def extract_rank_inputs_task(store: ObjectStore, now: datetime, settings: RankSettings) -> RankInputs:
+    return extract_rank_inputs(store, now, settings)

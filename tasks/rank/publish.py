@@ -21,8 +21,8 @@ from tasks.aggregates.cycle import (
 )
 from tasks.crashpoints import crash_point
 from tasks.live import record_live_breaking
-from tasks.rank.compute import RankedCycle, compute_cycle
-from tasks.rank.extract import extract_inputs
+from tasks.rank.compute import RankedCycle, compute_rank_pages
+from tasks.rank.extract import extract_rank_inputs
 from tasks.search import publish_search
 from tasks.settings import RankSettings
 from transforms.pages import (
@@ -201,7 +201,7 @@ class RankSummary(TypedDict, total=False):
     damaged: list[dict[str, object]]
 
 
-def publish_cycle(store: ObjectStore, cycle: RankedCycle, settings: RankSettings) -> RankSummary:
+def publish_rank_pages(store: ObjectStore, cycle: RankedCycle, settings: RankSettings) -> RankSummary:
     """Publish what a cycle computed, record its member cache and Breaking stories, and build the
     search index.
 
@@ -226,10 +226,10 @@ def publish_cycle(store: ObjectStore, cycle: RankedCycle, settings: RankSettings
 def publish_all(store: ObjectStore, now: datetime, settings: RankSettings) -> RankSummary:
     """One rank & publish cycle, extract → transform → load, without Prefect (``flows/rank.py``
     runs the same three steps as tasks)."""
-    inputs = extract_inputs(store, now, settings)
-    return publish_cycle(store, compute_cycle(store, inputs, settings), settings)
+    inputs = extract_rank_inputs(store, now, settings)
+    return publish_rank_pages(store, compute_rank_pages(store, inputs, settings), settings)
 
 
 @task(name="publish_rank_pages", retries=2, retry_delay_seconds=2, timeout_seconds=600, cache_policy=NO_CACHE)
-def publish_rank_pages(store: ObjectStore, cycle: RankedCycle, settings: RankSettings) -> RankSummary:
-    return publish_cycle(store, cycle, settings)
+def publish_rank_pages_task(store: ObjectStore, cycle: RankedCycle, settings: RankSettings) -> RankSummary:
+    return publish_rank_pages(store, cycle, settings)

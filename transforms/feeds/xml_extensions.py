@@ -6,8 +6,9 @@ where the line matters to a field parse_feed reads.
 
 from __future__ import annotations
 
+from transforms.errors import FeedDeclinedError
 from transforms.feeds.xml_handlers import FeedHandlers
-from transforms.feeds.xml_stack import Attrs, Decline
+from transforms.feeds.xml_stack import Attrs
 
 
 class ExtensionHandlers(FeedHandlers):
@@ -26,7 +27,7 @@ class ExtensionHandlers(FeedHandlers):
     def _save_keyword_list(self, element: str, scheme: str | None) -> None:
         value = self.pop(element)
         if value is None:
-            raise Decline(f"not replayed: <{element}> with attributes")
+            raise FeedDeclinedError(f"not replayed: <{element}> with attributes")
         for term in value.split(","):
             if term.strip():
                 self._add_tag(term.strip(), scheme, None)
@@ -37,7 +38,7 @@ class ExtensionHandlers(FeedHandlers):
     def _end_tags(self) -> None:
         value = self.pop("tags")
         if value is None:
-            raise Decline("not replayed: <tags> out of place")
+            raise FeedDeclinedError("not replayed: <tags> out of place")
         for term in value.split(","):
             self._add_tag(term.strip(), None, None)
 

@@ -11,7 +11,8 @@ from typing import Any
 from feedparser.datetimes import _parse_date
 from feedparser.mixin import _FeedParserMixin
 
-from transforms.feeds.xml_stack import Attrs, Decline, ElementStack, EntryDict, map_content_type
+from transforms.errors import FeedDeclinedError
+from transforms.feeds.xml_stack import Attrs, ElementStack, EntryDict, map_content_type
 
 _HTML_TYPES = frozenset(_FeedParserMixin.html_types)
 
@@ -161,7 +162,7 @@ class FeedHandlers(ElementStack):
         except ValueError:
             value = 0
         except TypeError as e:  # feedparser would raise out of the parse
-            raise Decline(f"not replayed: <{key}> outside an image") from e
+            raise FeedDeclinedError(f"not replayed: <{key}> outside an image") from e
         if self.inimage:
             self._get_context()[key] = value
 

@@ -44,8 +44,9 @@ import feedparser.api
 import feedparser.encodings
 from lxml import etree
 
+from transforms.errors import FeedDeclinedError
 from transforms.feeds.xml_extensions import ExtensionHandlers
-from transforms.feeds.xml_stack import Decline, EntryDict
+from transforms.feeds.xml_stack import EntryDict
 from transforms.feeds.xml_walk import EndHandler, StartHandler, TreeWalk
 
 _NEW_DECLARATION = "<?xml version='1.0' encoding='utf-8'?>"
@@ -90,20 +91,20 @@ def read_feed_document(body: bytes, http_headers: Mapping[str, str]) -> FeedDocu
     try:
         data = _as_feedparser_decodes(body, http_headers)
         if _DOCTYPE_RE.search(data):
-            raise Decline("DOCTYPE: feedparser drops it, and with it any entity it defines")
+            raise FeedDeclinedError("DOCTYPE: feedparser drops it, and with it any entity it defines")
         try:
             root = etree.fromstring(data, _parser())
         except etree.XMLSyntaxError as e:
-            raise Decline(f"not well-formed: {e}") from e
+            raise FeedDeclinedError(f"not well-formed: {e}") from e
         reader = _Reader(http_headers.get("content-language"))
         try:
             reader.walk(root)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
             # feedparser would raise out of its parse here, or swallow an AttributeError: either way not ours.
-            raise Decline(f"handler error: {type(e).__name__}: {e}") from e
+            raise FeedDeclinedError(f"handler error: {type(e).__name__}: {e}") from e
         if not reader.version:
-            raise Decline("no version: not RSS or Atom")
-    except Decline as e:
+            raise FeedDeclinedError("no version: not RSS or Atom")
+    except FeedDeclinedError as e:
         return Declined(e.reason)
     return FeedDocument(reader.version, EntryDict(reader.feeddata), tuple(EntryDict(e) for e in reader.entries))
 
@@ -125,14 +126,14 @@ def _as_feedparser_decodes(body: bytes, http_headers: Mapping[str, str]) -> byte
     if data[:3] == codecs.BOM_UTF8:
         data = data[3:]
     elif data[:2] in (codecs.BOM_UTF16_BE, codecs.BOM_UTF16_LE) or data[:1] in (b"\x00", b"\x4c"):
-        raise Decline("encoding: not ASCII-compatible")
+        raise FeedDeclinedError("encoding: not ASCII-compatible")
     xml_encoding = ""
     match = feedparser.encodings.RE_XML_PI_ENCODING.match(data)
     if match:
         try:
             xml_encoding = match.group(1).decode("utf-8").lower()
         except UnicodeDecodeError as e:
-            raise Decline("encoding: undecodable declaration") from e
+            raise FeedDeclinedError("encoding: undecodable declaration") from e
     content_type, http_encoding = feedparser.encodings.parse_content_type(http_headers.get("content-type") or "")
     if content_type in ("application/xml", "application/xml-dtd", "application/xml-external-parsed-entity") or (
             content_type.startswith("application/") and content_type.endswith("+xml")):
@@ -148,10 +149,10 @@ def _as_feedparser_decodes(body: bytes, http_headers: Mapping[str, str]) -> byte
     try:
         info = codecs.lookup(encoding)
         if not info._is_text_encoding or _ASCII_PROBE.encode(info.name) != _ASCII_PROBE.encode("ascii"):
-            raise Decline(f"encoding: {encoding} is not ASCII-compatible")
+            raise FeedDeclinedError(f"encoding: {encoding} is not ASCII-compatible")
         text = data.decode(encoding)
     except (LookupError, UnicodeError, ValueError) as e:
-        raise Decline(f"encoding: does not decode as {encoding}") from e
+        raise FeedDeclinedError(f"encoding: does not decode as {encoding}") from e
     if feedparser.encodings.RE_XML_DECLARATION.search(text):
         text = feedparser.encodings.RE_XML_DECLARATION.sub(_NEW_DECLARATION, text)
     else:

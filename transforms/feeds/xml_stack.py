@@ -72,12 +72,6 @@ def store_value(context: dict[str, Any], key: str, value: Any) -> None:  # noqa:
     context[mapped if isinstance(mapped, str) else mapped[0]] = value
 
 
-class Decline(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 class ElementStack:
     """feedparser's ``_FeedParserMixin`` state and element stack, for the handlers well-formed RSS 2.0 and Atom 1.0 use."""
 

@@ -19,7 +19,8 @@ from feedparser.mixin import _FeedParserMixin
 from feedparser.urls import _urljoin, make_safe_absolute_uri
 from lxml import etree
 
-from transforms.feeds.xml_stack import Attrs, Decline, ElementStack, store_value
+from transforms.errors import FeedDeclinedError
+from transforms.feeds.xml_stack import Attrs, ElementStack, store_value
 
 _ROOTS = frozenset({"rss", "feed", "rdf:rdf"})
 _MATCH_NAMESPACES = {uri.lower(): prefix for uri, prefix in _FeedParserMixin.namespaces.items()}
@@ -163,7 +164,7 @@ class TreeWalk(ElementStack):
     def _attributes(self, node: etree._Element, items: list[tuple[str, str]], info: TagInfo) -> Attrs:
         attrs, self.decls = self.decls, {}
         if info.adds_xmlns:
-            raise Decline("not replayed: MathML or SVG")
+            raise FeedDeclinedError("not replayed: MathML or SVG")
         qnames: list[tuple[str, str]] = []
         for key, value in items:
             if key[0] != "{":
@@ -177,7 +178,7 @@ class TreeWalk(ElementStack):
             else:
                 given_prefixes = [p for p, u in node.nsmap.items() if u == uri and p]
                 if len(given_prefixes) != 1:
-                    raise Decline("not replayed: an attribute prefix bound twice")
+                    raise FeedDeclinedError("not replayed: an attribute prefix bound twice")
                 given = given_prefixes[0]
             qnames.append((given + ":" + local, value))
         for qname, value in qnames:  # expat's qnames come after every attribute's expanded name
@@ -197,7 +198,7 @@ class TreeWalk(ElementStack):
         attrs = self._attributes(node, items, info) if items or self.decls else {}
         name = info.name
         if self.depth == 0 and name not in _ROOTS:
-            raise Decline(f"root element: <{name}>")
+            raise FeedDeclinedError(f"root element: <{name}>")
         self.depth += 1
         if attrs:
             baseuri = attrs.get("xml:base", attrs.get("base")) or self.baseuri
@@ -227,15 +228,15 @@ class TreeWalk(ElementStack):
             # Markup inside a text field: feedparser turns it back into text (XHTML), and still runs
             # the end handler of each element inside; only elements without one are replayed.
             if info.has_end or info.name in ("svg", "xhtml:svg", "math"):
-                raise Decline(f"markup in a text field: <{name}>")
+                raise FeedDeclinedError(f"markup in a text field: <{name}>")
             if not self.contentparams.get("type", "xml").endswith("xml"):
                 if name in ("xhtml:div", "div"):
-                    raise Decline("markup in a text field: <div> in HTML text (feedparser loses track of its depth)")
+                    raise FeedDeclinedError("markup in a text field: <div> in HTML text (feedparser loses track of its depth)")
                 self.contentparams["type"] = "application/xhtml+xml"
             if self.contentparams.get("type") == "application/xhtml+xml":
                 self.handle_data(f"<{info.markup_name}{_strattrs(attrs)}>", escape=False)
                 return
-            raise Decline(f"markup in a text field: <{name}> in XML text")
+            raise FeedDeclinedError(f"markup in a text field: <{name}> in XML text")
         if not info.keeps_textinput:
             self.intextinput = 0
         if not info.keeps_image:
@@ -243,7 +244,7 @@ class TreeWalk(ElementStack):
         if info.start is not None:
             info.start(self, attrs)
         elif info.unknown_start:
-            raise Decline(f"not replayed: <{name}>")
+            raise FeedDeclinedError(f"not replayed: <{name}>")
         elif not attrs:
             self.push(info.key, 1)
         else:
@@ -263,12 +264,12 @@ class TreeWalk(ElementStack):
         if info.end is not None:
             info.end(self)
         elif info.unknown_end:
-            raise Decline(f"not replayed: <{info.name}>")
+            raise FeedDeclinedError(f"not replayed: <{info.name}>")
         else:
             self.pop(info.key)
         if self.incontent:
             if not self.contentparams.get("type", "xml").endswith("xml"):
-                raise Decline(f"markup in a text field: <{info.name}> in HTML text")
+                raise FeedDeclinedError(f"markup in a text field: <{info.name}> in HTML text")
             if self.contentparams.get("type") == "application/xhtml+xml":
                 self.handle_data(f"</{info.end_markup_name}>", escape=False)
         if self.basestack:
