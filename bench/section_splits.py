@@ -48,11 +48,17 @@ def _unit(salt: int, key: str) -> float:
                           "big") / 2**32
 
 
+def story_halves(events: list[str], salt: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two boolean masks over ``events``: the stories of half 0 and of half 1 (a story whole in one)."""
+    first = np.array([_unit(salt, e) < 0.5 for e in events])
+    return first, ~first
+
+
 def _four(section: str) -> str:
     return "technology" if section == "science" else section
 
 
-def _score_half(x_train: np.ndarray, y_train: list[str], groups: list[str], x_test: np.ndarray,
+def score_half(x_train: np.ndarray, y_train: list[str], groups: list[str], x_test: np.ndarray,
                 y_test: list[str], threshold: float) -> tuple[float, float, float]:
     """Coverage and accuracy at ``threshold``, and accuracy at a coverage of exactly ``COVERAGE``."""
     model = recipe._fit(x_train, np.array(y_train), recipe.sample_weights(y_train, groups))
@@ -71,15 +77,14 @@ def splits(gnews: list[dict[str, object]], gnews_x: np.ndarray, story_section: d
     events = [str(r["event"]) for r in gnews]
     halves = []
     for salt in range(salts):
-        for half in (0, 1):
-            test = np.array([(_unit(salt, e) < 0.5) == (half == 0) for e in events])
+        for test in story_halves(events, salt):
             train_y = [story_section[e] for e, t in zip(events, test, strict=True) if not t]
             train_y += [str(r["section"]) for r in written]
             groups = [f"gnews:{e}" for e, t in zip(events, test, strict=True) if not t]
             groups += [f"written:{r['id']}" for r in written]
             x_train = np.vstack([gnews_x[~test], written_x])
             test_y = [story_section[e] for e, t in zip(events, test, strict=True) if t]
-            halves.append(_score_half(x_train, train_y, groups, gnews_x[test], test_y, threshold))
+            halves.append(score_half(x_train, train_y, groups, gnews_x[test], test_y, threshold))
     h = np.array(halves)
     return {"halves": len(halves), "written_headlines": len(written),
             "at_threshold": {"coverage": round(float(h[:, 0].mean()), 3), "accuracy": round(float(h[:, 1].mean()), 3),
