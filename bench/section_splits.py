@@ -38,11 +38,6 @@ from transforms.embedding import embed_texts, embedding_text
 COVERAGE = 0.80
 
 
-def _read_rows(path: Path) -> list[dict[str, object]]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 def _unit(salt: int, key: str) -> float:
     return int.from_bytes(hashlib.blake2b(f"sections-splits-{salt}:{key}".encode(), digest_size=4).digest(),
                           "big") / 2**32
@@ -54,17 +49,13 @@ def story_halves(events: list[str], salt: int) -> tuple[np.ndarray, np.ndarray]:
     return first, ~first
 
 
-def _four(section: str) -> str:
-    return "technology" if section == "science" else section
-
-
 def score_half(x_train: np.ndarray, y_train: list[str], groups: list[str], x_test: np.ndarray,
                 y_test: list[str], threshold: float) -> tuple[float, float, float]:
     """Coverage and accuracy at ``threshold``, and accuracy at a coverage of exactly ``COVERAGE``."""
     model = recipe._fit(x_train, np.array(y_train), recipe.sample_weights(y_train, groups))
     prob = model.predict_proba(x_test)
     confidence = prob.max(axis=1)
-    right = np.array([_four(str(model.classes_[b])) == _four(t) for b, t in zip(prob.argmax(axis=1), y_test,
+    right = np.array([recipe._four_way(str(model.classes_[b])) == recipe._four_way(t) for b, t in zip(prob.argmax(axis=1), y_test,
                                                                               strict=True)])
     answered = confidence >= threshold
     at = np.sort(confidence)[::-1][int(np.ceil(COVERAGE * len(confidence))) - 1]
@@ -105,10 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     for line in (recipe.TRAINING / "gnews2014-dev-sections.tsv").read_text(encoding="utf-8").splitlines()[1:]:
         event, _category, section = line.split("\t")
         story_section[event] = section
-    gnews = _read_rows(args.corpus_dir / "clustering" / "gnews2014-dev.jsonl")
-    sets = {"written": _read_rows(args.written)}
+    gnews = recipe._read_jsonl(args.corpus_dir / "clustering" / "gnews2014-dev.jsonl")
+    sets = {"written": recipe._read_jsonl(args.written)}
     if args.compare_written:
-        sets["compare_written"] = _read_rows(args.compare_written)
+        sets["compare_written"] = recipe._read_jsonl(args.compare_written)
 
     def embed(rows: list[dict[str, object]]) -> np.ndarray:
         return embed_texts([embedding_text(str(r.get("title") or ""), str(r.get("text") or ""),
